@@ -1,0 +1,237 @@
+"""The sequential dataset-inference test: online scorer → payoff → e-process.
+
+BADI paper Sec. 4 and Sec. 5.1 ("Scoring Model and Two-sample Testing by
+Betting"), App. A.4, C. One round t, in this order (everything that touches
+pair t is fitted on pairs < t):
+
+1. score X_t, Y_t with the scorer fitted on pairs < t (A.4),
+2. payoff u_t from the witness fitted on rounds < t (App. C, tanh squashing),
+3. W_t = W_{t-1}(1 + λ_t u_t) with the stake λ_t chosen from rounds < t,
+4. only then update strategy, witness and scorer with pair t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import pydantic
+
+from trainspotter.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
+from trainspotter.errors import InputError
+from trainspotter.scoring import OnlineScorer
+
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "run_test", "split_features"]
+
+SET_COLUMN = "set"
+SET_LABELS = ("suspect", "heldout")
+
+
+class TestConfig(pydantic.BaseModel):
+    """Settings of one sequential test (flat, so they flatten into MLflow params)."""
+
+    __test__ = False  # not a pytest class
+
+    alpha: float = pydantic.Field(0.05, gt=0.0, lt=1.0)
+    strategy: str = "ons"
+    payoff: str = "mmd"
+    lambda_max: float = pydantic.Field(0.8, gt=0.0, lt=1.0)
+    lr: float = pydantic.Field(0.01, gt=0.0)
+    epochs: int = pydantic.Field(30, ge=0)
+    trim: float = pydantic.Field(0.025, ge=0.0, lt=0.5)
+    seed: int = 0
+
+    @pydantic.field_validator("strategy")
+    @classmethod
+    def _strategy(cls, v: str) -> str:
+        if v not in STRATEGIES:
+            raise ValueError(f"unknown strategy {v!r}; choose one of {', '.join(STRATEGIES)}")
+        return v
+
+    @pydantic.field_validator("payoff")
+    @classmethod
+    def _payoff(cls, v: str) -> str:
+        if v not in PAYOFFS:
+            raise ValueError(f"unknown payoff {v!r}; choose one of {', '.join(PAYOFFS)}")
+        return v
+
+
+@dataclass
+class TestResult:
+    """Outcome of ``SequentialTest.run`` (per-step arrays are per round)."""
+
+    __test__ = False
+
+    reject: bool
+    e_value: float
+    pairs_used: int
+    max_wealth: float
+    p_value: float
+    stop_time: int | None
+    alpha: float
+    wealth: np.ndarray = field(repr=False)
+    lam: np.ndarray = field(repr=False)
+    u: np.ndarray = field(repr=False)
+    score_x: np.ndarray = field(repr=False)
+    score_y: np.ndarray = field(repr=False)
+
+    def summary(self) -> dict:
+        """The scalar fields, JSON-able."""
+        d = asdict(self)
+        return {k: v for k, v in d.items() if not isinstance(v, np.ndarray)}
+
+    def to_dict(self) -> dict:
+        d = self.summary()
+        for k in ("wealth", "lam", "u", "score_x", "score_y"):
+            d[k] = getattr(self, k).tolist()
+        return d
+
+
+class SequentialTest:
+    """Online BADI test over pairs (suspect row x, held-out row y).
+
+    ``batch=B`` runs B independent streams at once (used by the Monte Carlo
+    evaluation); then ``update`` takes rows of shape (B, p) and the read-outs
+    are arrays. The default ``batch=None`` is the single audit stream.
+    """
+
+    __test__ = False
+
+    def __init__(self, n_features: int, config: TestConfig | None = None, batch: int | None = None):
+        self.config = config = config or TestConfig()
+        self.n_features, self.batch = int(n_features), batch
+        self.scorer = OnlineScorer(n_features, config.lr, config.epochs, config.trim, config.seed, batch)
+        self.payoff = make_payoff(config.payoff, dim=1, batch=batch)  # witness on scalar scores
+        self.eprocess = EProcess(config.strategy, config.lambda_max, config.alpha, batch)
+        self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
+
+    def update(self, x, y) -> dict:
+        """One round with pair t = (x, y); returns what happened in it."""
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        shape = (self.n_features,) if self.batch is None else (self.batch, self.n_features)
+        if x.shape != shape or y.shape != shape:
+            raise ValueError(f"expected rows of shape {shape}, got {x.shape} and {y.shape}")
+        sx, sy = self.scorer.score(x), self.scorer.score(y)  # 1. scorer of pairs < t
+        u = self.payoff.payoff(sx, sy)                        # 2. witness of rounds < t
+        lam = self.eprocess.lam                               #    stake of rounds < t
+        wealth = self.eprocess.update(u)                      # 3. W_t, then strategy update
+        self.payoff.update(sx, sy)                            # 4. absorb pair t
+        self.scorer.update(x, y)
+        step = {"t": self.t, "score_x": sx, "score_y": sy, "u": u, "lambda": lam, "wealth": wealth}
+        for k in self.history:
+            self.history[k].append(step[k])
+        return step
+
+    def run(self, X, Y, stop_on_reject: bool = True) -> TestResult:
+        """Feed pairs (X[i], Y[i]) in order; stop at the first crossing if asked."""
+        X = np.asarray(X, dtype=float)
+        Y = np.asarray(Y, dtype=float)
+        if self.batch is not None:
+            raise ValueError("run() is for a single stream; use update() with batch rows")
+        if X.ndim == 1:  # scalar scores
+            X, Y = X[:, None], Y[:, None]
+        if X.shape != Y.shape or X.shape[1] != self.n_features:
+            raise ValueError(f"X and Y must both be (n, {self.n_features}); got {X.shape} and {Y.shape}")
+        start = len(self.history["wealth"])
+        for i in range(X.shape[0]):
+            if stop_on_reject and self.rejected:
+                break
+            self.update(X[i], Y[i])
+        h = {k: np.asarray(v[start:], dtype=float) for k, v in self.history.items()}
+        return TestResult(reject=self.rejected, e_value=self.e_value, pairs_used=self.t,
+                          max_wealth=self.max_wealth, p_value=self.p_value, stop_time=self.stop_time,
+                          alpha=self.config.alpha, wealth=h["wealth"], lam=h["lambda"], u=h["u"],
+                          score_x=h["score_x"], score_y=h["score_y"])
+
+    # -- read-outs (delegated to the e-process) -------------------------------
+    t = property(lambda self: self.eprocess.t)
+    rejected = property(lambda self: self.eprocess.rejected)
+    stop_time = property(lambda self: self.eprocess.stop_time)
+    wealth = property(lambda self: self.eprocess.wealth)
+    max_wealth = property(lambda self: self.eprocess.max_wealth)
+    e_value = property(lambda self: self.eprocess.e_value)
+    p_value = property(lambda self: self.eprocess.p_value)
+
+    # -- persistence: continuing from a saved state equals never stopping -----
+    def to_dict(self) -> dict:
+        hist = {k: [np.asarray(v).tolist() for v in vs] for k, vs in self.history.items()}
+        return {"n_features": self.n_features, "batch": self.batch, "config": self.config.model_dump(),
+                "scorer": self.scorer.to_dict(), "payoff": self.payoff.to_dict(),
+                "eprocess": self.eprocess.to_dict(), "history": hist}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SequentialTest":
+        obj = cls(d["n_features"], TestConfig(**d["config"]), d["batch"])
+        obj.scorer = OnlineScorer.from_dict(d["scorer"])
+        obj.payoff = payoff_from_dict(d["payoff"])
+        obj.eprocess = EProcess.from_dict(d["eprocess"])
+        conv = (lambda v: v) if d["batch"] is None else np.asarray
+        obj.history = {k: [conv(v) for v in vs] for k, vs in d["history"].items()}
+        return obj
+
+
+# ---------------------------------------------------------------------------
+# Features tables
+# ---------------------------------------------------------------------------
+
+
+def split_features(df: pd.DataFrame, feature_cols: list[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Validate a features table; return (suspect rows, held-out rows, columns).
+
+    The table has a ``set`` column in {"suspect", "heldout"} and one numeric
+    column per feature; non-numeric columns (id, text, …) are ignored.
+    Raises InputError naming the column/row and the problem.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("features table must be a pandas DataFrame")
+    if SET_COLUMN not in df.columns:
+        raise InputError(f"features table has no {SET_COLUMN!r} column (columns: {', '.join(map(str, df.columns))})")
+    labels = df[SET_COLUMN].astype(str)
+    bad = ~labels.isin(SET_LABELS)
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        raise InputError(f"row {i}: column {SET_COLUMN!r} has unknown label {df[SET_COLUMN].iloc[i]!r} "
+                         f"(expected 'suspect' or 'heldout')")
+    if feature_cols is None:
+        feature_cols = [c for c in df.columns if c != SET_COLUMN and pd.api.types.is_numeric_dtype(df[c])
+                        and not pd.api.types.is_bool_dtype(df[c]) and str(c).lower() not in ("id", "index")]
+    else:
+        missing = [c for c in feature_cols if c not in df.columns]
+        if missing:
+            raise InputError(f"feature column(s) not in the table: {', '.join(map(str, missing))}")
+        nonnum = [c for c in feature_cols if not pd.api.types.is_numeric_dtype(df[c])]
+        if nonnum:
+            raise InputError(f"feature column {nonnum[0]!r} is not numeric")
+    if not feature_cols:
+        raise InputError("features table has no numeric feature column")
+    values = df[feature_cols].to_numpy(dtype=float)
+    nonfinite = ~np.isfinite(values)
+    if nonfinite.any():
+        i, j = np.argwhere(nonfinite)[0]
+        raise InputError(f"row {int(i)}: column {feature_cols[j]!r} is {values[i, j]} (NaN/inf values are not allowed)")
+    for name in SET_LABELS:
+        if not (labels == name).any():
+            raise InputError(f"features table has no {name!r} rows in column {SET_COLUMN!r}")
+    is_s = (labels == "suspect").to_numpy()
+    return values[is_s], values[~is_s], list(feature_cols)
+
+
+def run_test(df: pd.DataFrame, config: TestConfig | None = None, feature_cols: list[str] | None = None) -> dict:
+    """Run the sequential test on a features table; JSON-able summary.
+
+    Each side is shuffled with ``config.seed`` and rows are paired in that
+    order; pairs = min(#suspect, #heldout). Stops at the first crossing.
+    """
+    config = config or TestConfig()
+    S, H, cols = split_features(df, feature_cols)
+    rng = np.random.default_rng(config.seed)
+    S, H = S[rng.permutation(len(S))], H[rng.permutation(len(H))]
+    n = min(len(S), len(H))
+    test = SequentialTest(len(cols), config)
+    res = test.run(S[:n], H[:n], stop_on_reject=True)
+    out = res.summary()
+    out.update({"pairs_available": n, "n_suspect": int(len(S)), "n_heldout": int(len(H)),
+                "feature_cols": cols, "final_wealth": float(test.wealth), "config": config.model_dump()})
+    return out
