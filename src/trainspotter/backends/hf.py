@@ -1,0 +1,106 @@
+"""Local Hugging Face backend: gray-box token signals from one forward pass per text.
+
+For each text we return, at every position i ≥ 1 (BOS first when the tokenizer has
+one, so the first real token is predicted too):
+- ``logprobs[i]`` = log p(x_i | x_<i), the log-prob of the actual token;
+- ``argmax[i]``   = the greedy prediction, i.e. what a label-only API answers
+  (BADI App. A.6 compares it with x_i);
+- ``mu[i]``, ``sigma2[i]`` = mean and variance of log p(z | x_<i) under z ~ p(·|x_<i),
+  which Min-K%++ (Zhang et al. 2024) z-scores against.
+All four come from the same logits, so the full gray-box and label-only signal costs
+one forward pass per text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@dataclass
+class TokenScores:
+    token_ids: np.ndarray  # int64 [n] actual tokens x_1..x_n (BOS excluded)
+    logprobs: np.ndarray  # float64 [n]
+    argmax: np.ndarray  # int64 [n]
+    mu: np.ndarray  # float64 [n]
+    sigma2: np.ndarray  # float64 [n]
+
+
+def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
+    """sha256 over size + first and last MiB: cheap, changes whenever weights change."""
+    h = hashlib.sha256(str(path.stat().st_size).encode())
+    with path.open("rb") as f:
+        h.update(f.read(chunk))
+        f.seek(max(0, path.stat().st_size - chunk))
+        h.update(f.read(chunk))
+    return h.hexdigest()
+
+
+class HFBackend:
+    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id)."""
+
+    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 8,
+                 max_length: int = 512):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"model path {path} does not exist")
+        if path.suffix == ".gguf":
+            kwargs = {"gguf_file": path.name}
+            path_dir = path.parent
+        else:
+            kwargs, path_dir = {}, path
+        self.path = path
+        self.tokenizer = AutoTokenizer.from_pretrained(path_dir, local_files_only=True, **kwargs)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path_dir, local_files_only=True, dtype=torch.float32, **kwargs).to(device).eval()
+        self.device, self.batch_size, self.max_length = device, batch_size, max_length
+        weights = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+        self.fingerprint = hashlib.sha256(
+            "".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: self.max_length - 1]
+        bos = self.tokenizer.bos_token_id
+        return ([bos] if bos is not None else []) + ids
+
+    @torch.inference_mode()
+    def score(self, texts: list[str]) -> list[TokenScores]:
+        """Token signals for each text, in input order; batches sorted by length."""
+        encoded = [self.encode(t) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        out: list[TokenScores | None] = [None] * len(texts)
+        pad = self.tokenizer.pad_token_id or 0
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.full((len(idx), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
+                mask[row, : len(encoded[i])] = 1
+            logits = self.model(input_ids=ids.to(self.device),
+                                attention_mask=mask.to(self.device)).logits.float()
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)  # predicts tokens 1..width-1
+            target = ids[:, 1:].to(self.device)
+            actual = logp.gather(-1, target[..., None])[..., 0]
+            probs = logp.exp()
+            mu = (probs * logp).sum(-1)
+            sigma2 = (probs * logp.square()).sum(-1) - mu.square()
+            greedy = logp.argmax(-1)
+            for row, i in enumerate(idx):
+                n = len(encoded[i]) - 1
+                out[i] = TokenScores(
+                    token_ids=target[row, :n].cpu().numpy(),
+                    logprobs=actual[row, :n].double().cpu().numpy(),
+                    argmax=greedy[row, :n].cpu().numpy(),
+                    mu=mu[row, :n].double().cpu().numpy(),
+                    sigma2=sigma2[row, :n].clamp_min(0).double().cpu().numpy())
+        return out  # type: ignore[return-value]
