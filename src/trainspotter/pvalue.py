@@ -41,7 +41,8 @@ def preprocess(train: np.ndarray, test: np.ndarray, trim: float = 0.025) -> tupl
 def combine_pvalues(pvals) -> float:
     """Brown–Šidák combination of dependent p-values: 1 − Π(1 − p_i) (A.8)."""
     p = np.clip(np.asarray(pvals, dtype=float), 0.0, 1.0)
-    return float(-np.expm1(np.sum(np.log1p(-p))))
+    with np.errstate(divide="ignore"):  # p_i = 1 gives log 0 = −inf → combined p = 1
+        return float(-np.expm1(np.sum(np.log1p(-p))))
 
 
 def di_pvalue(suspect: np.ndarray, heldout: np.ndarray, n_shuffles: int = 4, seed: int = 0,
