@@ -1,0 +1,127 @@
+"""`trainspotter test` and `trainspotter simulate`: the statistics verbs.
+
+Plain typer command functions, registered by flows/cli.py. They read a
+features table (Parquet or CSV: a `set` column in {suspect, heldout} and one
+numeric column per feature), call the library (trainspotter.sequential /
+trainspotter.evaluate) and print a short table or JSON. Bad input raises
+InputError, which the main CLI turns into one "error: …" line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pydantic
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainspotter.errors import InputError
+from trainspotter.evaluate import simulate
+from trainspotter.sequential import TestConfig, run_test
+
+_console = Console()
+
+
+def read_features(path: Path) -> pd.DataFrame:
+    """Read a Parquet or CSV features table, or raise InputError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".csv", ".tsv"):
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+    except Exception as e:  # pyarrow / pandas parse errors come in many types
+        raise InputError(f"{path}: cannot read the features table ({type(e).__name__}: {e})") from None
+    raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .parquet or .csv")
+
+
+def _config(**kw) -> TestConfig:
+    try:
+        return TestConfig(**kw)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        raise InputError(f"option --{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+
+
+def _with_file(path: Path, fn):
+    try:
+        return fn()
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _table(title: str, rows: list[tuple[str, object]]) -> None:
+    t = Table(title=title, show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("")
+    for k, v in rows:
+        t.add_row(k, _fmt(v))
+    _console.print(t)
+
+
+def test_cmd(
+    features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
+    alpha: float = typer.Option(0.05, help="Significance level; reject when the wealth reaches 1/alpha."),
+    strategy: str = typer.Option("ons", help="Betting strategy: ons, kelly or mixture."),
+    payoff: str = typer.Option("mmd", help="Payoff: mmd (paper), ks (one-sided KS) or diff."),
+    lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+) -> None:
+    """Run the anytime-valid sequential test on a features table."""
+    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max)
+    df = read_features(features)
+    out = _with_file(features, lambda: run_test(df, config))
+    if json_out:
+        typer.echo(json.dumps(out, indent=1))
+        return
+    verdict = "reject H0 (suspect set used in training)" if out["reject"] else "no rejection"
+    _table(f"Sequential test ({strategy}/{payoff}, α = {alpha})", [
+        ("decision", verdict),
+        ("e-value", out["e_value"]), ("max wealth", out["max_wealth"]), ("p-value (anytime)", out["p_value"]),
+        ("stop time", out["stop_time"]), ("pairs used", out["pairs_used"]),
+        ("pairs available", out["pairs_available"]), ("features", len(out["feature_cols"])),
+    ])
+
+
+test_cmd.__test__ = False  # a CLI verb, not a pytest test
+
+
+def simulate_cmd(
+    features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
+    trials: int = typer.Option(200, min=1, help="Monte Carlo trials (random orders)."),
+    null: bool = typer.Option(False, "--null", help="Compare two random halves of the held-out rows (FPR)."),
+    n_max: int | None = typer.Option(None, min=1, help="At most this many pairs per trial."),
+    alpha: float = typer.Option(0.05, help="Significance level."),
+    strategy: str = typer.Option("ons", help="Betting strategy: ons, kelly or mixture."),
+    payoff: str = typer.Option("mmd", help="Payoff: mmd, ks or diff."),
+    lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
+    seed: int = typer.Option(0, help="Seed of the trial orders."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+) -> None:
+    """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
+    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, seed=seed)
+    df = read_features(features)
+    out = _with_file(features, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
+    if json_out:
+        typer.echo(json.dumps(out, indent=1))
+        return
+    mean, std = out["mean_stop"], out["std_stop"]
+    _table(f"Simulation: {trials} trials × ≤{out['pairs']} pairs ({'null' if null else 'suspect vs held-out'})", [
+        ("FPR" if null else "TPR", out["rejection_rate"]),
+        ("stop time (mean ± std)", "—" if mean is None else f"{mean:.1f} ± {std:.1f}"),
+        ("α", alpha), ("strategy / payoff", f"{strategy} / {payoff}"),
+    ])
