@@ -79,3 +79,10 @@ def gray_features(text: str, target: TokenScores, reference: TokenScores | None 
         row["gray_ref_ratio"] = reference_ratio(target.logprobs, reference.logprobs)
         row["gray_ref_diff"] = reference_diff(target.logprobs, reference.logprobs)
     return row
+
+
+def extract_gray(texts: list[str], target, reference=None) -> list[dict[str, float]]:
+    """Feature rows for many texts: one batched forward pass per text per model."""
+    t_scores = target.score(texts)
+    r_scores = reference.score(texts) if reference is not None else [None] * len(texts)
+    return [gray_features(x, t, r) for x, t, r in zip(texts, t_scores, r_scores)]

@@ -72,7 +72,7 @@ def split_path(name: str, split: str, root: Path | None = None) -> Path:
     return testbed_dir(name, root) / f"{split}.jsonl"
 
 
-def _train_tokenizer(texts: list[str], vocab_size: int):
+def train_tokenizer(texts: list[str], vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -130,6 +130,9 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
                   progress: Callable[[str, int, int], None] | None = None) -> Path:
     """Build (or reuse, when the cached one has the same config) a testbed; returns its dir."""
     from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     out = testbed_dir(config.name, root)
     key = fingerprint(config, __version__)
@@ -140,7 +143,7 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     records = wikipedia_leads()
-    tokenizer = _train_tokenizer([r["text"] for r in records], config.vocab_size)
+    tokenizer = train_tokenizer([r["text"] for r in records], config.vocab_size)
     bos = tokenizer.bos_token_id
     encoded = tokenizer([r["text"] for r in records], add_special_tokens=False)["input_ids"]
 

@@ -11,9 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError
-from .hf import HFBackend, TokenScores
+from .hf import HFBackend, TokenScores, weights_fingerprint
 
-__all__ = ["HFBackend", "TokenScores", "load_backend", "resolve_spec"]
+__all__ = ["HFBackend", "TokenScores", "load_backend", "resolve_spec", "spec_fingerprint"]
 
 
 def resolve_spec(spec: str) -> Path:
@@ -45,3 +45,8 @@ def resolve_spec(spec: str) -> Path:
 def load_backend(spec: str, batch_size: int = 8) -> HFBackend:
     """Load once per process: tasks call this instead of receiving a model as input."""
     return HFBackend(resolve_spec(spec), batch_size=batch_size)
+
+
+def spec_fingerprint(spec: str) -> str:
+    """Fingerprint of the weights a spec points to (changes when a testbed is rebuilt)."""
+    return weights_fingerprint(resolve_spec(spec))

@@ -40,6 +40,13 @@ def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def weights_fingerprint(path: Path) -> str:
+    """Identity of a model's weights without loading them (keys caches and run tags)."""
+    path = Path(path)
+    weights = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+    return hashlib.sha256("".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
+
+
 class HFBackend:
     """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id)."""
 
@@ -62,9 +69,7 @@ class HFBackend:
         self.model = AutoModelForCausalLM.from_pretrained(
             path_dir, local_files_only=True, dtype=torch.float32, **kwargs).to(device).eval()
         self.device, self.batch_size, self.max_length = device, batch_size, max_length
-        weights = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
-        self.fingerprint = hashlib.sha256(
-            "".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
+        self.fingerprint = weights_fingerprint(path)
 
     def encode(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: self.max_length - 1]

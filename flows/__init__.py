@@ -1,0 +1,1 @@
+"""Prefect flows composed of tasks/ wrappers; flows own the MLflow runs."""

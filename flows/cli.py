@@ -1,0 +1,177 @@
+"""The `trainspotter` command: the outermost layer; runs flows, calls the library.
+
+Every verb has ``--help`` and ``--json``. Bad input ends with one line
+``error: FILE:LINE: problem`` on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainspotter.errors import InputError
+
+app = typer.Typer(help="Was this dataset used to train that language model? "
+                       "Anytime-valid dataset inference with e-values.",
+                  no_args_is_help=True, pretty_exceptions_show_locals=False)
+testbed_app = typer.Typer(help="Built-in testbeds with known ground truth.", no_args_is_help=True)
+app.add_typer(testbed_app, name="testbed")
+console = Console(stderr=True)
+
+JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
+
+
+def _emit_json(obj) -> None:
+    typer.echo(json.dumps(obj, indent=1, default=str))
+
+
+def _decision(reject: bool) -> str:
+    return "[red]reject H0 (trained on)[/red]" if reject else "[green]no evidence (keep H0)[/green]"
+
+
+def _results_table(results: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("set", "pairs used", "e-value", "p-value", "decision"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
+                      f"{r['e_value']:.3g}", f"{r['p_value']:.3g}", _decision(r["reject"]))
+    return table
+
+
+def _print_results(results: list[dict], title: str) -> None:
+    out = Console()
+    out.print(_results_table(results, title))
+    for r in results:
+        out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
+                  f"(experiment {r['experiment']}), plot {r['plot']}")
+
+
+@app.command()
+def assets(json_out: bool = JSON) -> None:
+    """List the packaged models and corpora, installed or not, and where."""
+    from trainspotter.assets import assets_as_dicts
+
+    rows = assets_as_dicts()
+    if json_out:
+        return _emit_json(rows)
+    table = Table(title="Packaged assets")
+    for col in ("name", "kind", "installed", "path / install"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["kind"], "yes" if r["installed"] else "no",
+                      r["path"] if r["installed"] else r["install"])
+    Console().print(table)
+
+
+@testbed_app.command("build")
+def testbed_build(name: str = typer.Argument("tiny", help="Preset: tiny (demo) or mini (tests)."),
+                  force: bool = typer.Option(False, help="Rebuild even if cached."),
+                  json_out: bool = JSON) -> None:
+    """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
+    from trainspotter.testbed import PRESETS, load_manifest
+
+    if name not in PRESETS:
+        raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
+    from flows.testbed import testbed_flow
+
+    path = testbed_flow(name, force=force)
+    manifest = load_manifest(name)
+    info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
+            "splits": {k: len(v) for k, v in manifest["splits"].items()}}
+    if json_out:
+        return _emit_json(info)
+    Console().print(f"testbed {name} at {path} ({info['splits']}, built in {info['build_seconds']} s)")
+
+
+@app.command()
+def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
+         alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
+         max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs per audit."),
+         seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
+         tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+         json_out: bool = JSON) -> None:
+    """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
+    from trainspotter.testbed import PRESETS
+
+    if testbed not in PRESETS:
+        raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
+    from flows.demo import demo_flow
+
+    results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
+                        tracking_uri=tracking_uri)
+    if json_out:
+        return _emit_json(results)
+    _print_results(results, f"Demo audit on testbed {testbed!r} (α = {alpha})")
+
+
+@app.command()
+def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parquet/CSV/txt/folder)."),
+          heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
+          model: str = typer.Option(..., help="Target model spec: hf:PATH or testbed:NAME."),
+          reference: Optional[str] = typer.Option(None, help="Reference model spec."),
+          alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
+          max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs queried."),
+          name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
+          strategy: str = typer.Option("ons", help="Betting strategy."),
+          batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
+          seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
+          tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+          json_out: bool = JSON) -> None:
+    """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
+    from pydantic import ValidationError
+
+    from trainspotter.backends import resolve_spec
+    from trainspotter.data import load_passages
+    from trainspotter.sequential import TestConfig
+
+    # Validate everything before any flow starts, so bad input is one clear line.
+    for path in (suspect, heldout):
+        load_passages(path)
+    for spec in filter(None, (model, reference)):
+        resolve_spec(spec)
+    try:
+        from flows.audit import AuditConfig
+
+        config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
+                             reference=reference, max_pairs=max_pairs, batch_pairs=batch_pairs,
+                             seed=seed, test=TestConfig(alpha=alpha, strategy=strategy, seed=seed))
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise InputError(f"option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    from flows.audit import audit_flow
+
+    result = audit_flow(config, tracking_uri)
+    if json_out:
+        return _emit_json(result)
+    _print_results([result], f"Audit {name!r} (α = {alpha})")
+
+
+def _register_stats() -> None:
+    try:
+        from flows.cli_stats import simulate_cmd, test_cmd
+    except ImportError:  # pragma: no cover - only while the module is absent
+        return
+    app.command("test", help=test_cmd.__doc__)(test_cmd)
+    app.command("simulate", help=simulate_cmd.__doc__)(simulate_cmd)
+
+
+_register_stats()
+
+
+def main() -> None:
+    try:
+        app()
+    except InputError as e:
+        console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

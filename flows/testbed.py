@@ -1,0 +1,12 @@
+"""Build a testbed (tokenizer, splits, reference and target LMs) as a flow."""
+
+from prefect import flow
+
+import tasks  # noqa: F401
+from tasks.testbed import build_testbed_task
+from trainspotter.testbed import PRESETS, TestbedConfig
+
+
+@flow(name="testbed")
+def testbed_flow(name: str = "tiny", force: bool = False, config: TestbedConfig | None = None) -> str:
+    return build_testbed_task(config or PRESETS[name], force=force)

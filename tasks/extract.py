@@ -1,0 +1,24 @@
+"""Feature extraction as a cached task: a rerun of an audit re-queries no model."""
+
+from prefect import task
+
+from trainspotter import __version__
+from trainspotter.backends import load_backend, spec_fingerprint
+from trainspotter.config import fingerprint
+from trainspotter.features import extract_gray
+
+
+def features_cache_key(context, parameters) -> str:
+    """Explicit key: library version + weights of each model + the exact texts.
+    (TASK_SOURCE alone would miss changes in the library or in the weights.)"""
+    reference = parameters.get("reference")
+    return "features-" + fingerprint(
+        __version__, spec_fingerprint(parameters["model"]),
+        spec_fingerprint(reference) if reference else None, parameters["texts"])
+
+
+@task(cache_key_fn=features_cache_key, persist_result=True, retries=1,
+      task_run_name="features[{batch}]")
+def extract_features(texts: list[str], model: str, reference: str | None = None,
+                     batch: int = 0) -> list[dict[str, float]]:
+    return extract_gray(texts, load_backend(model), load_backend(reference) if reference else None)
