@@ -1,0 +1,28 @@
+"""Test session setup: every artifact (Prefect DB and results, MLflow store, testbeds)
+goes to a fresh temporary folder, set before tasks/flows are imported."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(tempfile.mkdtemp(prefix="trainspotter-tests-"))
+os.environ["TRAINSPOTTER_ARTIFACTS"] = str(ARTIFACTS)
+for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL"):
+    os.environ.pop(var, None)
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def mini_testbed(artifacts) -> Path:
+    """The seconds-scale `mini` testbed (same recipe as `tiny`), built once per session."""
+    from trainspotter.testbed import PRESETS, build_testbed
+
+    return build_testbed(PRESETS["mini"])

@@ -1,0 +1,70 @@
+"""The demo path on the `mini` testbed, the MLflow record and the task cache."""
+
+import json
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from trainspotter.testbed import PRESETS
+
+
+@pytest.fixture(scope="module")
+def demo(mini_testbed):
+    from flows.demo import demo_flow
+
+    return {r["set"]: r for r in demo_flow(testbed="mini", alpha=0.05)}
+
+
+def test_members_rejected_negative_control_not(demo):
+    members, control = demo["members"], demo["negative-control"]
+    assert members["reject"] and members["e_value"] >= 1 / 0.05
+    assert members["stop_time"] == members["pairs_used"] < PRESETS["mini"].n_per_split
+    assert not control["reject"] and control["max_wealth"] < 1 / 0.05
+    assert control["pairs_used"] == PRESETS["mini"].n_per_split  # ran out of data, never crossed
+    # anytime-valid p-value = 1 / max wealth
+    assert control["p_value"] == pytest.approx(min(1.0, 1 / control["max_wealth"]))
+
+
+def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
+    from flows.tracking import tracking_uri
+
+    r = demo["members"]
+    client = MlflowClient(tracking_uri())
+    run = client.get_run(r["run_id"])
+    params = run.data.params
+    assert params["model"] == "testbed:mini" and params["reference"] == "testbed:mini/reference"
+    assert params["test.alpha"] == "0.05" and params["test.strategy"] == "ons"
+    metrics = run.data.metrics
+    assert metrics["reject"] == 1.0 and metrics["pairs_used"] == r["pairs_used"]
+    assert metrics["e_value"] == pytest.approx(r["e_value"])
+    wealth = client.get_metric_history(r["run_id"], "wealth")
+    assert [m.step for m in sorted(wealth, key=lambda m: m.step)] == list(range(1, r["pairs_used"] + 1))
+    assert max(wealth, key=lambda m: m.step).value == pytest.approx(r["e_value"])
+    names = {a.path for a in client.list_artifacts(r["run_id"])}
+    assert {"features.parquet", "wealth.png", "config.yaml", "summary.json"} <= names
+    local = client.download_artifacts(r["run_id"], "features.parquet")
+    df = pd.read_parquet(local)
+    assert len(df) == 2 * r["pairs_used"] and set(df["set"]) == {"suspect", "heldout"}
+    assert set(r["features"]) <= set(df.columns)
+    assert run.data.tags["model_fingerprint"] != run.data.tags["reference_fingerprint"]
+    summary = json.loads(open(client.download_artifacts(r["run_id"], "summary.json")).read())
+    assert summary["reject"] is True
+
+
+def test_rerun_hits_the_feature_cache(demo, monkeypatch):
+    """A second identical audit recomputes no features: the task body never runs."""
+    import trainspotter.features as features
+    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.testbed import split_path
+
+    calls = []
+    original = features.extract_gray
+    monkeypatch.setattr("tasks.extract.extract_gray", lambda *a, **k: calls.append(1) or original(*a, **k))
+    config = AuditConfig(name="demo-mini-members", suspect=str(split_path("mini", "member")),
+                         heldout=str(split_path("mini", "heldout")), model="testbed:mini",
+                         reference="testbed:mini/reference")
+    again = audit_flow(config)
+    assert calls == []
+    assert again["e_value"] == pytest.approx(demo["members"]["e_value"])
+    assert again["pairs_used"] == demo["members"]["pairs_used"]
