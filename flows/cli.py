@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import InputError
 
 app = typer.Typer(help="Was this dataset used to train that language model? "
@@ -153,16 +154,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     _print_results([result], f"Audit {name!r} (α = {alpha})")
 
 
-def _register_stats() -> None:
-    try:
-        from flows.cli_stats import simulate_cmd, test_cmd
-    except ImportError:  # pragma: no cover - only while the module is absent
-        return
-    app.command("test", help=test_cmd.__doc__)(test_cmd)
-    app.command("simulate", help=simulate_cmd.__doc__)(simulate_cmd)
-
-
-_register_stats()
+app.command("test")(test_cmd)
+app.command("simulate")(simulate_cmd)
 
 
 def main() -> None:

@@ -20,6 +20,8 @@ def configure_environment() -> None:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # a busy 2-core machine can need more than the default 20 s to start it
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
