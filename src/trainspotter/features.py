@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .backends.hf import TokenScores
+from .backends.base import TokenScores
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 

@@ -72,3 +72,16 @@ def test_smollm2_gguf_loads_offline_and_prefers_natural_text():
     a, b = backend.score([natural, shuffled])
     assert np.all(np.isfinite(a.logprobs)) and a.argmax.max() < backend.model.config.vocab_size
     assert a.logprobs.mean() > b.logprobs.mean() + 1.0
+
+
+def test_generate_is_greedy_argmax_continuation(backend):
+    """Generated token k equals the argmax of a forward pass over prefix + tokens < k."""
+    prefixes = ["The river flows", "Paris is the capital of France and"]
+    for prefix, gen in zip(prefixes, backend.generate(prefixes, max_new_tokens=5)):
+        assert len(gen) == 5
+        ids = backend.encode(prefix)
+        for tok in gen:
+            with torch.no_grad():
+                nxt = int(backend.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+            assert tok == nxt
+            ids.append(tok)

@@ -11,9 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError
-from .hf import HFBackend, TokenScores, weights_fingerprint
+from .base import Backend, TokenScores
+from .hf import HFBackend, weights_fingerprint
 
-__all__ = ["HFBackend", "TokenScores", "load_backend", "resolve_spec", "spec_fingerprint"]
+__all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "resolve_spec", "spec_fingerprint"]
 
 
 def resolve_spec(spec: str) -> Path:

@@ -14,20 +14,12 @@ one forward pass per text.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-
-@dataclass
-class TokenScores:
-    token_ids: np.ndarray  # int64 [n] actual tokens x_1..x_n (BOS excluded)
-    logprobs: np.ndarray  # float64 [n]
-    argmax: np.ndarray  # int64 [n]
-    mu: np.ndarray  # float64 [n]
-    sigma2: np.ndarray  # float64 [n]
+from .base import TokenScores
 
 
 def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
@@ -109,3 +101,22 @@ class HFBackend:
                     mu=mu[row, :n].double().cpu().numpy(),
                     sigma2=sigma2[row, :n].clamp_min(0).double().cpu().numpy())
         return out  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+        """Greedy continuation token ids of each prefix (sequence-level features, BADI
+        Sec. 3 and App. B.1): what a temperature-0 API returns."""
+        encoded = [self.encode(p) for p in prefixes]
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        out: list[list[int]] = []
+        for start in range(0, len(encoded), self.batch_size):
+            batch = encoded[start:start + self.batch_size]
+            width = max(len(e) for e in batch)
+            # Left padding so every row continues from its own last token.
+            ids = torch.tensor([[pad] * (width - len(e)) + e for e in batch])
+            mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in batch])
+            gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                      max_new_tokens=max_new_tokens, do_sample=False,
+                                      pad_token_id=pad, eos_token_id=None)
+            out += [row[width:].tolist() for row in gen.cpu()]
+        return out

@@ -1,0 +1,38 @@
+"""What every model backend offers (local HF weights, an OpenAI-compatible API, ...).
+
+Positions are defined by the backend's *local* tokenizer: a text is encoded as
+[BOS] x_1..x_n and position i asks for x_i given x_<i. Gray-box signals need
+``score``; a label-only (black-box) backend may fill ``logprobs``, ``mu`` and
+``sigma2`` with NaN and still give ``argmax`` (BADI App. A.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass
+class TokenScores:
+    token_ids: np.ndarray  # int64 [n] actual tokens x_1..x_n (BOS excluded)
+    logprobs: np.ndarray  # float64 [n]
+    argmax: np.ndarray  # int64 [n]
+    mu: np.ndarray  # float64 [n]
+    sigma2: np.ndarray  # float64 [n]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    fingerprint: str  # identity of the model (weights, or endpoint + model name)
+    tokenizer: object  # local tokenizer that defines positions
+
+    def encode(self, text: str) -> list[int]:
+        """[BOS] + token ids of ``text`` under the local tokenizer."""
+
+    def score(self, texts: list[str]) -> list[TokenScores]:
+        """Per-position signals of each text (one forward pass / request batch per text)."""
+
+    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+        """Greedy (temperature-0) continuation token ids of each prefix."""
