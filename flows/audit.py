@@ -20,6 +20,7 @@ from trainspotter import __version__
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten, fingerprint
 from trainspotter.data import load_passages, make_pairs
+from trainspotter.pvalue import di_pvalue
 from trainspotter.report import wealth_plot
 from trainspotter.sequential import SequentialTest, TestConfig
 
@@ -74,16 +75,28 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
         if test.rejected:
             break
     assert test is not None  # make_pairs returned at least one pair
+    features = pd.DataFrame(rows)
     summary = {
         "name": config.name, "reject": bool(test.rejected), "e_value": float(test.e_value),
         "pairs_used": int(test.t), "pairs_queried": queried, "pairs_available": len(pairs),
         "stop_time": test.stop_time, "max_wealth": float(test.max_wealth),
         "p_value": float(test.p_value), "alpha": config.test.alpha, "features": columns,
+        "baseline_p_value": _baseline_p_value(features, columns, config.seed),
     }
-    summary.update(_track(config, test, pd.DataFrame(rows), summary, tracking_uri))
+    summary.update(_track(config, test, features, summary, tracking_uri))
     logger.info("audit %s: reject=%s e=%.3g after %d pairs", config.name, summary["reject"],
                 summary["e_value"], summary["pairs_used"])
     return summary
+
+
+def _baseline_p_value(features: pd.DataFrame, columns: list[str], seed: int) -> float | None:
+    """Maini et al.'s fixed-sample DI p-value (BADI App. A.8) on the same pairs, for
+    comparison only: its sample size was chosen by the e-process, so unlike the
+    e-value it carries no guarantee here. None with fewer than 4 pairs."""
+    sides = [features.loc[features["set"] == s, columns].to_numpy() for s in ("suspect", "heldout")]
+    if min(len(x) for x in sides) < 4:
+        return None
+    return di_pvalue(*sides, seed=seed)["p_value"]
 
 
 def _track(config: AuditConfig, test: SequentialTest, features: pd.DataFrame, summary: dict,
@@ -107,6 +120,8 @@ def _track(config: AuditConfig, test: SequentialTest, features: pd.DataFrame, su
         mlflow.log_metrics({k: float(summary[k]) for k in
                             ("e_value", "pairs_used", "pairs_queried", "max_wealth", "p_value")}
                            | {"reject": float(summary["reject"])})
+        if summary["baseline_p_value"] is not None:
+            mlflow.log_metric("baseline_p_value", summary["baseline_p_value"])
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
             features.to_parquet(out / "features.parquet", index=False)

@@ -38,11 +38,13 @@ def _decision(reject: bool) -> str:
 
 def _results_table(results: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for col in ("set", "pairs used", "e-value", "p-value", "decision"):
+    for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)", "decision"):
         table.add_column(col)
     for r in results:
+        baseline = r.get("baseline_p_value")
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
-                      f"{r['e_value']:.3g}", f"{r['p_value']:.3g}", _decision(r["reject"]))
+                      f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
+                      "—" if baseline is None else f"{baseline:.3g}", _decision(r["reject"]))
     return table
 
 

@@ -24,6 +24,8 @@ def test_members_rejected_negative_control_not(demo):
     assert control["pairs_used"] == PRESETS["mini"].n_per_split  # ran out of data, never crossed
     # anytime-valid p-value = 1 / max wealth
     assert control["p_value"] == pytest.approx(min(1.0, 1 / control["max_wealth"]))
+    # Maini et al.'s fixed-sample DI p-value, reported beside the e-value
+    assert members["baseline_p_value"] < 0.05 and 0 < control["baseline_p_value"] <= 1
 
 
 def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
@@ -38,6 +40,7 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
     metrics = run.data.metrics
     assert metrics["reject"] == 1.0 and metrics["pairs_used"] == r["pairs_used"]
     assert metrics["e_value"] == pytest.approx(r["e_value"])
+    assert metrics["baseline_p_value"] == pytest.approx(r["baseline_p_value"])
     wealth = client.get_metric_history(r["run_id"], "wealth")
     assert [m.step for m in sorted(wealth, key=lambda m: m.step)] == list(range(1, r["pairs_used"] + 1))
     assert max(wealth, key=lambda m: m.step).value == pytest.approx(r["e_value"])
