@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, Field
 
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
@@ -20,6 +22,8 @@ from trainspotter import __version__
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten, fingerprint
 from trainspotter.data import load_passages, make_pairs
+from trainspotter.errors import InputError
+from trainspotter.ledger import check_setup, load_ledger, new_ledger, save_ledger
 from trainspotter.pvalue import di_pvalue
 from trainspotter.report import wealth_plot
 from trainspotter.sequential import SequentialTest, TestConfig
@@ -36,6 +40,7 @@ class AuditConfig(BaseModel):
     max_pairs: int | None = Field(None, ge=1)
     batch_pairs: int = Field(16, ge=1)  # pairs queried per task; the test stops between pairs
     seed: int = 0
+    ledger: bool = False  # continue the stored e-process of audit `name` (recurring audits)
     test: TestConfig = TestConfig()
 
 
@@ -49,15 +54,28 @@ def _finite_row(passage: dict, row: dict[str, float], columns: list[str]) -> np.
 
 @flow(name="audit", log_prints=False)
 def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
-    """Run one sequential audit and record it in MLflow; returns the summary."""
+    """Run one sequential audit (or continue a recurring one) and record it in MLflow."""
     logger = get_run_logger()
     suspect, heldout = load_passages(config.suspect), load_passages(config.heldout)
-    pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
+    setup = {"reference": config.reference, "test": config.test.model_dump()}
+    ledger = (load_ledger(config.name) or new_ledger(config.name, setup)) if config.ledger else None
     test: SequentialTest | None = None
     columns: list[str] = []
+    if ledger is not None:
+        check_setup(ledger, setup)
+        # Only pairs never bet on before may enter the continued e-process.
+        used = {side: set(ids) for side, ids in ledger["used"].items()}
+        suspect = [p for p in suspect if p["id"] not in used["suspect"]]
+        heldout = [p for p in heldout if p["id"] not in used["heldout"]]
+        if ledger["state"] is not None:
+            test, columns = SequentialTest.from_dict(ledger["state"]), ledger["columns"]
+    t0, w0 = (test.t, test.wealth) if test else (0, 1.0)
+    pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
     rows: list[dict] = []
     queried = 0
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
+        if test is not None and test.rejected:
+            break  # evidence reached 1/α: stop querying
         batch = pairs[start:start + config.batch_pairs]
         texts = [x["text"] for x, _ in batch] + [y["text"] for _, y in batch]
         feats = extract_features(texts, config.model, config.reference, batch=batch_no)
@@ -72,21 +90,58 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
             if test.rejected:
                 break
         logger.info("pairs %d, wealth %.3g", test.t, test.wealth)
-        if test.rejected:
-            break
-    assert test is not None  # make_pairs returned at least one pair
-    features = pd.DataFrame(rows)
+    if test is None:
+        raise InputError(f"audit {config.name!r}: no pairs to test")
+    features = pd.DataFrame(rows, columns=["id", "set", *columns])
     summary = {
         "name": config.name, "reject": bool(test.rejected), "e_value": float(test.e_value),
-        "pairs_used": int(test.t), "pairs_queried": queried, "pairs_available": len(pairs),
-        "stop_time": test.stop_time, "max_wealth": float(test.max_wealth),
+        "pairs_used": int(test.t), "pairs_this_run": int(test.t - t0), "pairs_queried": queried,
+        "pairs_available": t0 + len(pairs), "stop_time": test.stop_time,
+        "wealth_start": float(w0), "wealth": float(test.wealth), "max_wealth": float(test.max_wealth),
         "p_value": float(test.p_value), "alpha": config.test.alpha, "features": columns,
         "baseline_p_value": _baseline_p_value(features, columns, config.seed),
     }
-    summary.update(_track(config, test, features, summary, tracking_uri))
+    summary.update(_track(config, test, t0, features, summary, tracking_uri))
+    if ledger is not None:
+        _record(ledger, config, test, columns, features, summary)
+        summary["ledger"] = str(save_ledger(ledger))
+    create_markdown_artifact(key=_artifact_key(config.name), markdown=_markdown(summary),
+                             description=f"audit {config.name}")
     logger.info("audit %s: reject=%s e=%.3g after %d pairs", config.name, summary["reject"],
                 summary["e_value"], summary["pairs_used"])
     return summary
+
+
+def _artifact_key(name: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    return "audit-" + "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def _markdown(s: dict) -> str:
+    decision = "**reject H0**: evidence that the suspect set was trained on" if s["reject"] \
+        else "no rejection: not enough evidence (yet)"
+    baseline = "n/a" if s["baseline_p_value"] is None else f"{s['baseline_p_value']:.3g}"
+    return "\n".join([
+        f"# Audit `{s['name']}`", "", decision, "",
+        "| quantity | value |", "|---|---|",
+        f"| e-value | {s['e_value']:.4g} |", f"| anytime-valid p-value | {s['p_value']:.4g} |",
+        f"| pairs used (this run) | {s['pairs_used']} ({s['pairs_this_run']}) |",
+        f"| wealth at start of run | {s['wealth_start']:.4g} |", f"| α | {s['alpha']} |",
+        f"| fixed-n DI p-value (comparison) | {baseline} |",
+        f"| MLflow run | `{s['run_id']}` |"])
+
+
+def _record(ledger: dict, config: AuditConfig, test: SequentialTest, columns: list[str],
+            features: pd.DataFrame, summary: dict) -> None:
+    """Store the continued state, the pairs consumed and one history row."""
+    ledger["state"], ledger["columns"] = test.to_dict(), columns
+    for side in ("suspect", "heldout"):
+        ledger["used"][side] += features.loc[features["set"] == side, "id"].tolist()
+    ledger["runs"].append({
+        "run_id": summary["run_id"], "finished": time.time(), "model": config.model,
+        "model_fingerprint": spec_fingerprint(config.model), "pairs_added": summary["pairs_this_run"],
+        "pairs_total": summary["pairs_used"], "wealth_start": summary["wealth_start"],
+        "wealth_end": summary["wealth"], "reject": summary["reject"], "e_value": summary["e_value"]})
 
 
 def _baseline_p_value(features: pd.DataFrame, columns: list[str], seed: int) -> float | None:
@@ -99,8 +154,8 @@ def _baseline_p_value(features: pd.DataFrame, columns: list[str], seed: int) -> 
     return di_pvalue(*sides, seed=seed)["p_value"]
 
 
-def _track(config: AuditConfig, test: SequentialTest, features: pd.DataFrame, summary: dict,
-           tracking_uri: str | None) -> dict:
+def _track(config: AuditConfig, test: SequentialTest, t0: int, features: pd.DataFrame,
+           summary: dict, tracking_uri: str | None) -> dict:
     """One MLflow run per audit: params, per-step series, decision, artifacts."""
     import mlflow
 
@@ -113,12 +168,14 @@ def _track(config: AuditConfig, test: SequentialTest, features: pd.DataFrame, su
             "reference_fingerprint": spec_fingerprint(config.reference) if config.reference else "none",
             "data_fingerprint": fingerprint(sorted(features["id"])),
         })
+        # This run's rounds t0+1..t (a continued audit keeps counting from the ledger).
         log_steps(run.info.run_id, {
-            "wealth": test.history["wealth"], "lambda": test.history["lambda"],
-            "payoff_u": test.history["u"], "score_suspect": test.history["score_x"],
-            "score_heldout": test.history["score_y"]})
+            name: test.history[key][t0:] for name, key in (
+                ("wealth", "wealth"), ("lambda", "lambda"), ("payoff_u", "u"),
+                ("score_suspect", "score_x"), ("score_heldout", "score_y"))}, first_step=t0 + 1)
         mlflow.log_metrics({k: float(summary[k]) for k in
-                            ("e_value", "pairs_used", "pairs_queried", "max_wealth", "p_value")}
+                            ("e_value", "pairs_used", "pairs_this_run", "pairs_queried",
+                             "wealth_start", "max_wealth", "p_value")}
                            | {"reject": float(summary["reject"])})
         if summary["baseline_p_value"] is not None:
             mlflow.log_metric("baseline_p_value", summary["baseline_p_value"])
@@ -127,7 +184,7 @@ def _track(config: AuditConfig, test: SequentialTest, features: pd.DataFrame, su
             features.to_parquet(out / "features.parquet", index=False)
             wealth_plot(np.array(test.history["wealth"]), config.test.alpha, out / "wealth.png",
                         title=f"{config.name}: W_t (reject={summary['reject']})",
-                        stop_time=test.stop_time)
+                        stop_time=test.stop_time, run_start=t0)
             (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
             (out / "summary.json").write_text(json.dumps(summary, indent=1))
             mlflow.log_artifacts(str(out))

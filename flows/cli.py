@@ -23,6 +23,8 @@ app = typer.Typer(help="Was this dataset used to train that language model? "
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
 testbed_app = typer.Typer(help="Built-in testbeds with known ground truth.", no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
+ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.", no_args_is_help=True)
+app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
@@ -125,6 +127,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           strategy: str = typer.Option("ons", help="Betting strategy."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
           seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
+          ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
+                                                  "with pairs not used before (recurring audits)."),
           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
@@ -144,7 +148,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
                              reference=reference, max_pairs=max_pairs, batch_pairs=batch_pairs,
-                             seed=seed, test=TestConfig(alpha=alpha, strategy=strategy, seed=seed))
+                             seed=seed, ledger=ledger,
+                             test=TestConfig(alpha=alpha, strategy=strategy, seed=seed))
     except ValidationError as e:
         err = e.errors()[0]
         raise InputError(f"option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -154,6 +159,28 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     if json_out:
         return _emit_json(result)
     _print_results([result], f"Audit {name!r} (α = {alpha})")
+
+
+@ledger_app.command("show")
+def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: bool = JSON) -> None:
+    """History of a recurring audit: each run's pairs and wealth before and after."""
+    from trainspotter.ledger import ledger_path, load_ledger
+
+    ledger = load_ledger(name)
+    if ledger is None:
+        raise InputError(f"{ledger_path(name)}: no ledger for audit {name!r} (run `trainspotter "
+                         f"audit --name {name} --ledger ...` first)")
+    runs = ledger["runs"]
+    if json_out:
+        return _emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
+                           "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
+    table = Table(title=f"Evidence ledger {name!r}")
+    for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "reject"):
+        table.add_column(col)
+    for r in runs:
+        table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),
+                      f"{r['wealth_start']:.3g} → {r['wealth_end']:.3g}", str(r["reject"]))
+    Console().print(table)
 
 
 app.command("test")(test_cmd)

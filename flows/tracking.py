@@ -35,11 +35,11 @@ def use_experiment(name: str, uri: str | None = None) -> str:
     return experiment.experiment_id
 
 
-def log_steps(run_id: str, series: dict[str, list[float]]) -> None:
+def log_steps(run_id: str, series: dict[str, list[float]], first_step: int = 1) -> None:
     """Per-step metrics (wealth, λ, u, ...) in batches: one call per 1000 values."""
     now = int(time.time() * 1000)
     metrics = [Metric(key, float(v), now, step) for key, values in series.items()
-               for step, v in enumerate(values, start=1)]
+               for step, v in enumerate(values, start=first_step)]
     client = MlflowClient()
     for i in range(0, len(metrics), BATCH):
         client.log_batch(run_id, metrics=metrics[i:i + BATCH])

@@ -1,0 +1,76 @@
+"""Evidence ledger: the stored state of a recurring audit, so that a later run
+(new data, a new model version, a schedule) continues the same e-process.
+
+Optional continuation (BADI Sec. 4, App. C.2): the wealth W_t is a test
+supermartingale under H0 whatever the stopping time, so a new run may multiply
+onto the stored wealth *and* the stored strategy/witness/scorer state, and feed
+only pairs never used before. Restarting from W = 1 while keeping the old
+evidence in mind would not be valid; the ledger makes continuation the default
+and never restarts silently (a reset is an explicit new ledger name).
+
+When the target model's weights change between runs, the product is an
+e-process for the intersection null "no recorded version was trained on the
+suspect set"; each segment records its model fingerprint so a report can say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .config import artifacts_root
+from .errors import InputError
+
+SCHEMA = 1
+
+
+def ledger_path(name: str, root: Path | None = None) -> Path:
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise InputError(f"audit name {name!r}: use letters, digits, '-', '_' or '.' (no slashes)")
+    return (root or artifacts_root()) / "ledger" / f"{name}.json"
+
+
+def load_ledger(name: str, root: Path | None = None) -> dict | None:
+    """The stored ledger, or None when this audit has never run."""
+    path = ledger_path(name, root)
+    if not path.exists():
+        return None
+    try:
+        ledger = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: corrupt ledger ({e.msg} at line {e.lineno})") from None
+    if ledger.get("schema") != SCHEMA:
+        raise InputError(f"{path}: ledger schema {ledger.get('schema')} is not {SCHEMA}")
+    return ledger
+
+
+def new_ledger(name: str, setup: dict) -> dict:
+    """``setup`` pins what must not change between runs (feature columns, test config)."""
+    return {"schema": SCHEMA, "name": name, "created": time.time(), "setup": setup,
+            "state": None, "used": {"suspect": [], "heldout": []}, "runs": []}
+
+
+def check_setup(ledger: dict, setup: dict) -> None:
+    """Continuing with other features or another test config would change the game mid-way."""
+    old = ledger["setup"]
+    changed = sorted(k for k in set(old) | set(setup) if old.get(k) != setup.get(k))
+    if changed:
+        raise InputError(f"audit {ledger['name']!r}: {', '.join(changed)} differ from the stored "
+                         f"ledger; continue with the same settings or start a new audit name")
+
+
+def save_ledger(ledger: dict, root: Path | None = None) -> Path:
+    """Atomic write (temp file + rename): a crash never leaves half a ledger."""
+    path = ledger_path(ledger["name"], root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(ledger))
+    os.replace(tmp, path)
+    return path
+
+
+def history(ledger: dict) -> list[dict]:
+    """One row per run: pairs added, wealth before and after, decision so far."""
+    return ledger["runs"]
