@@ -3,3 +3,11 @@
 
 class InputError(ValueError):
     """Bad user input: the message names the file, the line/row and the problem."""
+
+
+class BudgetExhausted(RuntimeError):
+    """A query budget (requests, tokens or money) would be exceeded by the next request.
+
+    Raised *before* the request is sent, so nothing is spent beyond the limit; answers
+    already received stay in the query cache and a rerun with a larger budget resumes.
+    """

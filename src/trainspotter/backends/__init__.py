@@ -2,7 +2,16 @@
 
 - ``hf:PATH``            a local Hugging Face model directory or a ``.gguf`` file;
 - ``testbed:NAME``       the target model of a built-in testbed
-  (``testbed:NAME/reference`` for its reference model).
+  (``testbed:NAME/reference`` for its reference model);
+- ``openai:MODEL@BASE_URL[?key=value&...]``  any OpenAI-compatible server (openai_compat.py),
+  e.g. ``openai:gpt-3.5-turbo-instruct@https://api.openai.com/v1?tokenizer=hf:/models/gpt2``.
+  Keys: ``tokenizer`` (required: a local HF tokenizer dir or an hf:/testbed: spec; it
+  defines positions), ``key_env`` (env var holding the API key, default OPENAI_API_KEY),
+  ``mode`` (auto|label|logprobs|chat), ``batch`` (prompts per request, 32),
+  ``top_logprobs`` (5), ``timeout`` (s), ``retries``, ``backoff`` (s), ``seed``,
+  ``max_requests``, ``max_tokens``, ``max_cost``, ``price`` (per 1k tokens, both ways) or
+  ``price_prompt``/``price_completion``, ``cache`` (SQLite path). The key itself never
+  appears in a spec.
 """
 
 from __future__ import annotations
@@ -14,11 +23,64 @@ from ..errors import InputError
 from .base import Backend, TokenScores
 from .hf import HFBackend, weights_fingerprint
 
-__all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "resolve_spec", "spec_fingerprint"]
+__all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "parse_api_spec", "resolve_spec",
+           "spec_fingerprint"]
+
+_API_PARAMS = {"tokenizer": str, "key_env": str, "mode": str, "batch": int, "top_logprobs": int,
+               "timeout": float, "retries": int, "backoff": float, "seed": int, "max_requests": float,
+               "max_tokens": float, "max_cost": float, "price": float, "price_prompt": float,
+               "price_completion": float, "cache": str}
+
+
+def parse_api_spec(spec: str):
+    """``openai:MODEL@BASE_URL[?k=v&...]`` -> APIConfig (no network, no tokenizer loading)."""
+    import re
+    from urllib.parse import parse_qsl
+
+    from .openai_compat import MODES, APIConfig
+
+    m = re.fullmatch(r"openai:(?P<model>[^?]+?)@(?P<url>https?://[^?]+)(?:\?(?P<query>.*))?", spec)
+    if not m:
+        raise InputError(f"model spec {spec!r}: expected openai:MODEL@http(s)://HOST[:PORT]/PATH[?k=v&...]")
+    kwargs: dict = {}
+    for key, value in parse_qsl(m["query"] or "", keep_blank_values=True):
+        if key not in _API_PARAMS:
+            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
+                             f"(expected one of {', '.join(_API_PARAMS)})")
+        try:
+            kwargs[key] = _API_PARAMS[key](value)
+        except ValueError:
+            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not a "
+                             f"{_API_PARAMS[key].__name__}") from None
+    if "price" in kwargs:
+        price = kwargs.pop("price")
+        kwargs.setdefault("price_prompt", price)
+        kwargs.setdefault("price_completion", price)
+    for short in ("price_prompt", "price_completion"):
+        if short in kwargs:
+            kwargs[short + "_1k"] = kwargs.pop(short)
+    if kwargs.get("mode", "auto") not in MODES:
+        raise InputError(f"model spec {spec!r}: mode must be one of {', '.join(MODES)}")
+    if not kwargs.get("tokenizer"):
+        raise InputError(f"model spec {spec!r}: name the local tokenizer that defines positions, "
+                         f"e.g. ?tokenizer=hf:/path/to/model or ?tokenizer=testbed:tiny")
+    tok = kwargs["tokenizer"]
+    kwargs["tokenizer"] = str(resolve_spec(tok) if tok.startswith(("hf:", "testbed:")) else _existing(spec, tok))
+    return APIConfig(model=m["model"], base_url=m["url"].rstrip("/"), **kwargs)
+
+
+def _existing(spec: str, path: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"model spec {spec!r}: tokenizer {p} does not exist")
+    return p
 
 
 def resolve_spec(spec: str) -> Path:
-    """Local path a spec points to; raises InputError naming the problem."""
+    """Local path a spec points to (for openai: specs, the local tokenizer); raises
+    InputError naming the problem."""
+    if spec.startswith("openai:"):
+        return Path(parse_api_spec(spec).tokenizer)
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise InputError(f"model spec {spec!r}: expected hf:PATH or testbed:NAME[/reference]")
@@ -36,18 +98,32 @@ def resolve_spec(spec: str) -> Path:
             raise InputError(f"model spec {spec!r}: testbed {name!r} is not built; "
                              f"run `trainspotter testbed build {name}`")
     else:
-        raise InputError(f"model spec {spec!r}: unknown backend {kind!r} (expected hf or testbed)")
+        raise InputError(f"model spec {spec!r}: unknown backend {kind!r} (expected hf, testbed or openai)")
     if not path.exists():
         raise InputError(f"model spec {spec!r}: {path} does not exist")
     return path
 
 
 @lru_cache(maxsize=4)
-def load_backend(spec: str, batch_size: int = 8) -> HFBackend:
-    """Load once per process: tasks call this instead of receiving a model as input."""
+def load_backend(spec: str, batch_size: int = 8) -> Backend:
+    """Load once per process: tasks call this instead of receiving a model as input
+    (so an API backend's ``usage()`` adds up over a whole audit)."""
+    if spec.startswith("openai:"):
+        from .openai_compat import OpenAIBackend
+
+        return OpenAIBackend(parse_api_spec(spec))
     return HFBackend(resolve_spec(spec), batch_size=batch_size)
 
 
 def spec_fingerprint(spec: str) -> str:
-    """Fingerprint of the weights a spec points to (changes when a testbed is rebuilt)."""
+    """Fingerprint of the weights a spec points to (changes when a testbed is rebuilt).
+    For an API: model + endpoint + what shapes the features (tokenizer files, mode,
+    top-k); never the key, and no request is sent."""
+    if spec.startswith("openai:"):
+        from ..config import fingerprint
+        from .openai_compat import api_fingerprint, tokenizer_identity
+
+        c = parse_api_spec(spec)
+        return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer),
+                           c.mode, c.top_logprobs)
     return weights_fingerprint(resolve_spec(spec))
