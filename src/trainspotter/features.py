@@ -1,6 +1,9 @@
-"""Membership features: pure functions of per-token log-prob arrays (BADI App. A.2).
+"""Membership features: pure functions of per-token log-prob arrays (BADI Sec. 3, App. A.2),
+the feature catalogue and the feature configuration.
 
 Convention: ``logprobs`` holds log p(x_i | x_<i) of the actual tokens (natural log).
+The same functions run on gray-box log-probs (``gray_*`` columns) and on black-box
+estimates log p̃ from :mod:`trainspotter.probability` (``black_*`` columns).
 Higher feature values do not always mean "member": the online scoring model learns
 each feature's sign and weight (BADI Sec. 3, App. A.4).
 """
@@ -10,15 +13,21 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, field_validator, model_validator
 
 from .backends.base import TokenScores
+from .ez import EZ_CAP
+from .perturb import KINDS
+from .probability import ESTIMATORS, SIGMOID_SCALE
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 
-# Stable column names -> one-line definitions (the catalogue grows with the features issue).
-CATALOG = {
+# The five columns of the minimal gray-box set (``gray_features``/``extract_gray``).
+BASIC_GRAY = {
     "gray_ppl": "perplexity exp(-mean log p(x_i|x_<i)) under the target (BADI A.2.1)",
     "gray_zlib_ratio": "mean log p under the target / zlib-compressed length in bytes (Carlini et al. 2021)",
     "gray_min_k_20": "mean of the 20% lowest token log-probs under the target (Min-K%, Shi et al. 2024)",
@@ -69,7 +78,7 @@ def reference_diff(target_logprobs: Sequence[float], reference_logprobs: Sequenc
 
 
 def gray_features(text: str, target: TokenScores, reference: TokenScores | None = None) -> dict[str, float]:
-    """The gray-box feature row of one text (names as in ``CATALOG``)."""
+    """The minimal gray-box feature row of one text (the five ``BASIC_GRAY`` columns)."""
     row = {
         "gray_ppl": perplexity(target.logprobs),
         "gray_zlib_ratio": zlib_ratio(target.logprobs, text),
@@ -86,3 +95,215 @@ def extract_gray(texts: list[str], target, reference=None) -> list[dict[str, flo
     t_scores = target.score(texts)
     r_scores = reference.score(texts) if reference is not None else [None] * len(texts)
     return [gray_features(x, t, r) for x, t, r in zip(texts, t_scores, r_scores)]
+
+
+# ---------------------------------------------------------------- more token-level features
+
+def min_k_plus_plus(logprobs: Sequence[float], mu: Sequence[float], sigma2: Sequence[float],
+                    k: float = MIN_K) -> float:
+    """Min-K%++ (Zhang et al. 2024): per token z_i = (log p(x_i|x_<i) − μ_i)/σ_i, where
+    μ_i and σ_i² are the mean and variance of log p(z|x_<i) under z ~ p(·|x_<i); the
+    feature is the mean of the ceil(k·n) smallest z_i. A point-mass next-token
+    distribution (σ_i = 0, hence log p = μ_i = 0) gives z_i = 0."""
+    lp = _as_array(logprobs)
+    sd = np.sqrt(np.maximum(np.asarray(sigma2, dtype=np.float64), 0.0))
+    diff = lp - np.asarray(mu, dtype=np.float64)
+    z = np.divide(diff, sd, out=np.zeros_like(diff), where=sd > 0)
+    return min_k(z, k)
+
+
+def strip_k(logprobs: Sequence[float], k: float) -> float:
+    """STRIP-K% Prob (BADI Sec. 3, App. A.2 item 3): discard the floor(k·n) smallest and
+    the floor(k·n) largest token log-probs (the K% most extreme at each tail), then
+    average the rest (a trimmed mean, as ``scipy.stats.trim_mean(x, k)``); 0 ≤ k < 0.5."""
+    if not 0 <= k < 0.5:
+        raise ValueError(f"STRIP-K% needs 0 <= k < 0.5, got {k}")
+    arr = np.sort(_as_array(logprobs))
+    cut = int(math.floor(k * arr.size))
+    return float(arr[cut: arr.size - cut].mean())
+
+
+def perturbation_ratio(original_logprobs: Sequence[float], perturbed_logprobs: Sequence[float]) -> float:
+    """log PPL(x̃) / log PPL(x) for a perturbed variant x̃ of x (Mattern et al. 2023;
+    BADI App. A.2 item 4). Members lose more under perturbation. NaN if log PPL(x) = 0."""
+    den = log_perplexity(original_logprobs)
+    return log_perplexity(perturbed_logprobs) / den if den != 0 else math.nan
+
+
+def perturbation_diff(original_logprobs: Sequence[float], perturbed_logprobs: Sequence[float]) -> float:
+    """log PPL(x̃) − log PPL(x) (Mattern et al. 2023; BADI App. A.2 item 4)."""
+    return log_perplexity(perturbed_logprobs) - log_perplexity(original_logprobs)
+
+
+# ---------------------------------------------------------------- configuration
+
+class FeatureConfig(BaseModel):
+    """What to compute; the defaults give the full set (BADI App. A.2, A.3, A.6, B.1)."""
+
+    seed: int = 0  # perturbation seed (perturb.py)
+    min_k: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # Min-K% and Min-K%++; 0.6 is BADI's black-box K
+    strip_k: tuple[float, ...] = (0.1, 0.2, 0.3)  # STRIP-K%: fraction cut at each tail
+    perturbations: bool = True  # the six perturbed passages (and prefixes)
+    perturbation_kinds: tuple[str, ...] = KINDS
+    sequence: bool = True  # suffix generation + BERTScore (black-box sequence-level)
+    suffix_tokens: int = 64  # BADI App. A.1/B.1: the last 64 tokens are the suffix ...
+    suffix_fraction: float = 0.25  # ... but at most this fraction of a short passage
+    estimator: Literal["sigmoid", "raw", "petal"] = "sigmoid"  # BADI App. A.6
+    sigmoid_scale: float = SIGMOID_SCALE
+    ez_cap: float = EZ_CAP  # EZ value for EZ-MIA App. E.5/E.6's "∞" cases
+    batch_size: int = 16  # passages per batch of model calls
+    embedding_cache: str | None = None  # .npz path for the token-embedding table
+
+    @field_validator("min_k")
+    @classmethod
+    def _check_min_k(cls, v):
+        if not v or any(not 0 < k <= 1 for k in v) or len({_pct(k) for k in v}) != len(v):
+            raise ValueError("min_k: distinct values in (0, 1] (whole percents)")
+        return v
+
+    @field_validator("strip_k")
+    @classmethod
+    def _check_strip_k(cls, v):
+        if any(not 0 < k < 0.5 for k in v) or len({_pct(k) for k in v}) != len(v):
+            raise ValueError("strip_k: distinct values in (0, 0.5) (whole percents)")
+        return v
+
+    @field_validator("perturbation_kinds")
+    @classmethod
+    def _check_kinds(cls, v):
+        bad = set(v) - set(KINDS)
+        if bad:
+            raise ValueError(f"unknown perturbations {sorted(bad)}; expected some of {list(KINDS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_sizes(self):
+        if self.suffix_tokens < 1 or not 0 < self.suffix_fraction < 1 or self.batch_size < 1:
+            raise ValueError("suffix_tokens >= 1, 0 < suffix_fraction < 1, batch_size >= 1")
+        return self
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return self.perturbation_kinds if self.perturbations else ()
+
+
+def _pct(k: float) -> int:
+    return int(round(k * 100))
+
+
+def suffix_length(n_tokens: int, config: FeatureConfig) -> int:
+    """Suffix length for a passage of n tokens: min(suffix_tokens, floor(n·suffix_fraction)),
+    at least 1 (BADI uses 64 of 512 tokens; the testbeds' 64-token passages get 16).
+    0 when the passage is too short to split (n < 2)."""
+    if n_tokens < 2:
+        return 0
+    return max(1, min(config.suffix_tokens, int(n_tokens * config.suffix_fraction)))
+
+
+# ---------------------------------------------------------------- catalogue
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One feature column: stable name, access level, models it needs, definition."""
+
+    name: str
+    access: Literal["gray", "black"]
+    models: tuple[str, ...]  # "target" and/or "reference"
+    definition: str
+    source: str  # paper section / equation
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["models"] = list(self.models)
+        return d
+
+
+_T, _TR = ("target",), ("target", "reference")
+_KIND_TEXT = {"synonym": "WordNet synonym substitution (p 0.25)",
+              "butter_fingers": "butter fingers (keyboard neighbours, p 0.1)",
+              "deletion": "random word deletion (p 0.25)", "case": "character case swap (p 0.1)",
+              "whitespace": "whitespace removal 0.1 / addition 0.05", "underscore": "underscore trick (p 0.25)"}
+
+
+def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
+    lp = "log p(x_i|x_<i)" if a == "gray" else "estimated log p̃ (BADI Eq. 1)"
+    on = "" if a == "gray" else " on App. A.6 estimates"
+    src = lambda item: f"BADI App. A.2 item {item}{on}"  # noqa: E731
+    specs = [
+        FeatureSpec(f"{a}_ppl", a, _T, f"perplexity exp(-mean {lp}) under the target", src(1)),
+        FeatureSpec(f"{a}_zlib_ratio", a, _T, f"mean {lp} / zlib-compressed bytes of the text", src(6)),
+    ]
+    specs += [FeatureSpec(f"{a}_min_k_{_pct(k)}", a, _T, f"mean of the {_pct(k)}% lowest {lp} (Min-K%)",
+                          src(2)) for k in config.min_k]
+    if a == "gray":
+        specs += [FeatureSpec(f"gray_min_kpp_{_pct(k)}", "gray", _T,
+                              f"mean of the {_pct(k)}% lowest (log p − μ)/σ per token (Min-K%++)",
+                              "Zhang et al. 2024") for k in config.min_k]
+    specs += [FeatureSpec(f"{a}_strip_k_{_pct(k)}", a, _T,
+                          f"mean {lp} after cutting the {_pct(k)}% most extreme at each tail (STRIP-K%)",
+                          src(3)) for k in config.strip_k]
+    specs += [
+        FeatureSpec(f"{a}_ref_ratio", a, _TR, f"log-perplexity target / reference from {lp}", src(5)),
+        FeatureSpec(f"{a}_ref_diff", a, _TR, f"log-perplexity target − reference from {lp}", src(5)),
+    ]
+    for kind in config.kinds:
+        specs += [
+            FeatureSpec(f"{a}_pert_ratio_{kind}", a, _T,
+                        f"log-PPL of the {_KIND_TEXT[kind]} variant / log-PPL of the original",
+                        src(4) + ", A.3"),
+            FeatureSpec(f"{a}_pert_diff_{kind}", a, _T,
+                        f"log-PPL of the {_KIND_TEXT[kind]} variant − log-PPL of the original",
+                        src(4) + ", A.3"),
+        ]
+    specs.append(FeatureSpec(f"{a}_ez", a, _TR,
+                             f"Error Zone P/N of the {lp} shift target − reference at target argmax errors",
+                             "EZ-MIA Sec. 3.4, App. E.5–E.6" + ("" if a == "gray" else "; on BADI estimates")))
+    return specs
+
+
+def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[FeatureSpec]:
+    """Every feature column ``extract`` can produce under ``config``, in column order."""
+    config = config or FeatureConfig()
+    specs = _token_specs("gray", config) if access in ("gray", "both") else []
+    if access in ("black", "both"):
+        specs += _token_specs("black", config)
+        if config.sequence:
+            specs.append(FeatureSpec("black_seq_bertscore", "black", _T,
+                                     "BERTScore F1 (MiniLM) of the greedy continuation of the prefix vs the true suffix",
+                                     "BADI Sec. 3, App. A.1, B.1"))
+            specs += [FeatureSpec(f"black_seq_bertscore_{kind}", "black", _T,
+                                  f"BERTScore F1 of the continuation of the {_KIND_TEXT[kind]} prefix vs the true suffix",
+                                  "BADI Sec. 3 (sequence-perturb), A.3") for kind in config.kinds]
+    return specs
+
+
+# Stable column name -> FeatureSpec for the default configuration (the full set).
+CATALOG: dict[str, FeatureSpec] = {s.name: s for s in catalog()}
+
+
+def token_level_row(access: str, text: str, logprobs: np.ndarray, config: FeatureConfig, *,
+                    mu: np.ndarray | None = None, sigma2: np.ndarray | None = None,
+                    reference_logprobs: np.ndarray | None = None,
+                    perturbed_logprobs: dict[str, np.ndarray] | None = None,
+                    ez: float | None = None) -> dict[str, float]:
+    """Token-level feature row (names as in ``catalog``) from per-token arrays: gray-box
+    log-probs (access "gray") or black-box estimates (access "black")."""
+    a = access
+    row = {f"{a}_ppl": perplexity(logprobs), f"{a}_zlib_ratio": zlib_ratio(logprobs, text)}
+    for k in config.min_k:
+        row[f"{a}_min_k_{_pct(k)}"] = min_k(logprobs, k)
+    if mu is not None and sigma2 is not None:
+        for k in config.min_k:
+            row[f"{a}_min_kpp_{_pct(k)}"] = min_k_plus_plus(logprobs, mu, sigma2, k)
+    for k in config.strip_k:
+        row[f"{a}_strip_k_{_pct(k)}"] = strip_k(logprobs, k)
+    if reference_logprobs is not None:
+        den = log_perplexity(reference_logprobs)  # 0 only for a raw estimate with every token right
+        row[f"{a}_ref_ratio"] = log_perplexity(logprobs) / den if den != 0 else math.nan
+        row[f"{a}_ref_diff"] = reference_diff(logprobs, reference_logprobs)
+    for kind, plp in (perturbed_logprobs or {}).items():
+        row[f"{a}_pert_ratio_{kind}"] = perturbation_ratio(logprobs, plp)
+        row[f"{a}_pert_diff_{kind}"] = perturbation_diff(logprobs, plp)
+    if ez is not None:
+        row[f"{a}_ez"] = ez
+    return row

@@ -1,0 +1,85 @@
+"""`trainspotter features list` and `trainspotter extract`: the feature catalogue and
+library feature extraction (trainspotter.extract.extract) from the command line."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainspotter.errors import InputError
+
+features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
+
+JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
+
+
+@features_app.command("list")
+def list_cmd(access: str = typer.Option("both", help="gray, black or both."),
+             json_out: bool = JSON) -> None:
+    """Every feature column: name, access level, models needed, definition, source."""
+    from trainspotter.features import catalog
+
+    if access not in ("gray", "black", "both"):
+        raise InputError(f"--access {access!r}: expected gray, black or both")
+    specs = catalog(access=access)
+    if json_out:
+        return typer.echo(json.dumps([s.as_dict() for s in specs], indent=1))
+    table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
+    for col in ("name", "access", "models", "definition", "source"):
+        table.add_column(col)
+    for s in specs:
+        table.add_row(s.name, s.access, "+".join(s.models), s.definition, s.source)
+    Console(width=200).print(table)
+
+
+def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV/txt/folder)."),
+                model: str = typer.Option(..., help="Target model spec: hf:PATH or testbed:NAME."),
+                reference: Optional[str] = typer.Option(None, help="Reference model spec."),
+                access: str = typer.Option("gray", help="gray (log-probs), black (greedy tokens "
+                                                        "and generations only) or both."),
+                out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
+                seed: int = typer.Option(0, help="Perturbation seed."),
+                perturbations: bool = typer.Option(True, help="Score the six perturbed variants."),
+                sequence: bool = typer.Option(True, help="Suffix-generation features (black)."),
+                estimator: str = typer.Option("sigmoid", help="Black-box estimator: sigmoid, raw or petal."),
+                batch_size: int = typer.Option(16, help="Passages per batch of model calls."),
+                json_out: bool = JSON) -> None:
+    """Extract membership features of DATA under MODEL into a Parquet table."""
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from trainspotter.backends import load_backend
+    from trainspotter.data import load_passages
+    from trainspotter.extract import extract
+    from trainspotter.features import FeatureConfig
+
+    if access not in ("gray", "black", "both"):
+        raise InputError(f"--access {access!r}: expected gray, black or both")
+    if out.suffix.lower() != ".parquet":
+        raise InputError(f"--out {out}: expected a .parquet file name")
+    try:
+        config = FeatureConfig(seed=seed, perturbations=perturbations, sequence=sequence,
+                               estimator=estimator, batch_size=batch_size)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise InputError(f"option {'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}") from None
+    passages = load_passages(data)
+    target = load_backend(model)
+    ref = load_backend(reference) if reference else None
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar:
+        task = bar.add_task("extracting features", total=len(passages))
+        df = extract(passages, target, ref, access, config,
+                     progress=lambda done, total: bar.update(task, completed=done))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out, index=False)
+    info = {"out": str(out), "rows": len(df), "features": [c for c in df.columns if c not in ("id", "set")]}
+    if json_out:
+        return typer.echo(json.dumps(info, indent=1))
+    Console().print(f"{len(df)} passages × {len(info['features'])} features -> {out}")

@@ -1,0 +1,191 @@
+"""Feature extraction with the fewest model queries (BADI Sec. 3, App. A.2–A.6, B.1; EZ-MIA Sec. 3).
+
+Per batch of passages the models are called exactly this often:
+
+- ``target.score``: ONE call on the originals + every perturbed variant (1 + 6 texts
+  per passage). Each text gives log-probs, μ, σ² (gray-box) and the greedy token
+  (black-box, App. A.6) from the same forward pass, so gray and black token-level
+  features share it.
+- ``reference.score``: ONE call on the originals (1 text per passage); reference
+  features only compare originals.
+- ``target.generate``: one call per distinct suffix length in the batch, on the
+  original prefix + every perturbed prefix (1 + 6 prefixes per passage), only when
+  black-box sequence features are asked for.
+
+Nothing else queries a model: MiniLM embeddings (token table, BERTScore) are local
+and each distinct token string is embedded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from .backends.base import Backend, TokenScores
+from .errors import InputError
+from .ez import error_zone
+from .features import FeatureConfig, catalog, suffix_length, token_level_row
+from .perturb import perturb
+from .probability import (TokenEmbeddings, TokenStrings, bertscore_f1, estimate_logprobs,
+                          petal_fit)
+
+Access = Literal["gray", "black", "both"]
+
+
+class _Context:
+    """Per-run state shared across batches: token-string and embedding tables."""
+
+    def __init__(self, target: Backend, reference: Backend | None, config: FeatureConfig):
+        self.config = config
+        self.embeddings = TokenEmbeddings(path=config.embedding_cache)
+        self.t_strings = TokenStrings(target.tokenizer)
+        self.r_strings = TokenStrings(reference.tokenizer) if reference is not None else None
+
+
+def _aligned(a: TokenScores, b: TokenScores) -> bool:
+    return a.token_ids.shape == b.token_ids.shape and bool(np.array_equal(a.token_ids, b.token_ids))
+
+
+def _require_logprobs(scores: list[TokenScores], who: str) -> None:
+    if any(not np.isfinite(s.logprobs).all() for s in scores):
+        raise InputError(f"the {who} model returns no log-probabilities (label-only): "
+                         "gray-box features need them; use --access black")
+
+
+def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
+    _require_logprobs(t_orig + [s for v in t_pert.values() for s in v], "target")
+    if r_orig is not None:
+        _require_logprobs(r_orig, "reference")
+    rows = []
+    for i, (text, t) in enumerate(zip(texts, t_orig)):
+        r = r_orig[i] if r_orig is not None else None
+        ez = None
+        if r is not None:
+            ez = (error_zone(t.logprobs, r.logprobs, t.argmax, t.token_ids, cap=config.ez_cap)
+                  if _aligned(t, r) else np.nan)
+        rows.append(token_level_row(
+            "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
+            reference_logprobs=r.logprobs if r is not None else None,
+            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez))
+    return rows
+
+
+def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[dict]:
+    """Token-level black-box rows: only the greedy tokens are used (BADI App. A.6)."""
+    # Decode every (true, predicted) token pair of the batch, then embed the new strings at once.
+    def pairs(scores, strings):
+        return [(strings(s.token_ids), strings(s.argmax)) for s in scores]
+
+    t_pairs = pairs(t_orig, ctx.t_strings)
+    p_pairs = {k: pairs(v, ctx.t_strings) for k, v in t_pert.items()}
+    r_pairs = pairs(r_orig, ctx.r_strings) if r_orig is not None else None
+    everything = t_pairs + [p for v in p_pairs.values() for p in v] + (r_pairs or [])
+    ctx.embeddings.ensure(s for true, pred in everything for s in true + pred)
+    sim = lambda pair: ctx.embeddings.similarity(*pair)  # noqa: E731
+
+    rows = []
+    for i, (text, t) in enumerate(zip(texts, t_orig)):
+        r = r_orig[i] if r_orig is not None else None
+        r_sim = sim(r_pairs[i]) if r is not None else None
+        fit = None
+        if config.estimator == "petal":
+            if r is None:
+                raise InputError("the petal estimator needs a reference model (the PETAL surrogate)")
+            _require_logprobs([r], "reference (PETAL surrogate)")
+            fit = petal_fit(r_sim, r.logprobs)
+        est = lambda s: estimate_logprobs(s, config.estimator, config.sigmoid_scale, fit)  # noqa: E731
+        lp = est(sim(t_pairs[i]))
+        ref_lp = est(r_sim) if r is not None else None
+        ez = None
+        if r is not None:
+            ez = (error_zone(lp, ref_lp, t.argmax, t.token_ids, cap=config.ez_cap)
+                  if _aligned(t, r) else np.nan)
+        rows.append(token_level_row(
+            "black", text, lp, config, reference_logprobs=ref_lp,
+            perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez))
+    return rows
+
+
+def _sequence_rows(t_orig, target: Backend, config: FeatureConfig, ctx: _Context) -> list[dict]:
+    """Suffix completion similarity, original and perturbed prefixes (BADI Sec. 3, App. B.1)."""
+    kinds = config.kinds
+    jobs = []  # (passage index, column, prefix, suffix length, true suffix text)
+    for i, t in enumerate(t_orig):
+        n = len(t.token_ids)
+        s = suffix_length(n, config)
+        if s == 0:
+            continue
+        prefix = target.tokenizer.decode(t.token_ids[: n - s].tolist())
+        suffix = target.tokenizer.decode(t.token_ids[n - s:].tolist())
+        jobs.append((i, "black_seq_bertscore", prefix, s, suffix))
+        jobs += [(i, f"black_seq_bertscore_{k}", perturb(prefix, k, config.seed), s, suffix) for k in kinds]
+    generated: list[str | None] = [None] * len(jobs)
+    for s in sorted({j[3] for j in jobs}):  # one generate call per suffix length
+        idx = [j for j, job in enumerate(jobs) if job[3] == s]
+        outs = target.generate([jobs[j][2] for j in idx], s)
+        for j, ids in zip(idx, outs):
+            generated[j] = target.tokenizer.decode(list(ids)[:s])
+    f1 = bertscore_f1([g or "" for g in generated], [job[4] for job in jobs])
+    rows = [dict.fromkeys(["black_seq_bertscore"] + [f"black_seq_bertscore_{k}" for k in kinds], np.nan)
+            for _ in t_orig]
+    for job, value in zip(jobs, f1):
+        rows[job[0]][job[1]] = float(value)
+    return rows
+
+
+def _batch(passages, target, reference, access, config, ctx) -> list[dict]:
+    texts = [p["text"] for p in passages]
+    n, kinds = len(texts), config.kinds
+    variants = [perturb(x, k, config.seed) for k in kinds for x in texts]
+    t_all = target.score(texts + variants)  # the one target forward pass per text variant
+    t_orig = t_all[:n]
+    t_pert = {k: t_all[n * (j + 1): n * (j + 2)] for j, k in enumerate(kinds)}
+    r_orig = reference.score(texts) if reference is not None else None  # one per original
+
+    rows = [{"id": p.get("id", str(j)), **({"set": p["set"]} if "set" in p else {})}
+            for j, p in enumerate(passages)]
+    parts = []
+    if access in ("gray", "both"):
+        parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
+    if access in ("black", "both"):
+        parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
+        if config.sequence:
+            parts.append(_sequence_rows(t_orig, target, config, ctx))
+    for part in parts:
+        for row, extra in zip(rows, part):
+            row.update(extra)
+    return rows
+
+
+def feature_columns(config: FeatureConfig, access: Access, reference: bool) -> list[str]:
+    """The columns ``extract`` returns (after id/set), in catalogue order."""
+    return [s.name for s in catalog(config, access) if reference or "reference" not in s.models]
+
+
+def extract(passages: list[dict], target: Backend, reference: Backend | None = None,
+            access: Access = "gray", config: FeatureConfig | None = None,
+            progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """One row per passage: ``id``, ``set`` (if the passages carry one) and every feature
+    column of ``catalog(config, access)`` that the given models allow (reference
+    features need ``reference``). Batched by ``config.batch_size``; model calls per
+    batch as in the module docstring. ``progress(done, total)`` after each batch."""
+    config = config or FeatureConfig()
+    if access not in ("gray", "black", "both"):
+        raise InputError(f"access {access!r}: expected gray, black or both")
+    if not passages:
+        raise InputError("no passages to extract features from")
+    for j, p in enumerate(passages):
+        if not isinstance(p.get("text"), str) or not p["text"].strip():
+            raise InputError(f"passage {p.get('id', j)!r}: `text` must be a non-empty string")
+    ctx = _Context(target, reference, config)
+    rows: list[dict] = []
+    for start in range(0, len(passages), config.batch_size):
+        rows += _batch(passages[start:start + config.batch_size], target, reference, access, config, ctx)
+        if progress is not None:
+            progress(len(rows), len(passages))
+    ctx.embeddings.save()
+    head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
+    return pd.DataFrame(rows, columns=head + feature_columns(config, access, reference is not None))
