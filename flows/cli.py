@@ -185,6 +185,9 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
 
 app.command("test")(test_cmd)
 app.command("simulate")(simulate_cmd)
+from flows.cli_api import cache_app, serve_cmd  # noqa: E402
+app.command("serve")(serve_cmd)
+app.add_typer(cache_app, name="cache")
 from flows.cli_features import extract_cmd, features_app  # noqa: E402
 app.command("extract")(extract_cmd)
 app.add_typer(features_app, name="features")

@@ -1,0 +1,55 @@
+"""CLI verbs for the black-box API path: `trainspotter serve` and `trainspotter cache`."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+cache_app = typer.Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
+                        no_args_is_help=True)
+JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
+
+
+def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbed:NAME or testbed:NAME/reference."),
+              host: str = typer.Option("127.0.0.1", help="Interface to bind (loopback by default)."),
+              port: int = typer.Option(8000, help="TCP port."),
+              model_name: str = typer.Option(None, "--model-name", help="Name in /v1/models (default: SPEC)."),
+              fail_rate: float = typer.Option(0.0, min=0.0, max=1.0,
+                                              help="Fraction of requests that fail (429/500/timeout/"
+                                                   "truncated/malformed), for testing clients."),
+              fail_sleep: float = typer.Option(5.0, help="Seconds an injected timeout sleeps."),
+              seed: int = typer.Option(0, help="Seed of the fault injection.")) -> None:
+    """Serve a local model as an OpenAI-compatible API (/v1/models, /v1/completions with
+    logprobs and echo, /v1/chat/completions)."""
+    from trainspotter.backends import resolve_spec
+    from trainspotter.serve import serve
+
+    resolve_spec(spec)  # bad specs end as one clear line
+    typer.echo(f"serving {spec} at http://{host}:{port}/v1", err=True)
+    serve(spec, host=host, port=port, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep,
+          model_name=model_name)
+
+
+@cache_app.command("stats")
+def cache_stats_cmd(json_out: bool = JSON) -> None:
+    """Entries and size of the query cache, per backend fingerprint and method."""
+    from trainspotter.backends.cache import QueryCache
+
+    stats = QueryCache().stats()
+    if json_out:
+        return typer.echo(json.dumps(stats, indent=1))
+    typer.echo(f"{stats['path']}: {stats['entries']} answers, {stats['bytes'] / 1e6:.2f} MB")
+    for row in stats["by_backend"]:
+        typer.echo(f"  {row['fingerprint']} {row['method']}: {row['entries']}")
+
+
+@cache_app.command("clear")
+def cache_clear_cmd(json_out: bool = JSON) -> None:
+    """Delete every cached answer (the next run queries the APIs again)."""
+    from trainspotter.backends.cache import QueryCache
+
+    removed = QueryCache().clear()
+    if json_out:
+        return typer.echo(json.dumps({"removed": removed}))
+    typer.echo(f"removed {removed} cached answers")
