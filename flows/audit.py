@@ -25,7 +25,7 @@ from trainspotter.data import load_passages, make_pairs
 from trainspotter.errors import InputError
 from trainspotter.ledger import check_setup, load_ledger, new_ledger, save_ledger
 from trainspotter.pvalue import di_pvalue
-from trainspotter.report import wealth_plot
+from trainspotter.report import html_report, wealth_plot
 from trainspotter.sequential import SequentialTest, TestConfig
 
 
@@ -100,6 +100,8 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
         "wealth_start": float(w0), "wealth": float(test.wealth), "max_wealth": float(test.max_wealth),
         "p_value": float(test.p_value), "alpha": config.test.alpha, "features": columns,
         "baseline_p_value": _baseline_p_value(features, columns, config.seed),
+        # logistic weights on normalised features after the last pair (App. A.5)
+        "feature_weights": dict(zip(columns, test.scorer.theta[0, :-1].tolist())),
     }
     summary.update(_track(config, test, t0, features, summary, tracking_uri))
     if ledger is not None:
@@ -186,9 +188,11 @@ def _track(config: AuditConfig, test: SequentialTest, t0: int, features: pd.Data
                         title=f"{config.name}: W_t (reject={summary['reject']})",
                         stop_time=test.stop_time, run_start=t0)
             (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
-            (out / "summary.json").write_text(json.dumps(summary, indent=1))
+            where = {"run_id": run.info.run_id, "experiment": f"audit/{config.name}"}
+            (out / "summary.json").write_text(json.dumps(summary | where, indent=1))
+            (out / "report.html").write_text(html_report(
+                summary | where, (out / "wealth.png").read_bytes(), summary["feature_weights"]))
             mlflow.log_artifacts(str(out))
-        artifact_dir = mlflow.get_artifact_uri()
-    local = artifact_dir.removeprefix("file://")
-    return {"run_id": run.info.run_id, "experiment": f"audit/{config.name}",
-            "artifacts": local, "plot": f"{local}/wealth.png"}
+        local = mlflow.get_artifact_uri().removeprefix("file://")
+    return where | {"artifacts": local, "plot": f"{local}/wealth.png",
+                    "report": f"{local}/report.html"}

@@ -183,6 +183,25 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
     Console().print(table)
 
 
+@app.command()
+def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit."),
+           out: Path = typer.Option(Path("report.html"), help="Where to write the HTML page."),
+           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+           json_out: bool = JSON) -> None:
+    """Self-contained HTML report of an audit run (also logged to the run)."""
+    from mlflow.exceptions import MlflowException
+
+    from flows.report import render_report
+
+    try:
+        path = render_report(run_id, out, tracking_uri)
+    except MlflowException as e:
+        raise InputError(f"run {run_id}: {e.message.splitlines()[0]}") from None
+    if json_out:
+        return _emit_json({"run_id": run_id, "report": str(path.resolve())})
+    Console().print(f"report written to {path}")
+
+
 app.command("test")(test_cmd)
 app.command("simulate")(simulate_cmd)
 from flows.cli_api import cache_app, serve_cmd  # noqa: E402

@@ -20,6 +20,7 @@ def configure_environment() -> None:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
         # a busy 2-core machine can need more than the default 20 s to start it
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     }

@@ -34,3 +34,63 @@ def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+REPORT_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>trainspotter audit {{ s.name }}</title>
+<style>
+ body { font-family: system-ui, sans-serif; max-width: 860px; margin: 2em auto; color: #222; }
+ h1 { font-size: 1.5em; } .verdict { font-size: 1.2em; padding: .6em 1em; border-radius: 6px; }
+ .reject { background: #fde2e1; border: 1px solid #d9534f; }
+ .keep { background: #e3f4e1; border: 1px solid #5cb85c; }
+ table { border-collapse: collapse; margin: 1em 0; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
+ td.num { text-align: right; font-variant-numeric: tabular-nums; }
+ .bar { display: inline-block; height: .8em; background: #4a7fb5; } .neg { background: #c9734a; }
+ small { color: #666; }
+</style></head><body>
+<h1>Dataset-inference audit <code>{{ s.name }}</code></h1>
+<p class="verdict {{ 'reject' if s.reject else 'keep' }}">
+{% if s.reject %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
+(e-value {{ '%.4g' % s.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}).
+{% else %}<b>No rejection</b>: not enough evidence that the suspect set was trained on
+(e-value {{ '%.4g' % s.e_value }} &lt; 1/α = {{ '%g' % (1 / s.alpha) }}).{% endif %}</p>
+<table>
+<tr><th>e-value at the stop (or now)</th><td class="num">{{ '%.4g' % s.e_value }}</td></tr>
+<tr><th>anytime-valid p-value 1/max W</th><td class="num">{{ '%.4g' % s.p_value }}</td></tr>
+<tr><th>fixed-n DI p-value (Maini et al., comparison only)</th><td class="num">{{ '—' if s.baseline_p_value is none else '%.4g' % s.baseline_p_value }}</td></tr>
+<tr><th>pairs used / available</th><td class="num">{{ s.pairs_used }} / {{ s.pairs_available }}</td></tr>
+<tr><th>pairs queried this run</th><td class="num">{{ s.pairs_queried }}</td></tr>
+<tr><th>stop time</th><td class="num">{{ s.stop_time if s.stop_time is not none else '—' }}</td></tr>
+{% for k, v in (s.usage or {}).items() %}<tr><th>{{ k }}</th><td class="num">{{ v }}</td></tr>{% endfor %}
+</table>
+<h2>Wealth trajectory</h2>
+<img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
+<p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).</small></p>
+{% if weights %}<h2>Scoring-model feature weights</h2>
+<p><small>Logistic weights on normalised features after the last pair (positive: more member-like).</small></p>
+<table>{% for name, w in weights %}<tr><td><code>{{ name }}</code></td><td class="num">{{ '%+.3f' % w }}</td>
+<td><span class="bar {{ 'neg' if w < 0 else '' }}" style="width: {{ (120 * (w|abs) / wmax)|round|int }}px"></span></td></tr>{% endfor %}</table>{% endif %}
+{% for title, png in figures %}<h2>{{ title }}</h2><img alt="{{ title }}" src="data:image/png;base64,{{ png }}" style="max-width:100%">{% endfor %}
+<p><small>MLflow run {{ s.run_id }} · trainspotter {{ version }}</small></p>
+</body></html>
+"""
+
+
+def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | None = None,
+                figures: list[tuple[str, bytes]] | None = None) -> str:
+    """A self-contained HTML page (images inlined as base64): decision, e-value,
+    anytime-valid p-value, pairs and queries, wealth trajectory, feature weights,
+    and extra figures (e.g. benchmark ROC curves)."""
+    import base64
+
+    from jinja2 import Environment
+
+    from . import __version__
+
+    b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
+    ranked = sorted((weights or {}).items(), key=lambda kv: -abs(kv[1]))
+    template = Environment(autoescape=True).from_string(REPORT_TEMPLATE)
+    return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
+                           wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
+                           figures=[(t, b64(p)) for t, p in figures or []])

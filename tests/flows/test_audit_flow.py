@@ -71,3 +71,17 @@ def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     assert calls == []
     assert again["e_value"] == pytest.approx(demo["members"]["e_value"])
     assert again["pairs_used"] == demo["members"]["pairs_used"]
+
+
+def test_report_regenerated_from_mlflow(demo, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from flows.report import render_report
+    from flows.tracking import tracking_uri
+
+    r = demo["negative-control"]
+    page = render_report(r["run_id"], tmp_path / "report.html").read_text()
+    assert "No rejection" in page and f"{r['pairs_used']} / {r['pairs_available']}" in page
+    assert "gray_ref_ratio" in page  # feature weights of the scoring model
+    names = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(r["run_id"])}
+    assert "report.html" in names

@@ -1,0 +1,28 @@
+import re
+
+import numpy as np
+
+from trainspotter.report import html_report, wealth_plot
+
+SUMMARY = {"name": "books<script>", "reject": True, "e_value": 26.4, "p_value": 0.0379, "alpha": 0.05,
+           "baseline_p_value": None, "pairs_used": 14, "pairs_available": 80, "pairs_queried": 16,
+           "stop_time": 14, "run_id": "abc123"}
+
+
+def test_report_is_self_contained_and_states_the_decision(tmp_path):
+    png = wealth_plot(np.array([1.0, 2.0, 30.0]), 0.05, tmp_path / "w.png", stop_time=3).read_bytes()
+    page = html_report(SUMMARY, png, {"gray_ppl": -1.0, "gray_ref_ratio": 2.0})
+    assert "Reject H0" in page and "26.4" in page and "1/α = 20" in page
+    # nothing to fetch: every image is inline, no external links or scripts
+    assert not re.search(r'(src|href)="(https?:|//)', page)
+    assert page.count("data:image/png;base64,") == 1
+    # user-controlled names are escaped
+    assert "books<script>" not in page and "books&lt;script&gt;" in page
+    # weights sorted by magnitude
+    assert page.index("gray_ref_ratio") < page.index("gray_ppl")
+
+
+def test_report_without_rejection_says_so(tmp_path):
+    png = wealth_plot(np.array([0.9, 0.8]), 0.05, tmp_path / "w.png").read_bytes()
+    page = html_report(SUMMARY | {"reject": False, "e_value": 0.8}, png)
+    assert "No rejection" in page and "Reject H0" not in page
