@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +17,8 @@ BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
 
 
 def tracking_uri(uri: str | None = None) -> str:
-    """Default: SQLite under artifacts/ (no server needed); ``uri`` for a real server."""
+    """``uri``, else $MLFLOW_TRACKING_URI (a server), else SQLite under artifacts/."""
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
     root = artifacts_root()
@@ -26,11 +28,13 @@ def tracking_uri(uri: str | None = None) -> str:
 
 def use_experiment(name: str, uri: str | None = None) -> str:
     """Point MLflow at the store and make sure ``name`` exists with artifacts under artifacts/."""
-    mlflow.set_tracking_uri(tracking_uri(uri))
+    uri = tracking_uri(uri)
+    mlflow.set_tracking_uri(uri)
     experiment = mlflow.get_experiment_by_name(name)
     if experiment is None:
         folder = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        location = (artifacts_root() / "mlruns" / folder).as_uri() if not uri else None
+        embedded = uri.startswith("sqlite:///") and uri.endswith(str(artifacts_root() / "mlflow.db"))
+        location = (artifacts_root() / "mlruns" / folder).as_uri() if embedded else None
         return mlflow.create_experiment(name, artifact_location=location)
     return experiment.experiment_id
 

@@ -9,7 +9,7 @@ import pytest
 
 ARTIFACTS = Path(tempfile.mkdtemp(prefix="trainspotter-tests-"))
 os.environ["TRAINSPOTTER_ARTIFACTS"] = str(ARTIFACTS)
-for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL"):
+for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
     os.environ.pop(var, None)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
