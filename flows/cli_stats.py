@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pydantic
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.evaluate import simulate
 from trainspotter.sequential import TestConfig, run_test
@@ -25,20 +25,6 @@ from trainspotter.sequential import TestConfig, run_test
 _console = Console()
 
 
-def read_features(path: Path) -> pd.DataFrame:
-    """Read a Parquet or CSV features table, or raise InputError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".csv", ".tsv"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-    except Exception as e:  # pyarrow / pandas parse errors come in many types
-        raise InputError(f"{path}: cannot read the features table ({type(e).__name__}: {e})") from None
-    raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .parquet or .csv")
 
 
 def _config(**kw) -> TestConfig:

@@ -5,7 +5,8 @@ from prefect import task
 from trainspotter import __version__
 from trainspotter.backends import load_backend, spec_fingerprint
 from trainspotter.config import fingerprint
-from trainspotter.features import extract_gray
+from trainspotter.extract import extract
+from trainspotter.features import FeatureConfig, extract_gray
 
 
 def features_cache_key(context, parameters) -> str:
@@ -22,3 +23,24 @@ def features_cache_key(context, parameters) -> str:
 def extract_features(texts: list[str], model: str, reference: str | None = None,
                      batch: int = 0) -> list[dict[str, float]]:
     return extract_gray(texts, load_backend(model), load_backend(reference) if reference else None)
+
+
+def chunk_cache_key(context, parameters) -> str:
+    """Data fingerprint (ids + texts) + config slice (models' weights, access, feature
+    config) + library version: a rerun after a crash finds every finished chunk."""
+    reference = parameters.get("reference")
+    return "chunk-" + fingerprint(
+        __version__, spec_fingerprint(parameters["model"]),
+        spec_fingerprint(reference) if reference else None, parameters["access"],
+        parameters["features"].model_dump(exclude={"batch_size", "embedding_cache"}),
+        [(p["id"], p["text"]) for p in parameters["passages"]])
+
+
+@task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
+      task_run_name="extract[{chunk}]", tags=["model-calls"])
+def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
+                  features: FeatureConfig, chunk: int = 0) -> list[dict]:
+    """Feature rows of one chunk of passages (one row per passage, library ``extract``)."""
+    df = extract(passages, load_backend(model), load_backend(reference) if reference else None,
+                 access, features)
+    return df.to_dict("records")

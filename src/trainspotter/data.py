@@ -132,3 +132,22 @@ def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,
     random.Random(f"{seed}:heldout").shuffle(ys)
     n = min(len(xs), len(ys), max_pairs or len(xs))
     return list(zip(xs[:n], ys[:n]))
+
+
+def read_features(path: str | Path):
+    """Read a Parquet or CSV features table (``trainspotter test``/``simulate``), or raise
+    InputError naming the file."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".csv", ".tsv"):
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+    except Exception as e:  # pyarrow / pandas parse errors come in many types
+        raise InputError(f"{path}: cannot read the features table ({type(e).__name__}: {e})") from None
+    raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .parquet or .csv")

@@ -94,3 +94,20 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
                            figures=[(t, b64(p)) for t, p in figures or []])
+
+
+def power_plot(curves: dict[str, list[float]], path: Path, title: str = "") -> Path:
+    """Sequential power curves Power(t) = P(T ≤ t) (BADI App. D.5), one per configuration."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    for label, curve in curves.items():
+        ax.plot(np.arange(1, len(curve) + 1), curve, lw=1.4, label=label)
+    ax.set_xlabel("pairs t")
+    ax.set_ylabel("P(rejected by t)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or "Sequential power")
+    ax.legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

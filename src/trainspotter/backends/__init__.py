@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -104,10 +105,19 @@ def resolve_spec(spec: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=4)
+_LOADING = threading.Lock()
+
+
 def load_backend(spec: str, batch_size: int = 8) -> Backend:
     """Load once per process: tasks call this instead of receiving a model as input
-    (so an API backend's ``usage()`` adds up over a whole audit)."""
+    (so an API backend's ``usage()`` adds up over a whole audit). Locked: tasks on a
+    thread pool must not load the same weights twice at once."""
+    with _LOADING:
+        return _load_backend(spec, batch_size)
+
+
+@lru_cache(maxsize=4)
+def _load_backend(spec: str, batch_size: int) -> Backend:
     if spec.startswith("openai:"):
         from .openai_compat import OpenAIBackend
 
