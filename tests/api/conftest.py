@@ -1,0 +1,59 @@
+"""A `trainspotter serve` app on loopback in a background thread, with a bounded lifetime."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(spec: str = "testbed:mini", fail_rate: float = 0.0, seed: int = 0,
+                   fail_sleep: float = 1.0, lifetime: float = 300.0):
+    """Yield (app, base_url); the server stops on exit or after `lifetime` seconds."""
+    import uvicorn
+
+    from trainspotter.backends import load_backend
+    from trainspotter.serve import create_app
+
+    app = create_app(load_backend(spec), "mini", fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    timer = threading.Timer(lifetime, lambda: setattr(server, "should_exit", True))
+    timer.daemon = True
+    timer.start()
+    deadline = time.time() + 30
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("test server did not start")
+        time.sleep(0.05)
+    try:
+        yield app, f"http://127.0.0.1:{port}/v1"
+    finally:
+        timer.cancel()
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(mini_testbed):
+    with running_server() as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def start_server():
+    """The `running_server` context manager, for tests that need their own server."""
+    return running_server

@@ -1,0 +1,40 @@
+"""Audits through the API: same decision under injected faults; the key is stored nowhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainspotter.testbed import split_path
+
+SECRET = "sk-test-SECRET-12345"
+
+
+def test_audit_same_result_under_faults_and_key_never_stored(mini_testbed, start_server, artifacts,
+                                                             monkeypatch):
+    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.backends import load_backend
+
+    monkeypatch.setenv("TS_TEST_KEY", SECRET)
+    results, usage = {}, {}
+    for rate in (0.0, 0.2):
+        # separate servers -> separate endpoints, so neither the query cache nor the task
+        # cache lets the faulty run reuse the clean run's answers
+        with start_server(fail_rate=rate, seed=3, fail_sleep=1.0) as (app, url):
+            spec = (f"openai:mini@{url}?tokenizer=testbed:mini&key_env=TS_TEST_KEY"
+                    f"&backoff=0.001&timeout=0.5&batch=4")
+            config = AuditConfig(name=f"api-faults-{rate}", suspect=str(split_path("mini", "member")),
+                                 heldout=str(split_path("mini", "heldout")), model=spec,
+                                 max_pairs=24, batch_pairs=12)
+            results[rate] = audit_flow(config)
+            usage[rate] = load_backend(spec).usage() | {"faults": sum(app.state.stats["faults"].values())}
+    clean, faulty = results[0.0], results[0.2]
+    assert (clean["reject"], clean["pairs_used"]) == (faulty["reject"], faulty["pairs_used"])
+    assert faulty["e_value"] == pytest.approx(clean["e_value"], rel=1e-9)
+    assert usage[0.0]["retries"] == 0 and 0 < usage[0.2]["retries"] == usage[0.2]["faults"]
+    assert usage[0.2]["http_requests"] <= 7 * usage[0.2]["requests"]  # 6 retries at most per request
+    print("usage", usage)
+
+    # The key is in no MLflow param/artifact, Prefect result, log or the query cache.
+    hits = [p for p in artifacts.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert hits == []
+    assert (artifacts / "query-cache.sqlite").exists()

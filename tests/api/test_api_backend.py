@@ -1,0 +1,217 @@
+"""The API backend against `trainspotter serve` over loopback with the real openai client."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from trainspotter.backends import load_backend, parse_api_spec, spec_fingerprint
+from trainspotter.backends.cache import QueryCache
+from trainspotter.backends.openai_compat import APIRequestError, OpenAIBackend
+from trainspotter.errors import BudgetExhausted, InputError
+from trainspotter.testbed import split_path
+
+SECRET = "sk-test-SECRET-12345"
+
+
+@pytest.fixture(autouse=True)
+def fake_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+
+
+def texts(n: int = 6, split: str = "member") -> list[str]:
+    with open(split_path("mini", split)) as f:
+        return [json.loads(line)["text"] for line in f][:n]
+
+
+def api(url: str, tmp_path, **opts) -> OpenAIBackend:
+    query = "&".join(f"{k}={v}" for k, v in {"tokenizer": "testbed:mini", **opts}.items())
+    return OpenAIBackend(parse_api_spec(f"openai:mini@{url}?{query}"), cache=QueryCache(tmp_path / "q.sqlite"))
+
+
+def representable(backend: OpenAIBackend, text: str) -> np.ndarray:
+    """Positions whose prefix text re-encodes to the local prefix ids (not inside a
+    multi-byte character split over byte tokens)."""
+    ids, prefixes, _ = backend._positions(text)
+    return np.array([backend.tokenizer(p, add_special_tokens=False)["input_ids"] == ids[1:i + 1]
+                     for i, p in enumerate(prefixes)])
+
+
+def comparable(backend: OpenAIBackend, text: str, local_argmax: np.ndarray) -> np.ndarray:
+    """Representable positions whose greedy token is text (not a byte fragment, which a
+    text answer cannot name: the API path reports -1 there)."""
+    whole = np.array(["\ufffd" not in backend.tokenizer.decode([int(t)]) for t in local_argmax])
+    return representable(backend, text) & whole
+
+
+def test_label_only_greedy_tokens_equal_local_argmax(server, tmp_path):
+    app, url = server
+    local, b = load_backend("testbed:mini"), api(url, tmp_path, mode="label")
+    xs = texts(8)
+    before = app.state.stats["requests"]
+    remote = b.score(xs)
+    assert b.mode == "label" and b.describe()["mode"] == "label"
+    ok_total = n_total = 0
+    for x, r, l in zip(xs, remote, local.score(xs)):
+        ok = comparable(b, x, l.argmax)
+        np.testing.assert_array_equal(r.token_ids, l.token_ids)
+        np.testing.assert_array_equal(r.argmax[ok], l.argmax[ok])
+        assert np.isnan(r.logprobs).all()
+        ok_total, n_total = ok_total + ok.sum(), n_total + ok.size
+    assert ok_total / n_total > 0.98
+    # 32 prompts per request (+1 probe): far fewer than one request per position
+    assert app.state.stats["requests"] - before <= math.ceil(n_total / 32) + 1 == b.usage()["requests"]
+
+
+def test_logprobs_and_features_over_http_equal_local(server, tmp_path):
+    import trainspotter.features as features
+
+    _, url = server
+    local, b = load_backend("testbed:mini"), api(url, tmp_path)
+    xs = texts(6) + texts(4, "heldout")
+    remote, here = b.score(xs), local.score(xs)
+    assert b.mode == "logprobs-echo" and b.describe()["top_logprobs"] == 5
+    for x, r, l in zip(xs, remote, here):
+        np.testing.assert_allclose(r.logprobs, l.logprobs, atol=1e-4)
+        ok = comparable(b, x, l.argmax)
+        np.testing.assert_array_equal(r.argmax[ok], l.argmax[ok])  # top-1 strings mapped back
+        assert np.isfinite(r.mu).all() and (r.sigma2 >= 0).all()  # estimated from the top-5
+    for fr, fl in zip(features.extract_gray(xs, b), features.extract_gray(xs, local)):
+        assert fr.keys() == fl.keys()
+        for k in fr:
+            assert fr[k] == pytest.approx(fl[k], rel=1e-5, abs=1e-6), k
+    black = getattr(features, "black_features", None)
+    if black is not None:  # label-only features from both paths
+        label = api(url, tmp_path, mode="label")
+        for x, r, l in zip(xs, label.score(xs), here):
+            ok = representable(b, x)
+            if ok.all():
+                assert black(x, r) == pytest.approx(black(x, l))
+
+
+def test_generate_and_chat_match_local(server, tmp_path):
+    _, url = server
+    local = load_backend("testbed:mini")
+    prefixes = [x[:60] for x in texts(3)]
+    b = api(url, tmp_path, mode="label")
+    assert b.generate(prefixes, 6) == local.generate(prefixes, 6)
+    chat = api(url, tmp_path, mode="chat")
+    x = texts(1)[0]
+    r, l = chat.score([x])[0], local.score([x])[0]
+    ok = comparable(chat, x, l.argmax)
+    assert chat.mode == "chat" and chat.usage()["requests"] == len(set(chat._positions(x)[1])) + 1
+    np.testing.assert_array_equal(r.argmax[ok], l.argmax[ok])
+    top_hit = np.abs(r.logprobs - l.logprobs) < 1e-4  # the actual token was in the top-5
+    assert top_hit.mean() > 0.3 and (r.logprobs[ok] >= l.logprobs[ok] - 1e-4).all()  # else censored above
+
+
+def test_cache_resume_and_zero_requests_on_rerun(server, tmp_path):
+    app, url = server
+    xs = texts(4, "nonmember")
+    count = lambda: app.state.stats["requests"]  # noqa: E731
+
+    start = count()
+    full = api(url, tmp_path / "fresh", mode="label").score(xs)
+    needed = count() - start  # probe + batches
+
+    interrupted = api(url, tmp_path, mode="label", max_requests=3)
+    with pytest.raises(BudgetExhausted, match="requests"):
+        interrupted.score(xs)
+    assert interrupted.usage()["requests"] == 3
+
+    start = count()
+    resumed = api(url, tmp_path, mode="label")
+    again = resumed.score(xs)
+    assert count() - start == needed - 3  # finished requests are not repeated
+    for a, b in zip(again, full):
+        np.testing.assert_array_equal(a.argmax, b.argmax)
+
+    start = count()
+    third = api(url, tmp_path, mode="label")
+    third.score(xs)
+    assert count() - start == 0 and third.usage()["requests"] == 0
+    assert third.usage()["cache_hits"] == len({p for x in xs for p in third._positions(x)[1]})
+
+
+def test_faults_are_retried_a_bounded_number_of_times(mini_testbed, start_server, tmp_path):
+    xs = texts(6)
+    with start_server(fail_rate=0.2, seed=1, fail_sleep=1.0) as (app, url):
+        b = api(url, tmp_path, mode="label", backoff=0.001, timeout=0.5, batch=16)
+        got = b.score(xs)
+        faults = app.state.stats["faults"]
+        u = b.usage()
+    want = load_backend("testbed:mini").score(xs)
+    for x, g, w in zip(xs, got, want):
+        ok = comparable(b, x, w.argmax)
+        np.testing.assert_array_equal(g.argmax[ok], w.argmax[ok])
+    assert u["retries"] == sum(faults.values()) > 0
+    assert u["http_requests"] == u["requests"] + u["retries"] <= u["requests"] * 7
+
+
+def test_persistent_faults_raise_one_clear_error(mini_testbed, start_server, tmp_path):
+    with start_server(fail_rate=1.0, seed=0, fail_sleep=0.6) as (_, url):
+        b = api(url, tmp_path, mode="label", backoff=0.001, timeout=0.3, retries=2)
+        with pytest.raises(APIRequestError) as err:
+            b.score(texts(1))
+    msg = str(err.value)
+    assert "completions request (model 'mini', prompts 0..1" in msg and "3 attempts" in msg
+    assert SECRET not in msg and b.usage()["retries"] == 2
+
+
+def test_budget_on_cost(server, tmp_path):
+    _, url = server
+    b = api(url, tmp_path, mode="label", price=1.0, max_cost=0.5)  # $1 per 1k tokens, $0.50 cap
+    with pytest.raises(BudgetExhausted, match="cost"):
+        b.score(texts(4))
+    u = b.usage()
+    assert u["cost"] <= 0.5 and u["cost"] == pytest.approx(u["total_tokens"] / 1000)
+
+
+def test_specs_fingerprints_and_errors(mini_testbed):
+    a = spec_fingerprint("openai:mini@http://127.0.0.1:9/v1?tokenizer=testbed:mini")  # no server needed
+    assert a == spec_fingerprint("openai:mini@http://127.0.0.1:9/v1?tokenizer=testbed:mini&retries=2")
+    assert a != spec_fingerprint("openai:mini@http://127.0.0.1:10/v1?tokenizer=testbed:mini")
+    assert a != spec_fingerprint("openai:mini@http://127.0.0.1:9/v1?tokenizer=testbed:mini&mode=label")
+    assert SECRET not in a
+    for bad, problem in [("openai:mini", "expected openai:MODEL@"),
+                         ("openai:m@http://h/v1", "tokenizer"),
+                         ("openai:m@http://h/v1?tokenizer=testbed:mini&mode=x", "mode"),
+                         ("openai:m@http://h/v1?tokenizer=testbed:mini&batch=big", "batch")]:
+        with pytest.raises(InputError, match=problem):
+            parse_api_spec(bad)
+
+
+def test_server_response_shapes(server):
+    import httpx
+
+    _, url = server
+    r = httpx.post(f"{url}/completions", json={"model": "mini", "prompt": ["The cat", "A"], "max_tokens": 2,
+                                               "temperature": 0, "logprobs": 3, "echo": True}).json()
+    assert r["object"] == "text_completion" and [c["index"] for c in r["choices"]] == [0, 1]
+    lp = r["choices"][0]["logprobs"]
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["text_offset"]) == len(lp["top_logprobs"])
+    assert all(len(t) <= 3 for t in lp["top_logprobs"][1:]) and r["choices"][0]["text"].startswith("The cat")
+    assert r["usage"]["total_tokens"] == r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
+    c = httpx.post(f"{url}/chat/completions", json={"model": "mini", "max_tokens": 1, "logprobs": True,
+                                                   "top_logprobs": 2,
+                                                   "messages": [{"role": "user", "content": "The cat"}]}).json()
+    assert c["object"] == "chat.completion" and c["choices"][0]["message"]["role"] == "assistant"
+    assert len(c["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 2
+    assert httpx.get(f"{url}/models").json()["data"][0]["id"] == "mini"
+
+
+def test_cache_cli(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
+    QueryCache().put_many("fp", "completions", {"k1": {"text": "a"}, "k2": {"text": "b"}})
+    out = CliRunner().invoke(app, ["cache", "stats", "--json"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["entries"] == 2
+    out = CliRunner().invoke(app, ["cache", "clear", "--json"])
+    assert json.loads(out.stdout) == {"removed": 2} and QueryCache().stats()["entries"] == 0
