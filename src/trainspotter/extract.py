@@ -189,3 +189,28 @@ def extract(passages: list[dict], target: Backend, reference: Backend | None = N
     ctx.embeddings.save()
     head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
     return pd.DataFrame(rows, columns=head + feature_columns(config, access, reference is not None))
+
+
+class CountingBackend:
+    """Wraps a backend and counts what is asked of it (tests and benchmarks check the
+    one-forward-pass-per-text-variant budget with it)."""
+
+    def __init__(self, inner: Backend):
+        self.inner = inner
+        self.fingerprint, self.tokenizer = inner.fingerprint, inner.tokenizer
+        self.score_calls = self.scored_texts = self.generate_calls = self.generated_prefixes = 0
+        self.generated_tokens = 0
+
+    def encode(self, text: str) -> list[int]:
+        return self.inner.encode(text)
+
+    def score(self, texts: list[str]) -> list[TokenScores]:
+        self.score_calls += 1
+        self.scored_texts += len(texts)
+        return self.inner.score(texts)
+
+    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+        self.generate_calls += 1
+        self.generated_prefixes += len(prefixes)
+        self.generated_tokens += len(prefixes) * max_new_tokens
+        return self.inner.generate(prefixes, max_new_tokens)

@@ -69,17 +69,29 @@ def _rng(text: str, kind: str, seed: int) -> random.Random:
 
 @lru_cache(maxsize=1)
 def _wordnet():
+    """NLTK's WordNet 3.0 reader on the files install.sh put under ``NLTK_DATA``.
+
+    Built directly rather than via ``nltk.corpus.wordnet``: the stock reader maps
+    itself onto "WordNet 3.0" for the multilingual (OMW) data on every load, reading
+    index.sense twice (~10 s); we need English synonyms only, so that map is skipped."""
+    import warnings
+
     import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class _EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
 
     if str(NLTK_DATA) not in nltk.data.path:
         nltk.data.path.insert(0, str(NLTK_DATA))
-    from nltk.corpus import wordnet as wn
-
     try:
-        wn.ensure_loaded()
+        root = nltk.data.find("corpora/wordnet")
     except LookupError:
         raise RuntimeError(f"WordNet is not installed under {NLTK_DATA}; run scripts/install.sh") from None
-    return wn
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "multilingual functions are not available": intended
+        return _EnglishWordNet(root, None)
 
 
 @lru_cache(maxsize=50_000)
