@@ -38,3 +38,30 @@ def test_audit_same_result_under_faults_and_key_never_stored(mini_testbed, start
     hits = [p for p in artifacts.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert hits == []
     assert (artifacts / "query-cache.sqlite").exists()
+
+
+def test_audit_stops_at_the_budget_and_reports_spend_and_savings(mini_testbed, start_server):
+    from flows.audit import AuditConfig, audit_flow
+
+    def config(url, max_requests):
+        return AuditConfig(name="api-budget", suspect=str(split_path("mini", "nonmember")),
+                           heldout=str(split_path("mini", "heldout")), max_pairs=40, batch_pairs=4,
+                           model=f"openai:mini@{url}?tokenizer=testbed:mini&batch=8&price=0.5"
+                                 f"&max_requests={max_requests}")
+
+    with start_server(seed=5) as (app, url):
+        capped = audit_flow(config(url, 6))
+        assert capped["stopped_by"] == "budget" and 0 < capped["pairs_queried"] < 40
+        assert capped["usage"]["requests"] <= 6 and capped["usage"]["cost"] > 0
+        per_pair = capped["usage"]["cost"] / capped["pairs_queried"]
+        saved = capped["saved_by_stopping"]
+        assert saved["pairs"] == 40 - capped["pairs_queried"]
+        assert saved["cost"] == pytest.approx(per_pair * saved["pairs"])
+        # more budget: the rerun reuses every finished batch and asks only for the rest
+        resumed = audit_flow(config(url, 1000))
+    with start_server(seed=5) as (app, url):  # another endpoint: nothing cached
+        fresh = audit_flow(config(url, 1000))
+    assert resumed["stopped_by"] == fresh["stopped_by"] != "budget"
+    assert resumed["pairs_queried"] == fresh["pairs_queried"] > capped["pairs_queried"]
+    assert resumed["e_value"] == pytest.approx(fresh["e_value"])
+    assert resumed["usage"]["requests"] == fresh["usage"]["requests"] - capped["usage"]["requests"]
