@@ -7,6 +7,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -17,12 +18,18 @@ from pydantic import BaseModel, Field
 
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from flows.tracking import git_commit, log_steps, use_experiment
-from tasks.extract import extract_features
+from tasks.extract import extract_chunk
+
+# An audit queries one batch at a time, so the "model-calls" concurrency tag would only add a
+# server round trip (~0.4 s) per batch.
+extract_batch = extract_chunk.with_options(tags=set(), task_run_name="features[{chunk}]")
+from tasks.usage import UsageMeter
 from trainspotter import __version__
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten, fingerprint
 from trainspotter.data import load_passages, make_pairs
-from trainspotter.errors import InputError
+from trainspotter.errors import BudgetExhausted, InputError
+from trainspotter.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, load_ledger, new_ledger, save_ledger
 from trainspotter.pvalue import di_pvalue
 from trainspotter.report import html_report, wealth_plot
@@ -37,11 +44,26 @@ class AuditConfig(BaseModel):
     heldout: str
     model: str
     reference: str | None = None
+    access: Literal["gray", "black", "both"] = "gray"  # black: greedy tokens only (label-only APIs)
+    features: FeatureConfig = FEATURE_SETS["lean"]
     max_pairs: int | None = Field(None, ge=1)
     batch_pairs: int = Field(16, ge=1)  # pairs queried per task; the test stops between pairs
     seed: int = 0
     ledger: bool = False  # continue the stored e-process of audit `name` (recurring audits)
     test: TestConfig = TestConfig()
+
+
+def _columns(rows: list[dict], logger) -> list[str]:
+    """Feature columns of the test, fixed on the first batch: those finite there (e.g. EZ is
+    NaN throughout when target and reference tokenise differently). Said, not silent."""
+    names = [c for c in rows[0] if c not in ("id", "set")]
+    keep = [c for c in names if all(np.isfinite(r[c]) for r in rows)]
+    if len(keep) < len(names):
+        logger.warning("features not finite on the first batch, left out of the test: %s",
+                       ", ".join(sorted(set(names) - set(keep))))
+    if not keep:
+        raise InputError("no feature is finite on the first batch of pairs")
+    return keep
 
 
 def _finite_row(passage: dict, row: dict[str, float], columns: list[str]) -> np.ndarray:
@@ -57,7 +79,8 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
     """Run one sequential audit (or continue a recurring one) and record it in MLflow."""
     logger = get_run_logger()
     suspect, heldout = load_passages(config.suspect), load_passages(config.heldout)
-    setup = {"reference": config.reference, "test": config.test.model_dump()}
+    setup = {"reference": config.reference, "access": config.access,
+             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
     ledger = (load_ledger(config.name) or new_ledger(config.name, setup)) if config.ledger else None
     test: SequentialTest | None = None
     columns: list[str] = []
@@ -72,36 +95,48 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
     t0, w0 = (test.t, test.wealth) if test else (0, 1.0)
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
     rows: list[dict] = []
-    queried = 0
+    queried, stopped_by = 0, "data"
+    meter = UsageMeter([config.model, config.reference])
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
         if test is not None and test.rejected:
-            break  # evidence reached 1/α: stop querying
+            stopped_by = "rejected"  # evidence reached 1/α: stop querying
+            break
         batch = pairs[start:start + config.batch_pairs]
-        texts = [x["text"] for x, _ in batch] + [y["text"] for _, y in batch]
-        feats = extract_features(texts, config.model, config.reference, batch=batch_no)
+        passages = [{"id": p["id"], "text": p["text"]} for p in [x for x, _ in batch] + [y for _, y in batch]]
+        try:
+            feats = extract_batch(passages, config.model, config.reference, config.access,
+                                  config.features, chunk=batch_no)
+        except BudgetExhausted as e:
+            stopped_by = "budget"
+            logger.warning("query budget reached after %d pairs: %s", queried, e)
+            break
         queried += len(batch)
         if test is None:
-            columns = sorted(feats[0])
+            columns = _columns(feats, logger)
             test = SequentialTest(len(columns), config.test)
         for i, (x, y) in enumerate(batch):
             fx, fy = feats[i], feats[len(batch) + i]
             test.update(_finite_row(x, fx, columns), _finite_row(y, fy, columns))
-            rows += [{"id": x["id"], "set": "suspect", **fx}, {"id": y["id"], "set": "heldout", **fy}]
+            rows += [fx | {"set": "suspect"}, fy | {"set": "heldout"}]
             if test.rejected:
                 break
         logger.info("pairs %d, wealth %.3g", test.t, test.wealth)
+    if test is not None and test.rejected:
+        stopped_by = "rejected"
     if test is None:
-        raise InputError(f"audit {config.name!r}: no pairs to test")
+        raise InputError(f"audit {config.name!r}: no pairs to test" if stopped_by == "data" else
+                         f"audit {config.name!r}: the query budget ran out before the first pair")
     features = pd.DataFrame(rows, columns=["id", "set", *columns])
     summary = {
         "name": config.name, "reject": bool(test.rejected), "e_value": float(test.e_value),
         "pairs_used": int(test.t), "pairs_this_run": int(test.t - t0), "pairs_queried": queried,
-        "pairs_available": t0 + len(pairs), "stop_time": test.stop_time,
+        "pairs_available": t0 + len(pairs), "stop_time": test.stop_time, "stopped_by": stopped_by,
         "wealth_start": float(w0), "wealth": float(test.wealth), "max_wealth": float(test.max_wealth),
         "p_value": float(test.p_value), "alpha": config.test.alpha, "features": columns,
         "baseline_p_value": _baseline_p_value(features, columns, config.seed),
         # logistic weights on normalised features after the last pair (App. A.5)
         "feature_weights": dict(zip(columns, test.scorer.theta[0, :-1].tolist())),
+        **meter.report(queried, len(pairs) - queried),
     }
     summary.update(_track(config, test, t0, features, summary, tracking_uri))
     if ledger is not None:

@@ -119,8 +119,14 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
 @app.command()
 def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parquet/CSV/txt/folder)."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
-          model: str = typer.Option(..., help="Target model spec: hf:PATH or testbed:NAME."),
+          model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
+                                              "openai:MODEL@URL?tokenizer=...."),
           reference: Optional[str] = typer.Option(None, help="Reference model spec."),
+          access: str = typer.Option("gray", help="gray (log-probs), black (greedy tokens only, "
+                                                  "label-only APIs) or both."),
+          features: str = typer.Option("lean", help="Feature set: lean (one forward pass per text "
+                                                    "per model) or full (+ six perturbations and "
+                                                    "suffix generation)."),
           alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
           max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs queried."),
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
@@ -138,7 +144,11 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     from trainspotter.data import load_passages
     from trainspotter.sequential import TestConfig
 
+    from trainspotter.features import FEATURE_SETS
+
     # Validate everything before any flow starts, so bad input is one clear line.
+    if features not in FEATURE_SETS:
+        raise InputError(f"option --features: {features!r} is not one of {', '.join(FEATURE_SETS)}")
     for path in (suspect, heldout):
         load_passages(path)
     for spec in filter(None, (model, reference)):
@@ -147,7 +157,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
         from flows.audit import AuditConfig
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
-                             reference=reference, max_pairs=max_pairs, batch_pairs=batch_pairs,
+                             reference=reference, access=access, features=FEATURE_SETS[features],
+                             max_pairs=max_pairs, batch_pairs=batch_pairs,
                              seed=seed, ledger=ledger,
                              test=TestConfig(alpha=alpha, strategy=strategy, seed=seed))
     except ValidationError as e:

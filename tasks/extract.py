@@ -1,28 +1,25 @@
-"""Feature extraction as a cached task: a rerun of an audit re-queries no model."""
+"""Feature extraction as cached tasks: a rerun (an audit's batches, an extraction's chunks)
+re-queries no model."""
 
 from prefect import task
 
 from trainspotter import __version__
 from trainspotter.backends import load_backend, spec_fingerprint
 from trainspotter.config import fingerprint
+from trainspotter.errors import BudgetExhausted
 from trainspotter.extract import extract
-from trainspotter.features import FeatureConfig, extract_gray
+from trainspotter.features import FeatureConfig
 
 
-def features_cache_key(context, parameters) -> str:
-    """Explicit key: library version + weights of each model + the exact texts.
-    (TASK_SOURCE alone would miss changes in the library or in the weights.)"""
-    reference = parameters.get("reference")
-    return "features-" + fingerprint(
-        __version__, spec_fingerprint(parameters["model"]),
-        spec_fingerprint(reference) if reference else None, parameters["texts"])
-
-
-@task(cache_key_fn=features_cache_key, persist_result=True, retries=1,
-      task_run_name="features[{batch}]")
-def extract_features(texts: list[str], model: str, reference: str | None = None,
-                     batch: int = 0) -> list[dict[str, float]]:
-    return extract_gray(texts, load_backend(model), load_backend(reference) if reference else None)
+def _retry_unless_budget(task, task_run, state) -> bool:
+    """Retry transient failures, never a spent budget (the next try would fail the same)."""
+    try:
+        state.result()
+    except BudgetExhausted:
+        return False
+    except Exception:
+        return True
+    return True
 
 
 def chunk_cache_key(context, parameters) -> str:
@@ -37,7 +34,7 @@ def chunk_cache_key(context, parameters) -> str:
 
 
 @task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
-      task_run_name="extract[{chunk}]", tags=["model-calls"])
+      retry_condition_fn=_retry_unless_budget, task_run_name="extract[{chunk}]", tags=["model-calls"])
 def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``)."""

@@ -191,6 +191,14 @@ def _pct(k: float) -> int:
     return int(round(k * 100))
 
 
+# Named feature sets for audits: "lean" costs one forward pass per text per model (the
+# foundation's features plus Min-K%++ and EZ from the same pass); "full" is everything.
+FEATURE_SETS = {
+    "lean": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False),
+    "full": FeatureConfig(),
+}
+
+
 def suffix_length(n_tokens: int, config: FeatureConfig) -> int:
     """Suffix length for a passage of n tokens: min(suffix_tokens, floor(n·suffix_fraction)),
     at least 1 (BADI uses 64 of 512 tokens; the testbeds' 64-token passages get 16).

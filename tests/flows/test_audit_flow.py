@@ -57,13 +57,13 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
-    import trainspotter.features as features
+    import trainspotter.extract as extract
     from flows.audit import AuditConfig, audit_flow
     from trainspotter.testbed import split_path
 
     calls = []
-    original = features.extract_gray
-    monkeypatch.setattr("tasks.extract.extract_gray", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = extract.extract
+    monkeypatch.setattr("tasks.extract.extract", lambda *a, **k: calls.append(1) or original(*a, **k))
     config = AuditConfig(name="demo-mini-members", suspect=str(split_path("mini", "member")),
                          heldout=str(split_path("mini", "heldout")), model="testbed:mini",
                          reference="testbed:mini/reference")
@@ -85,3 +85,18 @@ def test_report_regenerated_from_mlflow(demo, tmp_path):
     assert "gray_ref_ratio" in page  # feature weights of the scoring model
     names = {a.path for a in MlflowClient(tracking_uri()).list_artifacts(r["run_id"])}
     assert "report.html" in names
+
+
+def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
+    """access="black": the features come from the greedy tokens only (BADI App. A.6), yet the
+    members are still detected; the log-prob columns never enter the test."""
+    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.testbed import split_path
+
+    result = audit_flow(AuditConfig(
+        name="black-mini", suspect=str(split_path("mini", "member")),
+        heldout=str(split_path("mini", "heldout")), model="testbed:mini",
+        reference="testbed:mini/reference", access="black"))
+    assert result["features"] and all(c.startswith("black_") for c in result["features"])
+    assert "black_ez" in result["features"] and "black_min_k_20" in result["features"]
+    assert result["reject"] and result["stopped_by"] == "rejected"
