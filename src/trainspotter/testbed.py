@@ -6,19 +6,28 @@ trained on text disjoint from all three; and a target LM = the reference further
 fine-tuned on the members (the EZ-MIA setting, Sec. 4: target = reference +
 fine-tuning on members), so the members are measurably memorised. Everything is
 built offline on CPU in a few minutes and cached under ``artifacts/testbeds/NAME``.
+
+Testbed ``smollm2`` (``base="smollm2"``): the packaged SmolLM2-135M (ASSETS.md) is the
+reference, and the target is that model fully fine-tuned on the members with EZ-MIA's
+recipe (App. A, Table 4: AdamW, lr 1e-4, 3 epochs, keeping the epoch checkpoint with
+the lowest loss on a disjoint validation split). ``lora=True`` fine-tunes rank-16
+LoRA adapters instead (α 32, dropout 0.05; EZ-MIA Sec. 5.3), merged into the saved
+target so every backend loads it as a plain model.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from . import __version__
 from .assets import wikipedia_leads
@@ -28,12 +37,14 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("member", "nonmember", "heldout")
 BOS = "<|endoftext|>"
+VALIDATION = "validation"  # checkpoint selection only (pretrained bases); never audited
 
 
 class TestbedConfig(BaseModel):
     """Sizes and hyperparameters of a testbed; its fingerprint keys the cache."""
 
     name: str = "tiny"
+    base: Literal["scratch", "smollm2"] = "scratch"  # train a small LM, or start from SmolLM2
     seed: int = 0
     chunk_tokens: int = 64  # every passage is cut to this many tokens
     n_per_split: int = 500  # member / non-member / held-out passages each
@@ -47,6 +58,12 @@ class TestbedConfig(BaseModel):
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
     target_batch_size: int = 16
+    # pretrained bases only:
+    validation: int = Field(0, ge=0)  # passages for choosing the best epoch (EZ-MIA App. A)
+    lora: bool = False  # LoRA fine-tuning instead of full (EZ-MIA Sec. 5.3)
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
 
 
 PRESETS = {
@@ -54,7 +71,12 @@ PRESETS = {
     # A seconds-scale variant for tests; same recipe, smaller everything.
     "mini": TestbedConfig(name="mini", n_per_split=80, vocab_size=1024, hidden_size=64,
                           reference_steps=120, target_epochs=12, target_lr=2e-3),
+    # SmolLM2-135M fully fine-tuned on 200 members (EZ-MIA's recipe, scaled to ~1 h on 2 CPU
+    # cores: one 8x64-token AdamW step takes ~8 s there; minutes on a GPU).
+    "smollm2": TestbedConfig(name="smollm2", base="smollm2", chunk_tokens=64, n_per_split=200,
+                             validation=50, target_epochs=3, target_lr=1e-4, target_batch_size=8),
 }
+PRESETS["smollm2-lora"] = PRESETS["smollm2"].model_copy(update={"name": "smollm2-lora", "lora": True})
 
 
 def testbed_dir(name: str, root: Path | None = None) -> Path:
@@ -89,14 +111,17 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 def train_causal_lm(model, blocks: torch.Tensor, *, steps: int, batch_size: int, lr: float,
                     seed: int, epochs: bool = False,
-                    progress: Callable[[int, int, float], None] | None = None) -> float:
+                    progress: Callable[[int, int, float], None] | None = None,
+                    optimizer: torch.optim.Optimizer | None = None) -> float:
     """AdamW on next-token loss over fixed-length ``blocks``; returns the last loss.
 
     ``epochs=False`` samples ``steps`` random batches (pre-training, one-cycle LR);
     ``epochs=True`` makes ``steps`` full shuffled passes (fine-tuning, constant LR).
+    ``optimizer`` continues an existing AdamW (fine-tuning one epoch per call).
     """
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    opt = optimizer or torch.optim.AdamW([q for q in model.parameters() if q.requires_grad],
+                                         lr=lr, weight_decay=0.0)
     if epochs:
         batches = [b for _ in range(steps)
                    for b in torch.randperm(len(blocks), generator=gen).split(batch_size)]
@@ -129,7 +154,6 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool = False,
                   progress: Callable[[str, int, int], None] | None = None) -> Path:
     """Build (or reuse, when the cached one has the same config) a testbed; returns its dir."""
-    from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -143,8 +167,13 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     records = wikipedia_leads()
-    tokenizer = train_tokenizer([r["text"] for r in records], config.vocab_size)
+    if config.base == "scratch":
+        tokenizer = train_tokenizer([r["text"] for r in records], config.vocab_size)
+        model = None
+    else:
+        tokenizer, model = _load_smollm2()
     bos = tokenizer.bos_token_id
+    head = [bos] if bos is not None else []  # scored with BOS first (HFBackend.encode)
     encoded = tokenizer([r["text"] for r in records], add_special_tokens=False)["input_ids"]
 
     # Seeded disjoint splits over passages long enough for one full chunk; one chunk
@@ -152,51 +181,127 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
     order = list(range(len(records)))
     random.Random(config.seed).shuffle(order)
     L, n = config.chunk_tokens, config.n_per_split
+    names = SPLITS + ((VALIDATION,) if config.validation else ())
+    sizes = [n] * len(SPLITS) + ([config.validation] if config.validation else [])
     eligible = [i for i in order if len(encoded[i]) >= L]
-    if len(eligible) < 3 * n:
-        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {3 * n}")
-    chosen = {s: eligible[k * n:(k + 1) * n] for k, s in enumerate(SPLITS)}
+    if len(eligible) < sum(sizes):
+        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {sum(sizes)}")
+    bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
+    chosen = {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
     used = {i for ids in chosen.values() for i in ids}
     for split, ids in chosen.items():
         _write_jsonl(out / f"{split}.jsonl", [
             {"id": records[i]["id"], "text": tokenizer.decode(encoded[i][:L])} for i in ids])
-
-    # Reference pre-training text: every other passage, cut into L-token blocks.
-    ref_blocks = torch.tensor([[bos] + encoded[i][s:s + L] for i in order if i not in used
-                               for s in range(0, len(encoded[i]) - L + 1, L)])
-    member_blocks = torch.tensor([[bos] + encoded[i][:L] for i in chosen["member"]])
-
-    model_cfg = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=config.hidden_size,
-        intermediate_size=2 * config.hidden_size, num_hidden_layers=config.layers,
-        num_attention_heads=config.heads, num_key_value_heads=config.heads,
-        max_position_embeddings=4 * L, tie_word_embeddings=True,
-        bos_token_id=bos, eos_token_id=bos, pad_token_id=bos)
-    model = LlamaForCausalLM(model_cfg)
+    blocks = {s: torch.tensor([head + encoded[i][:L] for i in ids]) for s, ids in chosen.items()}
 
     def report(stage):
         return (lambda i, total, loss: progress(stage, i, total)) if progress else None
 
-    ref_loss = train_causal_lm(model, ref_blocks, steps=config.reference_steps,
-                               batch_size=config.batch_size, lr=config.reference_lr,
-                               seed=config.seed, progress=report("reference"))
-    model.save_pretrained(out / "reference")
-    tokenizer.save_pretrained(out / "reference")
-    target_loss = train_causal_lm(model, member_blocks, steps=config.target_epochs,
-                                  batch_size=config.target_batch_size, lr=config.target_lr,
-                                  seed=config.seed + 1, epochs=True, progress=report("target"))
-    model.save_pretrained(out / "target")
-    tokenizer.save_pretrained(out / "target")
+    if config.base == "scratch":
+        # Reference pre-training text: every other passage, cut into L-token blocks.
+        ref_blocks = torch.tensor([head + encoded[i][s:s + L] for i in order if i not in used
+                                   for s in range(0, len(encoded[i]) - L + 1, L)])
+        model = _scratch_model(config, len(tokenizer), bos)
+        ref_loss = train_causal_lm(model, ref_blocks, steps=config.reference_steps,
+                                   batch_size=config.batch_size, lr=config.reference_lr,
+                                   seed=config.seed, progress=report("reference"))
+        trained = {"reference_blocks": len(ref_blocks), "reference_final_loss": ref_loss}
+    else:
+        trained = {"reference": "SmolLM2-135M-Instruct (packaged gguf, dequantised to fp32)"}
+    _save(model, tokenizer, out / "reference")
+    if config.base == "scratch":
+        trained["target_final_loss"] = train_causal_lm(
+            model, blocks["member"], steps=config.target_epochs, batch_size=config.target_batch_size,
+            lr=config.target_lr, seed=config.seed + 1, epochs=True, progress=report("target"))
+    else:
+        model, trained["epochs"] = _finetune(model, blocks["member"], blocks[VALIDATION], config,
+                                             report("target"))
+    _save(model, tokenizer, out / "target")
 
     manifest = {
         "name": config.name, "fingerprint": key, "config": config.model_dump(),
         "version": __version__, "build_seconds": round(time.time() - start, 1),
+        "torch_threads": torch.get_num_threads(),
         "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
-        "reference_blocks": len(ref_blocks), "reference_final_loss": ref_loss,
-        "target_final_loss": target_loss,
+        **trained,
         "ground_truth": {"member": "in the target's fine-tuning data",
-                         "nonmember": "never trained on", "heldout": "never trained on"},
+                         "nonmember": "never trained on", "heldout": "never trained on"}
+        | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _scratch_model(config: TestbedConfig, vocab: int, bos: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=vocab, hidden_size=config.hidden_size,
+        intermediate_size=2 * config.hidden_size, num_hidden_layers=config.layers,
+        num_attention_heads=config.heads, num_key_value_heads=config.heads,
+        max_position_embeddings=4 * config.chunk_tokens, tie_word_embeddings=True,
+        bos_token_id=bos, eos_token_id=bos, pad_token_id=bos))
+
+
+def _load_smollm2():
+    """SmolLM2-135M from the packaged gguf as a plain fp32 model that ``save_pretrained``
+    accepts (ASSETS.md: drop the quantisation config, rebuild, load the weights)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .assets import smollm2_gguf
+
+    gguf = smollm2_gguf()
+    kwargs = {"gguf_file": gguf.name, "local_files_only": True}
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
+    cfg = loaded.config
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer, model.eval()
+
+
+@torch.inference_mode()
+def mean_loss(model, blocks: torch.Tensor, batch_size: int = 16) -> float:
+    """Mean next-token loss over fixed-length blocks."""
+    model.eval()
+    losses = [model(input_ids=b, labels=b).loss.item() * len(b) for b in blocks.split(batch_size)]
+    return sum(losses) / len(blocks)
+
+
+def _finetune(model, members: torch.Tensor, validation: torch.Tensor, config: TestbedConfig,
+              progress) -> tuple[object, list[dict]]:
+    """EZ-MIA App. A: AdamW, ``target_epochs`` epochs; keep the epoch with the lowest
+    validation loss. With ``lora`` only rank-r adapters train (merged afterwards)."""
+    if config.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(
+            r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"))
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=config.target_lr,
+                            weight_decay=0.0)
+    epochs, best, best_state = [], math.inf, None
+    for epoch in range(1, config.target_epochs + 1):
+        train_loss = train_causal_lm(model, members, steps=1, batch_size=config.target_batch_size,
+                                     lr=config.target_lr, seed=config.seed + epoch, epochs=True,
+                                     progress=progress, optimizer=opt)
+        val = mean_loss(model, validation)
+        epochs.append({"epoch": epoch, "train_loss": train_loss, "validation_loss": val})
+        log.info("fine-tuning epoch %d: train %.3f, validation %.3f", epoch, train_loss, val)
+        if val < best:
+            best = val
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    if config.lora:
+        model = model.merge_and_unload()
+    return model.eval(), epochs
+
+
+def _save(model, tokenizer, path: Path) -> None:
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
