@@ -221,6 +221,8 @@ app.add_typer(cache_app, name="cache")
 from flows.cli_features import extract_cmd, features_app  # noqa: E402
 app.command("extract")(extract_cmd)
 app.add_typer(features_app, name="features")
+from flows.cli_benchmark import benchmark_cmd  # noqa: E402
+app.command("benchmark")(benchmark_cmd)
 
 
 def main() -> None:

@@ -111,3 +111,34 @@ def power_plot(curves: dict[str, list[float]], path: Path, title: str = "") -> P
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, title: str = "",
+             n_nonmembers: int | None = None, n_members: int | None = None) -> Path:
+    """ROC curves of several methods on log-log axes (Carlini et al. 2022; EZ-MIA Sec. 4),
+    where low-FPR behaviour is visible. Drawn as steps: at FPR x the curve shows the best TPR
+    of an operating point with FPR ≤ x (``trainspotter.metrics.tpr_at_fpr``, no
+    interpolation). Zero rates cannot be drawn on a log axis: they are clipped to half the
+    smallest non-zero rate, 0.5/m (m = non-members / members)."""
+    fig, ax = plt.subplots(figsize=(5.2, 4.6), dpi=120)
+    fx = 0.5 / n_nonmembers if n_nonmembers else 1e-3
+    fy = 0.5 / n_members if n_members else 1e-3
+    colours = plt.get_cmap("tab10").colors
+    for i, (label, (fpr, tpr)) in enumerate(curves.items()):
+        ax.step(np.maximum(fpr, fx), np.maximum(tpr, fy), where="post", lw=1.3, label=label,
+                color=colours[i % 10], ls=("-", "--", ":")[i // 10 % 3])
+    grid = np.logspace(np.log10(min(fx, fy)), 0, 50)
+    ax.plot(grid, grid, color="grey", ls="--", lw=0.8, label="chance")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(fx, 1.02)
+    ax.set_ylim(fy, 1.05)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title(title or "ROC (log-log)")
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,205 @@
+"""The benchmark flow (GitHub issue 6): per-sample MIA methods and DI configurations on a
+testbed with known members. One MLflow parent run per flow run (experiment
+``benchmark/<testbed>``), one nested child run per method and per DI configuration;
+the Markdown table, ROC and power plots and a JSON summary go to the parent run and to
+an output folder (default ``benchmarks/results/<testbed>/``). What is measured: see
+trainspotter.benchmark."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+from prefect import flow, get_run_logger
+
+import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from flows.tracking import git_commit, log_steps, use_experiment
+from tasks.benchmark import evaluate_method_task, method_costs_task, pvalue_task
+from tasks.extract import extract_chunk
+from tasks.simulate import simulate_task
+from tasks.testbed import build_testbed_task
+from trainspotter import __version__
+from trainspotter.backends import load_backend
+from trainspotter.benchmark import BenchmarkConfig, di_frame, header_line, render_markdown
+from trainspotter.config import artifacts_root, flatten
+from trainspotter.data import load_passages
+from trainspotter.errors import InputError
+from trainspotter.mia import METHODS, Extraction, as_petal, merge_extractions
+from trainspotter.report import power_plot, roc_plot
+from trainspotter.sequential import TestConfig
+from trainspotter.testbed import PRESETS, split_path
+
+SPLITS = ("member", "nonmember", "heldout")
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's folder
+
+
+def _extract(passages, model, reference, access, features, chunk_size) -> pd.DataFrame:
+    """Cached chunks (data + models' weights + config + library version key each one)."""
+    rows = [row for k in range(0, len(passages), chunk_size)
+            for row in extract_chunk(passages[k:k + chunk_size], model, reference, access, features,
+                                     chunk=k // chunk_size)]
+    return pd.DataFrame(rows).drop(columns=["id", "set"], errors="ignore")
+
+
+def _store(df: pd.DataFrame, folder: Path) -> str:
+    """Write a table under a name from its content (simulate/p-value tasks key on the bytes)."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.parquet"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_bytes(data)
+    return str(path)
+
+
+def features_table(config: BenchmarkConfig) -> pd.DataFrame:
+    """id, split and every feature the selected methods and DI accesses need: one
+    sigmoid-estimator extraction covering all of them, plus ``petal_*`` columns from a
+    PETAL-estimator extraction when PETAL is selected."""
+    name = config.testbed
+    target, reference = f"testbed:{name}", f"testbed:{name}/reference"
+    needs = [METHODS[m].extraction for m in config.methods]
+    needs += [Extraction(a, reference=True, perturbations=True, sequence=a == "black") for a in config.di_access]
+    main = merge_extractions(needs)
+    petal = next((n for n in needs if n.estimator == "petal"), None)
+    splits = SPLITS if config.di_access else SPLITS[:2]
+    parts = []
+    for split in splits:
+        ps = [{"id": p["id"], "text": p["text"]} for p in load_passages(split_path(name, split))[:config.limit]]
+        part = [pd.DataFrame({"id": [p["id"] for p in ps], "split": split})]
+        if main is not None:
+            access, ref, pert, seq = main
+            cfg = config.features.model_copy(update={"perturbations": config.features.perturbations and pert,
+                                                     "sequence": seq})
+            part.append(_extract(ps, target, reference if ref else None, access, cfg, config.chunk_size))
+        if petal is not None:
+            part.append(as_petal(_extract(ps, target, reference, "black", petal.config(config.features),
+                                          config.chunk_size)))
+        parts.append(pd.concat(part, axis=1))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _log_metrics(values: dict) -> None:
+    mlflow.log_metrics({k: float(v) for k, v in values.items()
+                        if isinstance(v, (int, float)) and v is not None and np.isfinite(v)})
+
+
+def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
+    """Per-sample: members (1) vs non-members (0), every selected method scored from the one
+    table; cost on a seeded subsample (half members); one child run per method."""
+    mia = table[table["split"].isin(["member", "nonmember"])].reset_index(drop=True)
+    labels = (mia["split"] == "member").astype(int).tolist()
+    costs: dict[str, dict] = {}
+    if config.cost_samples:
+        rng = np.random.default_rng(config.seed)
+        sub, sub_labels = [], []
+        for split, label in (("member", 1), ("nonmember", 0)):
+            ps = load_passages(split_path(config.testbed, split))[:config.limit]
+            k = min(config.cost_samples // 2, len(ps))
+            pick = sorted(rng.choice(len(ps), k, replace=False))
+            sub += [{"id": ps[i]["id"], "text": ps[i]["text"]} for i in pick]
+            sub_labels += [label] * k
+        target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
+        costs = method_costs_task(list(config.methods), sub, sub_labels, target, reference, config.features,
+                                  config.folds, config.seed, config.cost_repeats)
+    rows, curves = [], {}
+    for name in config.methods:
+        method = METHODS[name]
+        res = evaluate_method_task(name, mia, labels, config.folds, config.seed, config.n_boot)
+        with mlflow.start_run(experiment_id=experiment, run_name=f"method/{name}", nested=True) as child:
+            mlflow.log_params({"kind": "method", "method": name, "access": method.access,
+                               "columns": ",".join(method.columns), "source": method.source,
+                               **{f"extraction.{k}": v for k, v in vars(method.extraction).items()}})
+            _log_metrics(res["metrics"] | costs.get(name, {}))
+        curves[method.label] = (res["fpr"], res["tpr"])
+        rows.append({"method": name, "label": method.label, "access": method.access,
+                     "run_id": child.info.run_id, "metrics": res["metrics"], "cost": costs.get(name)})
+        logger.info("%s: AUROC %.3f", name, res["metrics"]["auroc"])
+    return rows, curves
+
+
+def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
+    """Per access: the sequential test's TPR (members vs held-out) and FPR (non-members vs
+    held-out) per strategy × payoff × α, and the fixed-n p-value baseline; one child run each."""
+    folder = artifacts_root() / "benchmark" / config.testbed
+    rows, power = [], {}
+    for access in config.di_access:
+        pos = _store(di_frame(table, "member", access), folder)
+        neg = _store(di_frame(table, "nonmember", access), folder)
+        for strategy, payoff, alpha in itertools.product(config.strategies, config.payoffs, config.alphas):
+            test = TestConfig(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=config.lambda_max,
+                              seed=config.seed)
+            tpr = simulate_task(pos, test, config.trials, config.n_max, False, config.seed)
+            fpr = simulate_task(neg, test, config.trials, config.n_max, False, config.seed)
+            row = {"access": access, "test": f"{strategy}/{payoff}", "strategy": strategy, "payoff": payoff,
+                   "alpha": alpha, "tpr": tpr["rejection_rate"], "fpr": fpr["rejection_rate"],
+                   "mean_stop": tpr["mean_stop"], "std_stop": tpr["std_stop"],
+                   "fpr_mean_stop": fpr["mean_stop"], "pairs": tpr["pairs"], "trials": tpr["trials"]}
+            label = f"di/{access}/{strategy}/{payoff}/a={alpha:g}"
+            with mlflow.start_run(experiment_id=experiment, run_name=label, nested=True) as child:
+                mlflow.log_params({"kind": "di", "access": access, "trials": config.trials,
+                                   "n_max": config.n_max, **flatten(test)})
+                _log_metrics({k: row[k] for k in ("tpr", "fpr", "mean_stop", "std_stop", "pairs", "trials")})
+                log_steps(child.info.run_id, {"power": tpr["power_curve"], "power_control": fpr["power_curve"]})
+            power.setdefault((access, alpha), {})[f"{strategy}/{payoff}"] = tpr["power_curve"]
+            rows.append(row | {"run_id": child.info.run_id})
+        pv_pos = pvalue_task(pos, config.trials, config.n_max, list(config.alphas), config.seed)
+        pv_neg = pvalue_task(neg, config.trials, config.n_max, list(config.alphas), config.seed)
+        for alpha in config.alphas:
+            row = {"access": access, "test": "p-value (fixed n)", "strategy": "pvalue", "payoff": None,
+                   "alpha": alpha, "tpr": pv_pos["rejection_rate"][str(alpha)],
+                   "fpr": pv_neg["rejection_rate"][str(alpha)], "mean_stop": None, "std_stop": None,
+                   "pairs": pv_pos["pairs"], "trials": pv_pos["trials"]}
+            with mlflow.start_run(experiment_id=experiment, run_name=f"di/{access}/pvalue/a={alpha:g}",
+                                  nested=True) as child:
+                mlflow.log_params({"kind": "di-pvalue", "access": access, "alpha": alpha,
+                                   "trials": config.trials, "n_max": config.n_max, "n_shuffles": 4})
+                _log_metrics({k: row[k] for k in ("tpr", "fpr", "pairs", "trials")})
+            rows.append(row | {"run_id": child.info.run_id})
+        logger.info("DI %s-box: %d sequential configurations + the p-value baseline", access,
+                    len(config.strategies) * len(config.payoffs) * len(config.alphas))
+    return rows, power
+
+
+@flow(name="benchmark")
+def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> dict:
+    """Build/load the testbed, extract (cached), score and time every method, run the DI
+    configurations, log everything to MLflow and write the report folder."""
+    logger = get_run_logger()
+    if config.testbed not in PRESETS:
+        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
+    build_testbed_task(PRESETS[config.testbed])
+    table = features_table(config)
+    out = Path(config.out) if config.out else RESULTS / config.testbed
+    out.mkdir(parents=True, exist_ok=True)
+    device = str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
+    header = header_line(config, git_commit(), device)
+    experiment = use_experiment(f"benchmark/{config.testbed}", tracking_uri)
+    with mlflow.start_run(experiment_id=experiment, run_name="benchmark") as parent:
+        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
+        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+        methods, curves = _methods(config, table, experiment, logger)
+        di, power = _di(config, table, experiment, logger)
+        n1 = int((table["split"] == "member").sum())
+        n0 = int((table["split"] == "nonmember").sum())
+        files = {"table": out / "benchmark.md", "roc": out / "roc.png", "summary": out / "results.json"}
+        files["table"].write_text(render_markdown(f"Benchmark: testbed `{config.testbed}`", header, methods, di))
+        roc_plot(curves, files["roc"], title=f"ROC, {n1} members vs {n0} non-members ({config.testbed})",
+                 n_nonmembers=n0, n_members=n1)
+        for (access, alpha), curve in power.items():  # one plot per access and α: ≤ 9 curves each
+            files[f"power_{access}_a{alpha:g}"] = power_plot(
+                curve, out / f"power_{access}_a{alpha:g}.png",
+                title=f"Sequential power, {access}-box features, α = {alpha:g} (members vs held-out)")
+        summary = {"header": header, "config": config.model_dump(mode="json"), "parent_run_id": parent.info.run_id,
+                   "methods": methods, "di": di}
+        files["summary"].write_text(json.dumps(summary, indent=1, default=str))
+        for path in files.values():
+            mlflow.log_artifact(str(path))
+    return summary | {"out": str(out), "files": {k: str(v) for k, v in files.items()}}

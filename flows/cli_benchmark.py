@@ -1,0 +1,126 @@
+"""`trainspotter benchmark`: per-sample MIA methods and DI configurations on a testbed.
+
+A plain typer command function, registered by flows/cli.py. Options override a YAML
+configuration (``--config``, the fields of trainspotter.benchmark.BenchmarkConfig),
+which overrides the defaults (the full benchmark). Bad input raises InputError, which
+the main CLI turns into one "error: …" line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pydantic
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trainspotter.errors import InputError
+
+_console = Console()
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return [] if items == ["none"] else items
+
+
+def _config(base: dict, overrides: dict):
+    from trainspotter.benchmark import BenchmarkConfig
+
+    data = base | {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return BenchmarkConfig(**data)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        where = {"di_access": "access", "features.perturbation_kinds": "perturbations"}.get(
+            ".".join(map(str, err["loc"])), ".".join(map(str, err["loc"])) or "config")
+        msg = err["msg"].removeprefix("Value error, ")
+        raise InputError(f"option --{where.replace('_', '-')}: {msg}") from None
+
+
+def _load_yaml(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"{path}: cannot read the configuration ({e})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a mapping of BenchmarkConfig fields")
+    return data
+
+
+def benchmark_cmd(
+    testbed: Optional[str] = typer.Option(None, help="Testbed name (default tiny); built if needed."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (default all)."),
+    trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration (200)."),
+    n_max: Optional[int] = typer.Option(None, min=4, help="At most this many pairs per DI trial (default all)."),
+    strategies: Optional[str] = typer.Option(None, help="DI betting strategies (default ons,kelly,mixture)."),
+    payoffs: Optional[str] = typer.Option(None, help="DI payoffs (default mmd,ks,diff)."),
+    access: Optional[str] = typer.Option(None, help="DI feature sets: gray,black (default) or none."),
+    alphas: Optional[str] = typer.Option(None, help="Significance levels (default 0.05,0.01)."),
+    limit: Optional[int] = typer.Option(None, min=4, help="At most this many passages per split."),
+    cost_samples: Optional[int] = typer.Option(None, min=0, help="Passages timed per method (32; 0 = skip)."),
+    cost_repeats: Optional[int] = typer.Option(None, min=1, help="Interleaved timing rounds (3)."),
+    n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric (1000)."),
+    perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds (default all six)."),
+    seed: Optional[int] = typer.Option(None, help="Seed of subsamples, folds, bootstrap and trials."),
+    config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
+    out: Optional[Path] = typer.Option(None, help="Output folder (default benchmarks/results/TESTBED/)."),
+    tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+) -> None:
+    """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, …, cost) and DI tests
+    (TPR, negative-control FPR, pairs to decision) on a testbed."""
+    from trainspotter.testbed import PRESETS
+
+    base = _load_yaml(config)
+    features = dict(base.pop("features", None) or {})
+    if perturbations is not None:
+        features["perturbation_kinds"] = _csv(perturbations)
+    alpha_values = _csv(alphas)
+    try:
+        alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
+    except ValueError:
+        raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
+    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "trials": trials, "n_max": n_max,
+                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": _csv(access),
+                         "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
+                         "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed,
+                         "features": features or None, "out": str(out) if out else None})
+    if cfg.testbed not in PRESETS:
+        raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
+
+    from flows.benchmark import benchmark_flow
+
+    res = benchmark_flow(cfg, tracking_uri=tracking_uri)
+    if json_out:
+        typer.echo(json.dumps(res, indent=1, default=str))
+        return
+    t = Table(title=f"Per-sample methods on {cfg.testbed}")
+    for col in ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"):
+        t.add_column(col)
+    for r in res["methods"]:
+        m, c = r["metrics"], r["cost"] or {}
+        t.add_row(r["label"], f"{m['auroc']:.3f} [{m.get('auroc_ci_low', float('nan')):.3f}, "
+                              f"{m.get('auroc_ci_high', float('nan')):.3f}]",
+                  f"{m['tpr_at_1pct_fpr']:.3f}", f"{m['tpr_at_0.1pct_fpr']:.3f}", f"{m['advantage']:.3f}",
+                  "—" if c.get("seconds_per_sample") is None else f"{c['seconds_per_sample']:.4f}",
+                  "—" if c.get("peak_rss_mb") is None else f"{c['peak_rss_mb']:.1f}")
+    _console.print(t)
+    if res["di"]:
+        d = Table(title="Dataset inference (FPR: non-members vs held-out)")
+        for col in ("access", "test", "α", "TPR", "FPR", "pairs to decision"):
+            d.add_column(col)
+        for r in res["di"]:
+            stop = "—" if r["mean_stop"] is None else f"{r['mean_stop']:.1f} ± {r['std_stop']:.1f}"
+            d.add_row(r["access"], r["test"], f"{r['alpha']:g}", f"{r['tpr']:.3f}", f"{r['fpr']:.3f}", stop)
+        _console.print(d)
+    _console.print(f"report {res['files']['table']}, MLflow parent run {res['parent_run_id']}")

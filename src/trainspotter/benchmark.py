@@ -1,0 +1,319 @@
+"""The benchmark of per-sample MIA methods and dataset-inference configurations on a
+testbed with known members (TDDBench Sec. 3.1, 3.5, App. A.2, A.6; EZ-MIA Sec. 4–5;
+BADI Sec. 5.1, App. D). Library side: the configuration, the cost measurement, the
+fixed-n p-value baseline, the tables; the flow (flows/benchmark.py) orchestrates.
+
+What is measured:
+
+- **per-sample** (members = 1 vs non-members = 0): ``trainspotter.metrics.method_metrics``
+  of each method's scores (``trainspotter.mia``), all methods scored from one table;
+- **cost** (TDDBench Sec. 3.5, Table 7): each method's own minimal extraction
+  (``Method.extraction``) plus its scoring, run on a small subsample of members and
+  non-members with the models already loaded and every lazily loaded helper (MiniLM,
+  BERTScore, WordNet) warmed up by an untimed run, in interleaved rounds: wall seconds
+  per sample of the fastest round, and the largest peak increase of the process's
+  resident set size over its value just before a run (garbage collected and freed heap
+  trimmed first; sampled every 5 ms in a background thread with psutil). Memory the
+  process already holds (model weights, embedding tables, loaded helpers) is not
+  counted, so this is the working memory the method needed on top, not its total;
+- **dataset inference**: the sequential test's Monte Carlo TPR (members vs held-out),
+  FPR (non-members vs held-out, a negative control with the same data pipeline) and
+  stopping times (``trainspotter.evaluate.simulate``), and Maini et al.'s fixed-n
+  p-value (``trainspotter.pvalue.di_pvalue``) on random subsamples of n pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field, field_validator
+
+from .betting import PAYOFFS, STRATEGIES
+from .errors import InputError
+from .features import FeatureConfig
+from .metrics import method_metrics, roc
+from .mia import METHODS, as_petal, method_scores
+from .pvalue import di_pvalue
+from .sequential import split_features
+
+__all__ = ["BenchmarkConfig", "PeakRSS", "evaluate_method", "method_cost", "method_costs", "warm_up", "di_frame",
+           "pvalue_baseline", "header_line", "render_markdown", "DI_ACCESS"]
+
+DI_ACCESS = ("gray", "black")
+
+
+class BenchmarkConfig(BaseModel):
+    """One benchmark run; the defaults are the full benchmark."""
+
+    testbed: str = "tiny"
+    methods: tuple[str, ...] = tuple(METHODS)
+    trials: int = Field(200, ge=1)  # Monte Carlo trials per DI configuration (BADI: 1000)
+    n_max: int | None = Field(None, ge=4)  # pairs per trial; None = all available
+    alphas: tuple[float, ...] = (0.05, 0.01)
+    strategies: tuple[str, ...] = STRATEGIES
+    payoffs: tuple[str, ...] = PAYOFFS
+    di_access: tuple[str, ...] = DI_ACCESS  # () = no DI configurations
+    lambda_max: float = Field(0.8, gt=0.0, lt=1.0)
+    limit: int | None = Field(None, ge=4)  # passages per split (first ones); None = all
+    n_boot: int = Field(1000, ge=0)
+    folds: int = Field(5, ge=2)  # cross-fitting of the scoring-model methods
+    cost_samples: int = Field(32, ge=0)  # subsample for time/memory (half members); 0 = skip
+    cost_repeats: int = Field(3, ge=1)  # interleaved timing rounds; the fastest counts
+    chunk_size: int = Field(64, ge=1)  # passages per cached extraction task
+    seed: int = 0
+    features: FeatureConfig = FeatureConfig()
+    out: str | None = None  # default benchmarks/results/<testbed>/
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, v):
+        bad = [m for m in v if m not in METHODS]
+        if bad or not v:
+            raise ValueError(f"unknown method(s) {', '.join(map(repr, bad)) or '(none given)'}; "
+                             f"choose from {', '.join(METHODS)}")
+        return tuple(dict.fromkeys(v))
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v):
+        return _subset(v, STRATEGIES, "strategy")
+
+    @field_validator("payoffs")
+    @classmethod
+    def _payoffs(cls, v):
+        return _subset(v, PAYOFFS, "payoff")
+
+    @field_validator("di_access")
+    @classmethod
+    def _access(cls, v):
+        return _subset(v, DI_ACCESS, "access")
+
+    @field_validator("alphas")
+    @classmethod
+    def _alphas(cls, v):
+        if not v or any(not 0 < a < 1 for a in v):
+            raise ValueError("alphas must lie in (0, 1)")
+        return tuple(dict.fromkeys(v))
+
+    @field_validator("cost_samples")
+    @classmethod
+    def _cost(cls, v):
+        if 0 < v < 4:
+            raise ValueError("cost_samples: 0 (skip) or at least 4 (2 members + 2 non-members)")
+        return v
+
+
+def _subset(values, allowed, what):
+    bad = [x for x in values if x not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what}(s) {', '.join(map(repr, bad))}; choose from {', '.join(allowed)}")
+    return tuple(dict.fromkeys(values))
+
+
+# ---------------------------------------------------------------- per-sample methods
+
+def evaluate_method(name: str, df: pd.DataFrame, labels, folds: int = 5, seed: int = 0,
+                    n_boot: int = 1000) -> dict:
+    """Scores of one method on the member/non-member rows of ``df`` -> ``method_metrics``
+    and the ROC points ({"metrics", "fpr", "tpr", "scores"})."""
+    scores = method_scores(name, df, labels, folds, seed)
+    bad = int((~np.isfinite(scores)).sum())
+    if bad:
+        raise ValueError(f"method {name!r}: {bad} of {len(scores)} scores are NaN or infinite "
+                         f"(a feature column of {', '.join(METHODS[name].columns)} is missing values)")
+    fpr, tpr, _ = roc(labels, scores)
+    return {"metrics": method_metrics(labels, scores, n_boot=n_boot, seed=seed),
+            "fpr": fpr.tolist(), "tpr": tpr.tolist(), "scores": scores.tolist()}
+
+
+class PeakRSS:
+    """``with PeakRSS() as m: ...`` then ``m.peak_mb``: the peak increase of this process's
+    resident set size over its value at entry, sampled every ``interval`` seconds in a
+    background thread (psutil). ``peak_mb`` is None when psutil is not installed."""
+
+    def __init__(self, interval: float = 0.005):
+        self.interval, self.peak_mb = interval, None
+        try:
+            import psutil
+        except ImportError:  # pragma: no cover - psutil ships with the dev environment
+            self._proc = None
+        else:
+            self._proc = psutil.Process()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+
+    def __enter__(self) -> "PeakRSS":
+        if self._proc is not None:
+            self._base = self._peak = self._proc.memory_info().rss
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            self._stop.set()
+            self._thread.join()
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+            self.peak_mb = (self._peak - self._base) / 2**20
+
+
+def warm_up(passages: list[dict], target, reference, base: FeatureConfig | None = None) -> None:
+    """One untimed run of every extraction path (loads MiniLM, BERTScore, WordNet)."""
+    from .extract import extract
+
+    base = base or FeatureConfig()
+    extract(passages[:2], target, reference, "both", base)
+    extract(passages[:2], target, reference, "black",
+            base.model_copy(update={"estimator": "petal", "perturbations": False, "sequence": False}))
+
+
+def _release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``), so
+    the RSS before a run is not inflated by pages an earlier run freed but kept."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the RSS baseline just stays higher
+        pass
+
+
+def method_cost(name: str, passages: list[dict], labels, target, reference,
+                base: FeatureConfig | None = None, folds: int = 5, seed: int = 0) -> dict:
+    """Wall time and peak RSS increase of one run of method ``name``'s own minimal
+    extraction (``METHODS[name].extraction.config(base)``) plus its scoring on ``passages``."""
+    from .extract import extract
+
+    method = METHODS[name]
+    ex = method.extraction
+    config = ex.config(base)
+    _release_memory()
+    with PeakRSS() as mem:
+        start = time.perf_counter()
+        df = extract(passages, target, reference if ex.reference else None, ex.access, config)
+        if ex.estimator == "petal":
+            df = as_petal(df)
+        method_scores(name, df, labels, folds, seed)
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_rss_mb": mem.peak_mb}
+
+
+def method_costs(names: list[str], passages: list[dict], labels, target, reference,
+                 base: FeatureConfig | None = None, folds: int = 5, seed: int = 0,
+                 repeats: int = 3) -> dict[str, dict]:
+    """``method_cost`` of every method after an untimed ``warm_up``, ``repeats`` interleaved
+    rounds (method 1, 2, …, then again), so a busy machine or a first-call effect hits all
+    methods alike. Per method: the fastest round's seconds (and seconds per sample) and the
+    largest peak RSS increase of any round."""
+    warm_up(passages, target, reference, base)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for _ in range(repeats):
+        for name in names:
+            runs[name].append(method_cost(name, passages, labels, target, reference, base, folds, seed))
+    out = {}
+    for name, rs in runs.items():
+        seconds = min(r["seconds"] for r in rs)
+        peaks = [r["peak_rss_mb"] for r in rs if r["peak_rss_mb"] is not None]
+        out[name] = {"seconds": seconds, "seconds_per_sample": seconds / len(passages),
+                     "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages),
+                     "repeats": repeats}
+    return out
+
+
+# ---------------------------------------------------------------- dataset inference
+
+def di_frame(table: pd.DataFrame, suspect_split: str, access: str) -> pd.DataFrame:
+    """The DI table of one comparison: rows of ``suspect_split`` (member: the alternative;
+    nonmember: the negative control) as ``set = suspect``, the held-out rows as
+    ``heldout``, and every ``<access>_*`` feature column."""
+    cols = [c for c in table.columns if str(c).startswith(f"{access}_")]
+    if not cols:
+        raise InputError(f"the features table has no {access}_* columns for {access}-box DI")
+    rows = table[table["split"].isin([suspect_split, "heldout"])]
+    out = rows[cols].reset_index(drop=True)
+    out.insert(0, "set", np.where(rows["split"].to_numpy() == "heldout", "heldout", "suspect"))
+    return out
+
+
+def pvalue_baseline(df: pd.DataFrame, trials: int, n_max: int | None, alphas=(0.05, 0.01),
+                    seed: int = 0, n_shuffles: int = 4) -> dict:
+    """Fixed-n DI p-value (Maini et al. 2024; BADI App. A.8): in each of ``trials`` trials
+    draw n suspect and n held-out rows without replacement, n = min(n_max, both sizes),
+    and compute ``di_pvalue``; the rejection rate at α is the fraction of trials with p < α."""
+    S, H, _ = split_features(df)
+    n = min(len(S), len(H), n_max or math.inf)
+    rng = np.random.default_rng(seed)
+    p = np.array([di_pvalue(S[rng.choice(len(S), n, replace=False)], H[rng.choice(len(H), n, replace=False)],
+                            n_shuffles=n_shuffles, seed=int(rng.integers(2**31)))["p_value"]
+                  for _ in range(trials)])
+    return {"pairs": int(n), "trials": int(trials), "p_values": p.tolist(),
+            "rejection_rate": {str(a): float((p < a).mean()) for a in alphas}}
+
+
+# ---------------------------------------------------------------- report
+
+def header_line(config: BenchmarkConfig, commit: str, device: str) -> str:
+    """Date, hardware, git commit and configuration of a benchmark run, on one line."""
+    cfg = config.model_dump(mode="json", exclude={"out"})
+    return (f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} · {os.cpu_count()} CPU cores · "
+            f"torch device {device} · git {commit[:12]} · config {json.dumps(cfg, separators=(',', ':'))}")
+
+
+def _f(x, digits: int = 3) -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def _ci(m: dict, key: str) -> str:
+    lo, hi = m.get(f"{key}_ci_low"), m.get(f"{key}_ci_high")
+    return _f(m[key]) + ("" if lo is None else f" [{_f(lo)}, {_f(hi)}]")
+
+
+def render_markdown(title: str, header: str, methods: list[dict], di: list[dict]) -> str:
+    """The benchmark tables: per-sample methods (value [95% bootstrap CI]) with cost, and
+    DI configurations with TPR, negative-control FPR and pairs to decision."""
+    lines = [f"# {title}", "", header, ""]
+    if methods:
+        n1, n0 = methods[0]["metrics"]["n_members"], methods[0]["metrics"]["n_nonmembers"]
+        lines += [f"## Per-sample membership inference ({n1} members vs {n0} non-members)", "",
+                  "Value [95% stratified bootstrap CI]. TPR at FPR ≤ x: the best ROC operating point "
+                  "with FPR ≤ x, no interpolation (with m non-members only multiples of 1/m exist). "
+                  "Precision … MA at the threshold maximising MA = TPR − FPR on these scores "
+                  "(in-sample, optimistic, as in TDDBench App. A.6). s/sample and peak MB: the "
+                  "method's own minimal extraction + scoring on a subsample (module docstring of "
+                  "trainspotter.benchmark).", "",
+                  "| method | access | AUROC | TPR@1%FPR | TPR@0.1%FPR | TPR@10%FPR | precision | recall "
+                  "| F1 | accuracy | FPR | FNR | MA | s/sample | peak MB |",
+                  "|---" * 15 + "|"]
+        for r in methods:
+            m, c = r["metrics"], r.get("cost") or {}
+            cells = [r["label"], r["access"], _ci(m, "auroc"), _ci(m, "tpr_at_1pct_fpr"),
+                     _ci(m, "tpr_at_0.1pct_fpr"), _ci(m, "tpr_at_10pct_fpr")]
+            cells += [_ci(m, k) for k in ("precision", "recall", "f1", "accuracy", "fpr", "fnr", "advantage")]
+            cells += [_f(c.get("seconds_per_sample"), 4), _f(c.get("peak_rss_mb"), 1)]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if di:
+        lines += ["## Dataset inference (members vs held-out; FPR: non-members vs held-out)", "",
+                  "Monte Carlo over random orders of at most N_max pairs (BADI Sec. 5.1, App. D). "
+                  "Pairs to decision: mean ± std over rejecting member trials. The p-value rows use "
+                  "a fixed n = N_max per trial (Maini et al., BADI App. A.8).", "",
+                  "| access | test | α | TPR | FPR (negative control) | pairs to decision | N_max | trials |",
+                  "|---" * 8 + "|"]
+        for r in di:
+            stop = "—" if r.get("mean_stop") is None else f"{r['mean_stop']:.1f} ± {r['std_stop']:.1f}"
+            lines.append(f"| {r['access']} | {r['test']} | {r['alpha']:g} | {_f(r['tpr'])} | {_f(r['fpr'])} "
+                         f"| {stop} | {r['pairs']} | {r['trials']} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""Per-sample membership-inference methods as score functions of a features table
+(TDDBench App. A.2; EZ-MIA Sec. 4 baselines; BADI Sec. 5.1 baselines, App. B.1–B.2).
+
+Every method maps a features DataFrame (columns as in ``trainspotter.features.catalog``)
+to one score per row, oriented so that **higher = more member-like**. ``METHODS`` holds,
+per method, the access level, the feature columns it reads, the score function and the
+minimal extraction it needs (``Extraction``), so a benchmark can (a) score every method
+from one full features table and (b) time each method on its own minimal extraction.
+
+PETAL reads a separate feature set: black-box columns extracted with
+``FeatureConfig(estimator="petal")`` (the reference model as surrogate) and renamed
+``black_*`` -> ``petal_*`` by ``as_petal``, so they sit beside the sigmoid-estimated
+``black_*`` columns in one table without being mistaken for them.
+
+The aggregated scoring-model methods (``scoring_gray``, ``scoring_black``) are
+cross-fitted: a standardised logistic regression fitted on the other folds scores each
+fold (stratified K-fold), so no sample is ever scored by a model that saw its label.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from .errors import InputError
+from .features import FeatureConfig
+
+__all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
+           "cross_fit", "as_petal", "PETAL_PREFIX", "merge_extractions"]
+
+PETAL_PREFIX = "petal_"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The least feature extraction a method needs (``trainspotter.extract.extract``)."""
+
+    access: Literal["gray", "black"]
+    reference: bool = False  # needs the reference model
+    perturbations: bool = False  # needs the six perturbed variants
+    sequence: bool = False  # needs suffix generation (black-box sequence features)
+    estimator: Literal["sigmoid", "petal"] = "sigmoid"  # black-box probability estimator
+
+    def config(self, base: FeatureConfig | None = None) -> FeatureConfig:
+        """``base`` (default: the full set) with only what this extraction needs switched on."""
+        base = base or FeatureConfig()
+        return base.model_copy(update={"perturbations": base.perturbations and self.perturbations,
+                                       "sequence": self.sequence and self.access == "black",
+                                       "estimator": self.estimator})
+
+
+def merge_extractions(needs: list[Extraction]) -> tuple[str, bool, bool, bool] | None:
+    """One sigmoid-estimator extraction covering ``needs``: (access, reference,
+    perturbations, sequence), or None if nothing is needed (PETAL's own set aside)."""
+    needs = [n for n in needs if n.estimator != "petal"]
+    if not needs:
+        return None
+    accesses = {n.access for n in needs}
+    access = accesses.pop() if len(accesses) == 1 else "both"
+    return (access, any(n.reference for n in needs), any(n.perturbations for n in needs),
+            any(n.sequence for n in needs))
+
+
+@dataclass(frozen=True)
+class Method:
+    """One per-sample method: ``score(df, labels, folds, seed)`` -> scores, higher = member."""
+
+    name: str
+    label: str  # display name
+    access: Literal["gray", "black"]
+    columns: tuple[str, ...]  # feature columns read (fnmatch patterns)
+    extraction: Extraction
+    score: Callable[..., np.ndarray]
+    source: str
+    needs_labels: bool = False  # cross-fitted: fits on the labels of the other folds
+
+
+def method_columns(method: Method, df: pd.DataFrame) -> list[str]:
+    """The table's columns matching the method's patterns; InputError if one matches none."""
+    out: list[str] = []
+    for pattern in method.columns:
+        hit = [c for c in df.columns if fnmatch.fnmatchcase(str(c), pattern)]
+        if not hit:
+            raise InputError(f"method {method.name!r} needs feature column(s) {pattern!r}, "
+                             f"which the features table lacks")
+        out += [c for c in hit if c not in out]
+    return out
+
+
+def _col(df: pd.DataFrame, name: str) -> np.ndarray:
+    return df[name].to_numpy(dtype=float)
+
+
+def crossfit_folds(labels, folds: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified K-fold (train, test) index pairs, shuffled with ``seed``; every sample
+    is in exactly one test fold. ``folds`` is lowered to the smaller class size (≥ 2)."""
+    y = np.asarray(labels).astype(int)
+    k = min(int(folds), int(np.bincount(y, minlength=2).min()))
+    if k < 2:
+        raise ValueError("cross-fitting needs at least 2 members and 2 non-members")
+    return list(StratifiedKFold(k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+
+
+def scoring_pipeline(seed: int = 0) -> Pipeline:
+    """Median imputation (NaN/inf features), standardisation, logistic regression: the
+    batch analogue of BADI's linear scoring model (App. A.4) with A.7's z-scoring."""
+    return Pipeline([("impute", SimpleImputer(strategy="median")), ("scale", StandardScaler()),
+                     ("logit", LogisticRegression(max_iter=2000, random_state=seed))])
+
+
+def cross_fit(X, labels, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Out-of-fold logit scores: for each stratified fold, ``scoring_pipeline`` fitted on
+    the other folds (imputer and scaler included) scores the fold. No sample scores itself."""
+    X = np.where(np.isfinite(np.asarray(X, dtype=float)), X, np.nan)
+    y = np.asarray(labels).astype(int)
+    out = np.full(len(y), np.nan)
+    for train, test in crossfit_folds(y, folds, seed):
+        out[test] = scoring_pipeline(seed).fit(X[train], y[train]).decision_function(X[test])
+    return out
+
+
+# ---------------------------------------------------------------- the score functions
+
+def loss_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """LOSS (Yeom et al. 2018; TDDBench A.2 "Loss"): the mean token log-likelihood
+    −log PPL = −log ``gray_ppl``; members have lower loss."""
+    return -np.log(_col(df, "gray_ppl"))
+
+
+def zlib_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """Zlib (Carlini et al. 2021): mean log-likelihood / zlib-compressed bytes
+    (``gray_zlib_ratio`` = −log PPL / zlib length), higher = member."""
+    return _col(df, "gray_zlib_ratio")
+
+
+def min_k_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """Min-K% Prob (Shi et al. 2024), K = 20%: mean of the 20% lowest token log-probs
+    (``gray_min_k_20``); members have fewer low-probability outlier tokens."""
+    return _col(df, "gray_min_k_20")
+
+
+def min_kpp_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """Min-K%++ (Zhang et al. 2024), K = 20%: mean of the 20% lowest per-token
+    z-scores (log p − μ)/σ (``gray_min_kpp_20``); members sit at local maxima."""
+    return _col(df, "gray_min_kpp_20")
+
+
+def refl_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """RefL, reference-calibrated loss (Carlini et al. 2021/2022; Watson et al. 2022;
+    EZ-MIA Sec. 4): −(log PPL_target − log PPL_reference) = −``gray_ref_diff``."""
+    return -_col(df, "gray_ref_diff")
+
+
+def neighbor_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """Neighbourhood attack (Mattern et al. 2023; TDDBench A.2 "Neighbor"): the mean over
+    the perturbation kinds of log PPL(x̃) − log PPL(x) (``gray_pert_diff_<kind>``);
+    members lose more likelihood under perturbation, so a larger rise = member."""
+    return df[method_columns(METHODS["neighbor"], df)].to_numpy(dtype=float).mean(axis=1)
+
+
+def ez_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """EZ-MIA (EZ-MIA Sec. 3.4, App. E.5–E.6): the Error Zone ratio P/N of upward vs
+    downward log-prob shifts target − reference at the target's error positions (``gray_ez``)."""
+    return _col(df, "gray_ez")
+
+
+def petal_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """PETAL (He et al. 2025; BADI App. B.2), label-only: the mean estimated token
+    log-probability −log ``petal_ppl``, where each token's log-prob is the linear map of
+    the MiniLM similarity (greedy vs true token) fitted on the reference model as surrogate."""
+    return -np.log(_col(df, "petal_ppl"))
+
+
+def baseline_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    """BADI's "Baseline" (Sec. 5.1, App. B.1): BERTScore F1 of the greedy continuation of
+    the prefix vs the true suffix (``black_seq_bertscore``); members are reproduced."""
+    return _col(df, "black_seq_bertscore")
+
+
+def _scoring(access: str):
+    def score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+        if labels is None:
+            raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
+        return cross_fit(df[method_columns(METHODS[f"scoring_{access}"], df)], labels, folds, seed)
+
+    score.__doc__ = (f"The aggregated scoring model on every {access}_* column (BADI Sec. 3, "
+                     f"App. A.4, here batch and cross-fitted): out-of-fold logit of ``cross_fit``.")
+    return score
+
+
+def _m(name, label, access, columns, extraction, score, source, needs_labels=False) -> Method:
+    return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels)
+
+
+_G, _B = "gray", "black"
+METHODS: dict[str, Method] = {m.name: m for m in [
+    _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018"),
+    _m("zlib", "Zlib", _G, ["gray_zlib_ratio"], Extraction(_G), zlib_score, "Carlini et al. 2021"),
+    _m("min_k", "Min-K%", _G, ["gray_min_k_20"], Extraction(_G), min_k_score, "Shi et al. 2024"),
+    _m("min_kpp", "Min-K%++", _G, ["gray_min_kpp_20"], Extraction(_G), min_kpp_score, "Zhang et al. 2024"),
+    _m("refl", "RefL", _G, ["gray_ref_diff"], Extraction(_G, reference=True), refl_score,
+       "Carlini et al. 2022; EZ-MIA Sec. 4"),
+    _m("neighbor", "Neighbor", _G, ["gray_pert_diff_*"], Extraction(_G, perturbations=True),
+       neighbor_score, "Mattern et al. 2023"),
+    _m("ez_mia", "EZ-MIA", _G, ["gray_ez"], Extraction(_G, reference=True), ez_score, "EZ-MIA Sec. 3.4"),
+    _m("petal", "PETAL", _B, [f"{PETAL_PREFIX}ppl"], Extraction(_B, reference=True, estimator="petal"),
+       petal_score, "He et al. 2025; BADI App. B.2"),
+    _m("baseline", "Baseline", _B, ["black_seq_bertscore"], Extraction(_B, sequence=True), baseline_score,
+       "BADI Sec. 5.1, App. B.1"),
+    _m("scoring_gray", "Scoring model (gray)", _G, ["gray_*"],
+       Extraction(_G, reference=True, perturbations=True), _scoring("gray"), "BADI Sec. 3, App. A.4",
+       needs_labels=True),
+    _m("scoring_black", "Scoring model (black)", _B, ["black_*"],
+       Extraction(_B, reference=True, perturbations=True, sequence=True), _scoring("black"),
+       "BADI Sec. 3, App. A.4", needs_labels=True),
+]}
+
+
+def method_scores(name: str, df: pd.DataFrame, labels=None, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Scores of method ``name`` for every row of ``df`` (higher = member). Cross-fitted
+    methods need ``labels`` (1 = member)."""
+    if name not in METHODS:
+        raise InputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    return np.asarray(METHODS[name].score(df, labels, folds, seed), dtype=float)
+
+
+def as_petal(df: pd.DataFrame) -> pd.DataFrame:
+    """Rename the ``black_*`` columns of a PETAL-estimator extraction to ``petal_*``."""
+    return df.rename(columns={c: PETAL_PREFIX + c[len("black_"):] for c in df.columns
+                              if str(c).startswith("black_")})

@@ -1,0 +1,40 @@
+"""Benchmark steps as tasks: method metrics, method cost, the fixed-n p-value baseline.
+(Extraction reuses tasks.extract.extract_chunk, the DI Monte Carlo tasks.simulate.simulate_task.)"""
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import NONE
+
+from trainspotter import __version__
+from trainspotter.backends import load_backend
+from trainspotter.benchmark import evaluate_method, method_costs, pvalue_baseline
+from trainspotter.config import fingerprint
+from trainspotter.data import read_features
+from trainspotter.features import FeatureConfig
+
+
+@task(cache_policy=NONE, task_run_name="method[{name}]")
+def evaluate_method_task(name: str, df: pd.DataFrame, labels: list[int], folds: int, seed: int,
+                         n_boot: int) -> dict:
+    return evaluate_method(name, df, labels, folds=folds, seed=seed, n_boot=n_boot)
+
+
+@task(cache_policy=NONE, task_run_name="cost")  # timings are measured, never cached
+def method_costs_task(names: list[str], passages: list[dict], labels: list[int], model: str, reference: str,
+                      features: FeatureConfig, folds: int, seed: int, repeats: int) -> dict[str, dict]:
+    return method_costs(names, passages, labels, load_backend(model), load_backend(reference),
+                        features, folds=folds, seed=seed, repeats=repeats)
+
+
+def pvalue_cache_key(context, parameters) -> str:
+    data = hashlib.sha256(Path(parameters["features"]).read_bytes()).hexdigest()
+    return "di-pvalue-" + fingerprint(__version__, data, {k: parameters[k] for k in
+                                                          ("trials", "n_max", "alphas", "seed")})
+
+
+@task(cache_key_fn=pvalue_cache_key, persist_result=True, task_run_name="di-pvalue[{trials}]")
+def pvalue_task(features: str, trials: int, n_max: int | None, alphas: list[float], seed: int) -> dict:
+    return pvalue_baseline(read_features(features), trials, n_max, alphas, seed)

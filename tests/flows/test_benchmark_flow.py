@@ -1,0 +1,128 @@
+"""`trainspotter benchmark --testbed mini` on a reduced configuration: report files,
+MLflow parent + child runs, member separation, the negative control, cached extraction."""
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from trainspotter.errors import InputError
+from trainspotter.mia import METHODS
+
+# ~1 minute on 2 busy cores (plus the session's mini testbed build): 12 passages per split,
+# one perturbation kind, 8 trials of at most 12 pairs, one DI test per access, 4 timed passages
+REDUCED = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--strategies", "ons",
+           "--payoffs", "mmd", "--alphas", "0.05", "--cost-samples", "4", "--cost-repeats", "1",
+           "--n-boot", "200", "--perturbations", "deletion"]
+
+
+@pytest.fixture(scope="module")
+def bench(mini_testbed, tmp_path_factory):
+    from flows.cli import app
+
+    out = tmp_path_factory.mktemp("bench")
+    result = CliRunner().invoke(app, ["benchmark", *REDUCED, "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout[result.stdout.index("{"):]), out
+
+
+def test_report_files(bench):
+    res, out = bench
+    assert {k: (out / v.split("/")[-1]).exists() for k, v in res["files"].items()} == \
+        dict.fromkeys(["table", "roc", "summary", "power_gray_a0.05", "power_black_a0.05"], True)
+    md = (out / "benchmark.md").read_text()
+    header = md.splitlines()[2]
+    assert "CPU cores" in header and "torch device cpu" in header and "git " in header
+    assert '"limit":12' in header and '"trials":8' in header  # the configuration
+    for m in METHODS.values():
+        assert f"| {m.label} | {m.access} | " in md
+    assert "| gray | ons/mmd | 0.05 |" in md and "| black | p-value (fixed n) | 0.05 |" in md
+    assert json.loads((out / "results.json").read_text())["parent_run_id"] == res["parent_run_id"]
+    for png in ("roc.png", "power_gray_a0.05.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_members_separate_and_costs_are_measured(bench):
+    res, _ = bench
+    rows = {r["method"]: r for r in res["methods"]}
+    assert list(rows) == list(METHODS)
+    loss = rows["loss"]["metrics"]
+    assert loss["n_members"] == loss["n_nonmembers"] == 12
+    # mini: target = reference fine-tuned 12 epochs on the members; measured AUROC 0.999 on all
+    # 80 + 80 passages, 0.996 on 16 + 16
+    assert loss["auroc"] > 0.9 and loss["auroc_ci_low"] > 0.5
+    assert rows["ez_mia"]["metrics"]["auroc"] > 0.9 and rows["refl"]["metrics"]["auroc"] > 0.9
+    for name, r in rows.items():
+        m = r["metrics"]
+        assert 0 <= m["auroc_ci_low"] <= m["auroc"] <= m["auroc_ci_high"] <= 1, name
+        assert r["cost"]["cost_samples"] == 4 and r["cost"]["seconds_per_sample"] > 0, name
+        assert r["cost"]["peak_rss_mb"] is not None and r["cost"]["peak_rss_mb"] >= 0, name
+    # the full black-box extraction (6 texts + suffix generation) costs more than one forward pass
+    assert rows["scoring_black"]["cost"]["seconds"] > rows["loss"]["cost"]["seconds"]
+
+
+def test_dataset_inference_reports_tpr_and_negative_control_fpr(bench):
+    res, _ = bench
+    di = {(r["access"], r["test"]): r for r in res["di"]}
+    assert set(di) == {(a, t) for a in ("gray", "black") for t in ("ons/mmd", "p-value (fixed n)")}
+    for r in di.values():
+        assert r["pairs"] == 12 and r["trials"] == 8 and r["alpha"] == 0.05
+        assert 0 <= r["tpr"] <= 1 and 0 <= r["fpr"] <= 1
+    # 6 + 6 test rows (half of 12 pairs) of near-perfectly separated gray features: the fixed-n t-test rejects
+    assert di[("gray", "p-value (fixed n)")]["tpr"] >= 0.75
+
+
+def test_mlflow_parent_and_child_runs(bench):
+    from flows.tracking import tracking_uri
+
+    res, _ = bench
+    client = MlflowClient(tracking_uri())
+    parent = client.get_run(res["parent_run_id"])
+    assert client.get_experiment(parent.info.experiment_id).name == "benchmark/mini"
+    assert parent.data.params["limit"] == "12" and parent.data.params["features.perturbation_kinds"] == \
+        '["deletion"]'
+    assert {"benchmark.md", "roc.png", "power_gray_a0.05.png", "power_black_a0.05.png", "results.json"} <= \
+        {a.path for a in client.list_artifacts(parent.info.run_id)}
+    for r in res["methods"]:
+        run = client.get_run(r["run_id"])
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.params["method"] == r["method"]
+        assert run.data.metrics["auroc"] == pytest.approx(r["metrics"]["auroc"])
+        assert run.data.metrics["seconds_per_sample"] == pytest.approx(r["cost"]["seconds_per_sample"])
+    for r in res["di"]:
+        run = client.get_run(r["run_id"])
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.metrics["fpr"] == pytest.approx(r["fpr"])
+        assert run.data.metrics["tpr"] == pytest.approx(r["tpr"])
+    seq = next(r for r in res["di"] if r["test"] == "ons/mmd")
+    power = client.get_metric_history(seq["run_id"], "power")
+    assert len(power) == 12 and max(p.value for p in power) == pytest.approx(seq["tpr"])
+
+
+def test_rerun_extraction_is_cached(bench, monkeypatch):
+    """Every extraction chunk of a rerun comes from the task cache: no model is queried."""
+    import tasks.extract
+    from flows.benchmark import features_table
+    from trainspotter.benchmark import BenchmarkConfig
+
+    res, _ = bench
+
+    def no_queries(*a, **k):
+        raise AssertionError("extraction recomputed")
+
+    monkeypatch.setattr(tasks.extract, "extract", no_queries)
+    table = features_table(BenchmarkConfig(**res["config"]))
+    assert len(table) == 36 and list(table["split"].unique()) == ["member", "nonmember", "heldout"]
+    assert any(c.startswith("petal_") for c in table) and any(c.startswith("gray_pert_diff_") for c in table)
+
+
+def test_bad_methods_and_unknown_testbed_are_one_clear_error(mini_testbed):
+    from flows.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["benchmark", "--testbed", "mini", "--methods", "loss,nope"])
+    assert isinstance(bad.exception, InputError) and "unknown method(s) 'nope'" in str(bad.exception)
+    assert "choose from loss, zlib" in str(bad.exception)
+    unknown = runner.invoke(app, ["benchmark", "--testbed", "nope"])
+    assert isinstance(unknown.exception, InputError) and "unknown testbed" in str(unknown.exception)

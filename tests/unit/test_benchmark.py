@@ -1,0 +1,77 @@
+"""Library side of the benchmark: configuration checks, DI tables, the fixed-n p-value
+baseline's rejection rates, the RSS sampler and the Markdown table."""
+
+import numpy as np
+import pandas as pd
+import pydantic
+import pytest
+
+from trainspotter.benchmark import BenchmarkConfig, PeakRSS, di_frame, pvalue_baseline, render_markdown
+
+
+def test_config_validation():
+    c = BenchmarkConfig(methods=["loss", "refl", "loss"], alphas=[0.05, 0.05])
+    assert c.methods == ("loss", "refl") and c.alphas == (0.05,)
+    for bad, match in [({"methods": ["loss", "nope"]}, "unknown method.*'nope'.*choose from loss"),
+                       ({"strategies": ["martingale"]}, "unknown strategy"),
+                       ({"di_access": ["white"]}, "unknown access"),
+                       ({"alphas": [1.5]}, r"alphas must lie in \(0, 1\)"),
+                       ({"cost_samples": 3}, "at least 4")]:
+        with pytest.raises(pydantic.ValidationError, match=match):
+            BenchmarkConfig(**bad)
+
+
+def test_di_frame_labels_and_columns():
+    table = pd.DataFrame({"id": list("abcdef"), "split": ["member", "member", "nonmember", "nonmember",
+                                                           "heldout", "heldout"],
+                          "gray_ppl": np.arange(6.0), "black_ppl": -np.arange(6.0), "petal_ppl": np.ones(6)})
+    pos = di_frame(table, "member", "gray")
+    assert list(pos.columns) == ["set", "gray_ppl"]
+    assert pos["set"].tolist() == ["suspect", "suspect", "heldout", "heldout"]
+    assert pos["gray_ppl"].tolist() == [0, 1, 4, 5]
+    neg = di_frame(table, "nonmember", "black")
+    assert list(neg.columns) == ["set", "black_ppl"] and neg["black_ppl"].tolist() == [-2, -3, -4, -5]
+
+
+def _features(shift, n=100, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(np.r_[rng.normal(size=(n, 3)) + [shift, 0, 0], rng.normal(size=(n, 3))],
+                        columns=list("abc")).assign(set=["suspect"] * n + ["heldout"] * n)
+
+
+def test_pvalue_baseline_rejects_a_shift_and_holds_level_under_the_null():
+    few = pvalue_baseline(_features(1.5), trials=40, n_max=40, alphas=(0.05, 0.01), seed=0)
+    assert few["pairs"] == 40 and few["trials"] == 40 and len(few["p_values"]) == 40
+    rate = few["rejection_rate"]
+    assert 0.5 < rate["0.01"] < rate["0.05"] < 1.0  # measured 0.675 < 0.875
+    many = pvalue_baseline(_features(1.5), trials=20, n_max=80, alphas=(0.05, 0.01), seed=0)
+    assert many["rejection_rate"] == {"0.05": 1.0, "0.01": 1.0}  # more pairs, more power
+    null = pvalue_baseline(_features(0.0), trials=60, n_max=40, alphas=(0.05,), seed=0)
+    assert null["rejection_rate"]["0.05"] <= 0.1  # Brown–Šidák combination: valid, conservative
+    once = pvalue_baseline(_features(0.0), trials=5, n_max=None, seed=0)
+    assert once["pairs"] == 100 and pvalue_baseline(_features(0.0), trials=5, n_max=None, seed=0) == once
+
+
+def test_peak_rss_sees_a_large_allocation():
+    with PeakRSS() as small:
+        pass
+    with PeakRSS() as big:
+        block = np.ones(40_000_000)  # 305 MiB, touched
+        block += 1
+        del block
+    assert small.peak_mb < 50
+    assert big.peak_mb > 250
+
+
+def test_markdown_table():
+    metrics = {"auroc": 0.9, "auroc_ci_low": 0.8, "auroc_ci_high": 0.95, "n_members": 3, "n_nonmembers": 4}
+    metrics |= dict.fromkeys(["tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "tpr_at_10pct_fpr", "precision", "recall",
+                              "f1", "accuracy", "fpr", "fnr", "advantage"], 0.5)
+    md = render_markdown("T", "header line", [{"label": "LOSS", "access": "gray", "metrics": metrics,
+                                                "cost": {"seconds_per_sample": 0.01, "peak_rss_mb": 2.0}}],
+                         [{"access": "gray", "test": "ons/mmd", "alpha": 0.05, "tpr": 1.0, "fpr": 0.0,
+                           "mean_stop": 12.0, "std_stop": 3.0, "pairs": 50, "trials": 10}])
+    assert md.startswith("# T\n\nheader line\n")
+    assert "(3 members vs 4 non-members)" in md
+    assert "| LOSS | gray | 0.900 [0.800, 0.950] | 0.500 |" in md and "| 0.0100 | 2.0 |" in md
+    assert "| gray | ons/mmd | 0.05 | 1.000 | 0.000 | 12.0 ± 3.0 | 50 | 10 |" in md
