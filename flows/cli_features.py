@@ -49,14 +49,19 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                 sequence: bool = typer.Option(True, help="Suffix-generation features (black)."),
                 estimator: str = typer.Option("sigmoid", help="Black-box estimator: sigmoid, raw or petal."),
                 batch_size: int = typer.Option(16, help="Passages per batch of model calls."),
+                chunk_size: int = typer.Option(64, help="Passages per cached task: a rerun after "
+                                                        "a crash recomputes no finished chunk."),
+                dask: bool = typer.Option(False, help="Run the chunks on a local Dask cluster."),
+                dask_address: Optional[str] = typer.Option(None, help="Address of an existing "
+                                                                      "Dask scheduler."),
                 json_out: bool = JSON) -> None:
-    """Extract membership features of DATA under MODEL into a Parquet table."""
+    """Extract membership features of DATA under MODEL into a Parquet table (the extract
+    flow: chunks are cached tasks, so an interrupted extraction resumes)."""
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import load_backend
+    from trainspotter.backends import resolve_spec
     from trainspotter.data import load_passages
-    from trainspotter.extract import extract
     from trainspotter.features import FeatureConfig
 
     if access not in ("gray", "black", "both"):
@@ -69,17 +74,21 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
     except ValidationError as e:
         err = e.errors()[0]
         raise InputError(f"option {'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}") from None
-    passages = load_passages(data)
-    target = load_backend(model)
-    ref = load_backend(reference) if reference else None
+    passages = load_passages(data)  # bad input fails here, before any flow starts
+    for spec in filter(None, (model, reference)):
+        resolve_spec(spec)
+    if chunk_size < 1:
+        raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
+    from flows.extract import ExtractConfig, run_extract
+
+    flow_config = ExtractConfig(data=str(data), model=model, reference=reference, access=access,
+                                out=str(out), chunk_size=chunk_size, features=config)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar:
         task = bar.add_task("extracting features", total=len(passages))
-        df = extract(passages, target, ref, access, config,
-                     progress=lambda done, total: bar.update(task, completed=done))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(out, index=False)
-    info = {"out": str(out), "rows": len(df), "features": [c for c in df.columns if c not in ("id", "set")]}
+        result = run_extract(flow_config, dask=dask, dask_address=dask_address,
+                             progress=lambda done, total: bar.update(task, completed=done))
     if json_out:
-        return typer.echo(json.dumps(info, indent=1))
-    Console().print(f"{len(df)} passages × {len(info['features'])} features -> {out}")
+        return typer.echo(json.dumps(result, indent=1))
+    Console().print(f"{result['rows']} passages × {len(result['features'])} features -> {out} "
+                    f"({result['chunks_cached']} of {result['chunks']} chunks from the cache)")

@@ -4,10 +4,12 @@ killed extraction resumes where it stopped; optionally on a Dask cluster."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 from prefect import flow, get_run_logger
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
@@ -30,16 +32,22 @@ class ExtractConfig(BaseModel):
 # One chunk at a time by default: torch already uses every core within a chunk, and
 # the CPU gains nothing from interleaving chunks; Dask is for real clusters.
 @flow(name="extract", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def extract_flow(config: ExtractConfig) -> dict:
+def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | None = None) -> dict:
     """Submit every chunk (run concurrently by the flow's task runner), gather in order,
-    write one Parquet table. Chunks whose result is cached are not recomputed."""
+    write one Parquet table. Chunks whose result is cached are not recomputed.
+    ``progress(passages done, total)`` as chunks finish."""
     logger = get_run_logger()
     start = time.time()
     passages = load_passages(config.data)
     chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
     futures = [extract_chunk.submit(chunk, config.model, config.reference, config.access,
                                     config.features, chunk=k) for k, chunk in enumerate(chunks)]
-    states = [f.wait() or f.state for f in futures]
+    done = 0
+    for future in as_completed(futures):
+        done += len(chunks[futures.index(future)])
+        if progress is not None:
+            progress(done, len(passages))
+    states = [f.state for f in futures]
     rows = [row for f in futures for row in f.result()]
     cached = sum(s.name == "Cached" for s in states)
     out = Path(config.out)
@@ -52,14 +60,15 @@ def extract_flow(config: ExtractConfig) -> dict:
             "features": [c for c in df.columns if c not in ("id", "set")]}
 
 
-def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None) -> dict:
+def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> dict:
     """The default runner works through the chunks in this process; ``dask`` runs them on a
     local Dask cluster (or the one at ``dask_address``) through prefect-dask."""
     if not (dask or dask_address):
-        return extract_flow(config)
+        return extract_flow(config, progress)
     from prefect_dask import DaskTaskRunner
 
     runner = (DaskTaskRunner(address=dask_address) if dask_address else
               DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
                                              "processes": True, "dashboard_address": None}))
-    return extract_flow.with_options(task_runner=runner)(config)
+    return extract_flow.with_options(task_runner=runner)(config, progress)
