@@ -31,7 +31,7 @@ from trainspotter.config import artifacts_root, flatten
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
 from trainspotter.mia import METHODS, Extraction, as_petal, merge_extractions
-from trainspotter.report import power_plot, roc_plot
+from trainspotter.report import benchmark_html, power_plot, roc_plot
 from trainspotter.sequential import TestConfig
 from trainspotter.testbed import PRESETS, split_path
 
@@ -168,6 +168,13 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
     return rows, power
 
 
+def benchmark_report_html(files: dict[str, Path]) -> str:
+    """The benchmark's HTML page from its Markdown table and PNG figures."""
+    figures = [(path.stem.replace("_", " "), path.read_bytes()) for path in files.values()
+               if path.suffix == ".png"]
+    return benchmark_html(files["table"].read_text(), figures)
+
+
 @flow(name="benchmark")
 def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> dict:
     """Build/load the testbed, extract (cached), score and time every method, run the DI
@@ -200,6 +207,8 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
         summary = {"header": header, "config": config.model_dump(mode="json"), "parent_run_id": parent.info.run_id,
                    "methods": methods, "di": di}
         files["summary"].write_text(json.dumps(summary, indent=1, default=str))
+        files["report"] = out / "report.html"
+        files["report"].write_text(benchmark_report_html(files), encoding="utf-8")
         for path in files.values():
             mlflow.log_artifact(str(path))
     return summary | {"out": str(out), "files": {k: str(v) for k, v in files.items()}}

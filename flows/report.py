@@ -1,4 +1,4 @@
-"""Re-render the self-contained HTML report of any audit run from MLflow."""
+"""Re-render the self-contained HTML report of an audit or benchmark run from MLflow."""
 
 from __future__ import annotations
 
@@ -8,15 +8,28 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from flows.tracking import tracking_uri as default_uri
+from trainspotter.errors import InputError
 from trainspotter.report import html_report
 
 
 def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Path:
-    """Write ``out`` from the run's summary.json and wealth.png, and log it to the run."""
+    """Write ``out`` for an audit run (from its summary.json and wealth.png) or a benchmark
+    parent run (from benchmark.md and its ROC and power plots), and log it to the run."""
     client = MlflowClient(default_uri(tracking_uri))
     client.get_run(run_id)  # raises a clear MlflowException for an unknown id
-    summary = json.loads(Path(client.download_artifacts(run_id, "summary.json")).read_text())
-    png = Path(client.download_artifacts(run_id, "wealth.png")).read_bytes()
-    out.write_text(html_report(summary, png, summary.get("feature_weights")), encoding="utf-8")
+    names = {a.path for a in client.list_artifacts(run_id)}
+    fetch = lambda name: Path(client.download_artifacts(run_id, name))  # noqa: E731
+    if "benchmark.md" in names:
+        from flows.benchmark import benchmark_report_html
+
+        files = {name: fetch(name) for name in sorted(names) if name.endswith(".png")}
+        page = benchmark_report_html({"table": fetch("benchmark.md"), **files})
+    elif "summary.json" in names:
+        summary = json.loads(fetch("summary.json").read_text())
+        page = html_report(summary, fetch("wealth.png").read_bytes(), summary.get("feature_weights"))
+    else:
+        raise InputError(f"run {run_id}: neither an audit (summary.json) nor a benchmark "
+                         f"(benchmark.md) run")
+    out.write_text(page, encoding="utf-8")
     client.log_artifact(run_id, str(out))
     return out

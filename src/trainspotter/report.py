@@ -1,4 +1,5 @@
-"""Plots of an audit: the wealth trajectory W_t on a log scale with the 1/α line."""
+"""Plots and self-contained HTML pages: an audit (wealth trajectory W_t on a log scale with
+the 1/α line, decision, feature weights) and a benchmark (its tables, ROC and power curves)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,39 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
                            figures=[(t, b64(p)) for t, p in figures or []])
+
+
+BENCHMARK_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
+<style>
+ body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; color: #222; }
+ table { border-collapse: collapse; margin: 1em 0; font-size: .85em; }
+ td, th { padding: .2em .6em; border-bottom: 1px solid #ddd; text-align: left; }
+ td { font-variant-numeric: tabular-nums; } small { color: #666; }
+</style></head><body>
+{{ body }}
+{% for title, png in figures %}<h2>{{ title }}</h2><img alt="{{ title }}" src="data:image/png;base64,{{ png }}" style="max-width:100%">{% endfor %}
+<p><small>trainspotter {{ version }}</small></p>
+</body></html>
+"""
+
+
+def benchmark_html(markdown_text: str, figures: list[tuple[str, bytes]]) -> str:
+    """A self-contained HTML page of a benchmark: its Markdown tables rendered, then the
+    figures (ROC curves on log-log axes, sequential power curves) inlined as base64."""
+    import base64
+
+    import markdown
+    from jinja2 import Environment
+    from markupsafe import Markup
+
+    from . import __version__
+
+    title = markdown_text.splitlines()[0].lstrip("# ") if markdown_text else "benchmark"
+    body = Markup(markdown.markdown(markdown_text, extensions=["tables"]))
+    return Environment(autoescape=True).from_string(BENCHMARK_TEMPLATE).render(
+        title=title, body=body, version=__version__,
+        figures=[(t, base64.b64encode(p).decode("ascii")) for t, p in figures])
 
 
 def power_plot(curves: dict[str, list[float]], path: Path, title: str = "") -> Path:

@@ -30,7 +30,7 @@ def bench(mini_testbed, tmp_path_factory):
 def test_report_files(bench):
     res, out = bench
     assert {k: (out / v.split("/")[-1]).exists() for k, v in res["files"].items()} == \
-        dict.fromkeys(["table", "roc", "summary", "power_gray_a0.05", "power_black_a0.05"], True)
+        dict.fromkeys(["table", "roc", "summary", "power_gray_a0.05", "power_black_a0.05", "report"], True)
     md = (out / "benchmark.md").read_text()
     header = md.splitlines()[2]
     assert "CPU cores" in header and "torch device cpu" in header and "git " in header
@@ -126,3 +126,15 @@ def test_bad_methods_and_unknown_testbed_are_one_clear_error(mini_testbed):
     assert "choose from loss, zlib" in str(bad.exception)
     unknown = runner.invoke(app, ["benchmark", "--testbed", "nope"])
     assert isinstance(unknown.exception, InputError) and "unknown testbed" in str(unknown.exception)
+
+
+def test_report_verb_renders_the_benchmark_page(bench, tmp_path):
+    """`trainspotter report RUN_ID` on a benchmark parent run: the tables as HTML and the
+    ROC and power figures inlined, so the page needs no other file."""
+    from flows.report import render_report
+
+    res, _ = bench
+    page = render_report(res["parent_run_id"], tmp_path / "bench.html").read_text()
+    assert "<table>" in page and "<td>EZ-MIA</td>" in page and "p-value (fixed n)" in page
+    assert page.count("data:image/png;base64,") == 3  # roc, power gray, power black
+    assert "src=\"http" not in page and "href=\"http" not in page
