@@ -12,6 +12,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
                 stop_time: int | None = None, run_start: int = 0) -> Path:
     """W_0 = 1, W_1..W_n on a log axis; reject H0 once W_t ≥ 1/α (Ville's inequality).
@@ -30,11 +38,7 @@ def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
     ax.set_ylabel("wealth (e-value)")
     ax.set_title(title or "Testing by betting")
     ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 REPORT_TEMPLATE = """<!doctype html>
@@ -140,11 +144,7 @@ def power_plot(curves: dict[str, list[float]], path: Path, title: str = "") -> P
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title or "Sequential power")
     ax.legend(loc="best", fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, title: str = "",
@@ -171,8 +171,4 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, tit
     ax.set_ylabel("true positive rate")
     ax.set_title(title or "ROC (log-log)")
     ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
