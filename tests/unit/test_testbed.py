@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.data import load_passages
@@ -44,3 +45,48 @@ def test_rebuild_is_cached_by_config(mini_testbed):
     build_testbed(PRESETS["mini"])
     assert (mini_testbed / "manifest.json").stat().st_mtime_ns == before
     assert json.loads((mini_testbed / "manifest.json").read_text())["config"]["name"] == "mini"
+
+
+def _tiny_lm(seed=0):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=1, num_attention_heads=2,
+                                        num_key_value_heads=2, max_position_embeddings=32))
+
+
+def _blocks(seed, n=16, length=12):
+    import torch
+
+    return torch.randint(0, 64, (n, length), generator=torch.Generator().manual_seed(seed))
+
+
+def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
+    """EZ-MIA App. A: the saved target is the best epoch on validation, not the last one
+    (random tokens: members get memorised while validation loss turns up)."""
+    from trainspotter.testbed import _finetune, mean_loss
+
+    config = PRESETS["smollm2"].model_copy(update={"target_epochs": 6, "target_lr": 3e-2,
+                                                   "target_batch_size": 4})
+    model, epochs = _finetune(_tiny_lm(), _blocks(1), _blocks(2), config, None)
+    val = [e["validation_loss"] for e in epochs]
+    assert len(val) == 6 and val.index(min(val)) < 5  # the last epoch was not the best here
+    assert mean_loss(model, _blocks(2)) == pytest.approx(min(val), rel=1e-6)
+
+
+def test_lora_finetune_trains_only_attention_adapters_and_merges_them():
+    import torch
+
+    from trainspotter.testbed import _finetune
+
+    base = _tiny_lm()
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    config = PRESETS["smollm2-lora"].model_copy(update={"target_epochs": 2, "target_lr": 1e-2,
+                                                        "target_batch_size": 4, "lora_r": 4})
+    model, _ = _finetune(base, _blocks(1), _blocks(2), config, None)
+    after = model.state_dict()
+    assert type(model).__name__ == "LlamaForCausalLM" and set(after) == set(before)  # merged, plain
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(any(p in k for p in ("q_proj", "k_proj", "v_proj", "o_proj")) for k in changed)
