@@ -17,6 +17,7 @@ target so every backend loads it as a plain model.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
@@ -153,16 +154,24 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool = False,
                   progress: Callable[[str, int, int], None] | None = None) -> Path:
-    """Build (or reuse, when the cached one has the same config) a testbed; returns its dir."""
+    """Build (or reuse, when the cached one has the same config) a testbed; returns its dir.
+    Processes that ask for the same testbed at once wait for one build (a file lock)."""
+    out = testbed_dir(config.name, root)
+    key = fingerprint(config, __version__)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{config.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        manifest = load_manifest(config.name, root)
+        if manifest and manifest.get("fingerprint") == key and not force:
+            return out
+        return _build(config, out, key, progress)
+
+
+def _build(config: TestbedConfig, out: Path, key: str,
+           progress: Callable[[str, int, int], None] | None) -> Path:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-
-    out = testbed_dir(config.name, root)
-    key = fingerprint(config, __version__)
-    manifest = load_manifest(config.name, root)
-    if manifest and manifest.get("fingerprint") == key and not force:
-        return out
     start = time.time()
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)

@@ -90,3 +90,30 @@ def test_lora_finetune_trains_only_attention_adapters_and_merges_them():
     assert type(model).__name__ == "LlamaForCausalLM" and set(after) == set(before)  # merged, plain
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(any(p in k for p in ("q_proj", "k_proj", "v_proj", "o_proj")) for k in changed)
+
+
+def test_concurrent_builds_of_one_testbed_build_it_once(tmp_path, monkeypatch):
+    """Two processes (here threads, each with its own lock file handle) asking for the same
+    testbed: the second waits for the first build and reuses it instead of overwriting it."""
+    import threading
+    import time
+
+    from trainspotter import testbed
+
+    calls = []
+
+    def slow_build(config, out, key, progress):
+        calls.append(config.name)
+        time.sleep(0.5)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "manifest.json").write_text(json.dumps({"fingerprint": key}))
+        return out
+
+    monkeypatch.setattr(testbed, "_build", slow_build)
+    config = PRESETS["mini"].model_copy(update={"name": "race"})
+    threads = [threading.Thread(target=build_testbed, args=(config, tmp_path)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert calls == ["race"]
