@@ -99,8 +99,7 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
     meter = UsageMeter([config.model, config.reference])
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
         if test is not None and test.rejected:
-            stopped_by = "rejected"  # evidence reached 1/α: stop querying
-            break
+            break  # evidence reached 1/α: stop querying (stopped_by is set below)
         batch = pairs[start:start + config.batch_pairs]
         passages = [{"id": p["id"], "text": p["text"]} for p in [x for x, _ in batch] + [y for _, y in batch]]
         try:

@@ -42,9 +42,10 @@ def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | N
     chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
     futures = [extract_chunk.submit(chunk, config.model, config.reference, config.access,
                                     config.features, chunk=k) for k, chunk in enumerate(chunks)]
+    size = {f.task_run_id: len(chunk) for f, chunk in zip(futures, chunks)}
     done = 0
     for future in as_completed(futures):
-        done += len(chunks[futures.index(future)])
+        done += size[future.task_run_id]
         if progress is not None:
             progress(done, len(passages))
     states = [f.state for f in futures]
