@@ -32,7 +32,7 @@ def main() -> None:
     from trainspotter.backends import parse_api_spec
     from trainspotter.backends.cache import QueryCache
     from trainspotter.backends.openai_compat import OpenAIBackend
-    from trainspotter.testbed import PRESETS, build_testbed, split_path
+    from trainspotter.evaluation.testbed import PRESETS, build_testbed, split_path
 
     build_testbed(PRESETS["mini"])
     texts = [json.loads(line)["text"] for line in open(split_path("mini", "member"))][: args.samples]

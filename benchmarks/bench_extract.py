@@ -1,4 +1,4 @@
-"""Query budget and throughput of feature extraction (trainspotter.extract.extract).
+"""Query budget and throughput of feature extraction (trainspotter.features.extract.extract).
 
 On a built testbed (default `tiny`: 64-token passages, target + reference LMs):
 
@@ -31,7 +31,7 @@ class TimedCounting:
     """CountingBackend plus the wall time spent inside each kind of call."""
 
     def __init__(self, inner):
-        from trainspotter.extract import CountingBackend
+        from trainspotter.features.extract import CountingBackend
 
         self.c = CountingBackend(inner)
         self.fingerprint, self.tokenizer = inner.fingerprint, inner.tokenizer
@@ -64,11 +64,11 @@ def main() -> None:
 
     from trainspotter.backends import HFBackend
     from trainspotter.data import load_passages
-    from trainspotter.extract import extract
-    from trainspotter.features import FeatureConfig
-    from trainspotter.perturb import synonyms
-    from trainspotter.probability import bert_scorer, minilm
-    from trainspotter.testbed import PRESETS, build_testbed
+    from trainspotter.features.extract import extract
+    from trainspotter.features.features import FeatureConfig
+    from trainspotter.features.perturb import synonyms
+    from trainspotter.features.probability import bert_scorer, minilm
+    from trainspotter.evaluation.testbed import PRESETS, build_testbed
 
     t0 = time.perf_counter()
     root = build_testbed(PRESETS[args.testbed])
@@ -155,7 +155,7 @@ def main() -> None:
     lines += [
         "",
         "Forward passes per passage are counted by wrapping both backends "
-        "(`trainspotter.extract.CountingBackend`): one per text variant per model — the original "
+        "(`trainspotter.features.extract.CountingBackend`): one per text variant per model — the original "
         "and its six perturbations on the target, the original on the reference — plus one greedy "
         "suffix generation per prefix variant (original + six perturbed prefixes, 16 new tokens each "
         "for 64-token passages), and no other model call. The rest of the time is local: "

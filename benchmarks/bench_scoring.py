@@ -38,7 +38,7 @@ def normalise(rows, new, trim=0.025):
 
 
 def time_online(X, Y):
-    from trainspotter.sequential import SequentialTest, TestConfig
+    from trainspotter.stats.sequential import SequentialTest, TestConfig
     t0 = time.perf_counter()
     res = SequentialTest(X.shape[1], TestConfig()).run(X, Y, stop_on_reject=False)
     return time.perf_counter() - t0, res

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
-from trainspotter.betting import PAYOFFS, STRATEGIES
-from trainspotter.evaluate import run_batch, stop_times
-from trainspotter.sequential import TestConfig
+from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.simulation import run_batch, stop_times
+from trainspotter.stats.sequential import TestConfig
 
 RESULTS = Path(__file__).parent / "results"
 

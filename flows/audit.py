@@ -29,11 +29,11 @@ from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten, fingerprint
 from trainspotter.data import load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
-from trainspotter.features import FEATURE_SETS, FeatureConfig
+from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, load_ledger, new_ledger, save_ledger
-from trainspotter.pvalue import di_pvalue
+from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.report import html_report, wealth_plot
-from trainspotter.sequential import SequentialTest, TestConfig
+from trainspotter.stats.sequential import SequentialTest, TestConfig
 
 
 class AuditConfig(BaseModel):

@@ -3,7 +3,7 @@ testbed with known members. One MLflow parent run per flow run (experiment
 ``benchmark/<testbed>``), one nested child run per method and per DI configuration;
 the Markdown table, ROC and power plots and a JSON summary go to the parent run and to
 an output folder (default ``benchmarks/results/<testbed>/``). What is measured: see
-trainspotter.benchmark."""
+trainspotter.evaluation.benchmark."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ from tasks.simulate import simulate_task
 from tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.benchmark import BenchmarkConfig, di_frame, header_line, render_markdown
+from trainspotter.evaluation.benchmark import BenchmarkConfig, di_frame, header_line, render_markdown
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
-from trainspotter.mia import METHODS, Extraction, as_petal, merge_extractions
+from trainspotter.evaluation.mia import METHODS, Extraction, as_petal, merge_extractions
 from trainspotter.report import benchmark_html, power_plot, roc_plot
-from trainspotter.sequential import TestConfig
-from trainspotter.testbed import PRESETS, split_path
+from trainspotter.stats.sequential import TestConfig
+from trainspotter.evaluation.testbed import PRESETS, split_path
 
 SPLITS = ("member", "nonmember", "heldout")
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's folder

@@ -80,7 +80,7 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: tiny (demo) o
                   force: bool = typer.Option(False, help="Rebuild even if cached."),
                   json_out: bool = JSON) -> None:
     """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
-    from trainspotter.testbed import PRESETS, load_manifest
+    from trainspotter.evaluation.testbed import PRESETS, load_manifest
 
     if name not in PRESETS:
         raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
@@ -103,7 +103,7 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
          tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
-    from trainspotter.testbed import PRESETS
+    from trainspotter.evaluation.testbed import PRESETS
 
     if testbed not in PRESETS:
         raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
@@ -142,9 +142,9 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
 
     from trainspotter.backends import resolve_spec
     from trainspotter.data import load_passages
-    from trainspotter.sequential import TestConfig
+    from trainspotter.stats.sequential import TestConfig
 
-    from trainspotter.features import FEATURE_SETS
+    from trainspotter.features.features import FEATURE_SETS
 
     # Validate everything before any flow starts, so bad input is one clear line.
     if features not in FEATURE_SETS:

@@ -23,7 +23,7 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
     """Serve a local model as an OpenAI-compatible API (/v1/models, /v1/completions with
     logprobs and echo, /v1/chat/completions)."""
     from trainspotter.backends import resolve_spec
-    from trainspotter.serve import serve
+    from trainspotter.backends.serve import serve
 
     resolve_spec(spec)  # bad specs end as one clear line
     typer.echo(f"serving {spec} at http://{host}:{port}/v1", err=True)

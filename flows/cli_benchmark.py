@@ -1,7 +1,7 @@
 """`trainspotter benchmark`: per-sample MIA methods and DI configurations on a testbed.
 
 A plain typer command function, registered by flows/cli.py. Options override a YAML
-configuration (``--config``, the fields of trainspotter.benchmark.BenchmarkConfig),
+configuration (``--config``, the fields of trainspotter.evaluation.benchmark.BenchmarkConfig),
 which overrides the defaults (the full benchmark). Bad input raises InputError, which
 the main CLI turns into one "error: …" line and exit 2.
 """
@@ -30,7 +30,7 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _config(base: dict, overrides: dict):
-    from trainspotter.benchmark import BenchmarkConfig
+    from trainspotter.evaluation.benchmark import BenchmarkConfig
 
     data = base | {k: v for k, v in overrides.items() if v is not None}
     try:
@@ -79,7 +79,7 @@ def benchmark_cmd(
 ) -> None:
     """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, …, cost) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
-    from trainspotter.testbed import PRESETS
+    from trainspotter.evaluation.testbed import PRESETS
 
     base = _load_yaml(config)
     features = dict(base.pop("features", None) or {})

@@ -1,5 +1,5 @@
 """`trainspotter features list` and `trainspotter extract`: the feature catalogue and
-library feature extraction (trainspotter.extract.extract) from the command line."""
+library feature extraction (trainspotter.features.extract.extract) from the command line."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ JSON = typer.Option(False, "--json", help="Print a machine-readable result on st
 def list_cmd(access: str = typer.Option("both", help="gray, black or both."),
              json_out: bool = JSON) -> None:
     """Every feature column: name, access level, models needed, definition, source."""
-    from trainspotter.features import catalog
+    from trainspotter.features.features import catalog
 
     if access not in ("gray", "black", "both"):
         raise InputError(f"--access {access!r}: expected gray, black or both")
@@ -62,7 +62,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
 
     from trainspotter.backends import resolve_spec
     from trainspotter.data import load_passages
-    from trainspotter.features import FeatureConfig
+    from trainspotter.features.features import FeatureConfig
 
     if access not in ("gray", "black", "both"):
         raise InputError(f"--access {access!r}: expected gray, black or both")

@@ -2,8 +2,8 @@
 
 Plain typer command functions, registered by flows/cli.py. They read a
 features table (Parquet or CSV: a `set` column in {suspect, heldout} and one
-numeric column per feature), call the library (trainspotter.sequential /
-trainspotter.evaluate) and print a short table or JSON. Bad input raises
+numeric column per feature), call the library (trainspotter.stats.sequential /
+trainspotter.stats.simulation) and print a short table or JSON. Bad input raises
 InputError, which the main CLI turns into one "error: …" line and exit 2.
 """
 
@@ -19,8 +19,8 @@ from rich.table import Table
 
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
-from trainspotter.evaluate import simulate
-from trainspotter.sequential import TestConfig, run_test
+from trainspotter.stats.simulation import simulate
+from trainspotter.stats.sequential import TestConfig, run_test
 
 _console = Console()
 

@@ -5,8 +5,8 @@ from prefect import flow
 
 from flows.audit import AuditConfig, audit_flow
 from flows.testbed import testbed_flow
-from trainspotter.sequential import TestConfig
-from trainspotter.testbed import PRESETS, split_path
+from trainspotter.stats.sequential import TestConfig
+from trainspotter.evaluation.testbed import PRESETS, split_path
 
 CASES = (("members", "member"), ("negative-control", "nonmember"))
 

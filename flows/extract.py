@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from tasks.extract import extract_chunk
 from trainspotter.data import load_passages
-from trainspotter.features import FeatureConfig
+from trainspotter.features.features import FeatureConfig
 
 
 class ExtractConfig(BaseModel):

@@ -17,7 +17,7 @@ from trainspotter import __version__
 from trainspotter.config import flatten
 from trainspotter.data import read_features
 from trainspotter.report import power_plot
-from trainspotter.sequential import TestConfig, split_features
+from trainspotter.stats.sequential import TestConfig, split_features
 
 
 @flow(name="simulate")

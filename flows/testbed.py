@@ -4,7 +4,7 @@ from prefect import flow
 
 import tasks  # noqa: F401
 from tasks.testbed import build_testbed_task
-from trainspotter.testbed import PRESETS, TestbedConfig
+from trainspotter.evaluation.testbed import PRESETS, TestbedConfig
 
 
 @flow(name="testbed")

@@ -10,10 +10,10 @@ from prefect.cache_policies import NONE
 
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.benchmark import evaluate_method, method_costs, pvalue_baseline
+from trainspotter.evaluation.benchmark import evaluate_method, method_costs, pvalue_baseline
 from trainspotter.config import fingerprint
 from trainspotter.data import read_features
-from trainspotter.features import FeatureConfig
+from trainspotter.features.features import FeatureConfig
 
 
 @task(cache_policy=NONE, task_run_name="method[{name}]")

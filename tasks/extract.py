@@ -7,8 +7,8 @@ from trainspotter import __version__
 from trainspotter.backends import load_backend, spec_fingerprint
 from trainspotter.config import fingerprint
 from trainspotter.errors import BudgetExhausted
-from trainspotter.extract import extract
-from trainspotter.features import FeatureConfig
+from trainspotter.features.extract import extract
+from trainspotter.features.features import FeatureConfig
 
 
 def _retry_unless_budget(task, task_run, state) -> bool:

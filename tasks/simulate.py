@@ -8,8 +8,8 @@ from prefect import task
 from trainspotter import __version__
 from trainspotter.config import fingerprint
 from trainspotter.data import read_features
-from trainspotter.evaluate import simulate
-from trainspotter.sequential import TestConfig
+from trainspotter.stats.simulation import simulate
+from trainspotter.stats.sequential import TestConfig
 
 
 def simulate_cache_key(context, parameters) -> str:

@@ -3,7 +3,7 @@
 from prefect import task
 from prefect.cache_policies import NONE
 
-from trainspotter.testbed import TestbedConfig, build_testbed
+from trainspotter.evaluation.testbed import TestbedConfig, build_testbed
 
 
 @task(cache_policy=NONE, task_run_name="build-testbed-{config.name}")

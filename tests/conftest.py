@@ -23,6 +23,6 @@ def artifacts() -> Path:
 @pytest.fixture(scope="session")
 def mini_testbed(artifacts) -> Path:
     """The seconds-scale `mini` testbed (same recipe as `tiny`), built once per session."""
-    from trainspotter.testbed import PRESETS, build_testbed
+    from trainspotter.evaluation.testbed import PRESETS, build_testbed
 
     return build_testbed(PRESETS["mini"])

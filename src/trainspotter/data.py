@@ -13,7 +13,7 @@ import json
 import random
 from pathlib import Path
 
-from .errors import InputError
+from trainspotter.errors import InputError
 
 Passage = dict  # {"id": str, "text": str}
 

@@ -20,8 +20,8 @@ import os
 import time
 from pathlib import Path
 
-from .config import artifacts_root
-from .errors import InputError
+from trainspotter.config import artifacts_root
+from trainspotter.errors import InputError
 
 SCHEMA = 1
 

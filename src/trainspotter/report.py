@@ -91,7 +91,7 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
 
     from jinja2 import Environment
 
-    from . import __version__
+    from trainspotter import __version__
 
     b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
     ranked = sorted((weights or {}).items(), key=lambda kv: -abs(kv[1]))
@@ -125,7 +125,7 @@ def benchmark_html(markdown_text: str, figures: list[tuple[str, bytes]]) -> str:
     from jinja2 import Environment
     from markupsafe import Markup
 
-    from . import __version__
+    from trainspotter import __version__
 
     title = markdown_text.splitlines()[0].lstrip("# ") if markdown_text else "benchmark"
     body = Markup(markdown.markdown(markdown_text, extensions=["tables"]))
@@ -151,7 +151,7 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, tit
              n_nonmembers: int | None = None, n_members: int | None = None) -> Path:
     """ROC curves of several methods on log-log axes (Carlini et al. 2022; EZ-MIA Sec. 4),
     where low-FPR behaviour is visible. Drawn as steps: at FPR x the curve shows the best TPR
-    of an operating point with FPR ≤ x (``trainspotter.metrics.tpr_at_fpr``, no
+    of an operating point with FPR ≤ x (``trainspotter.evaluation.metrics.tpr_at_fpr``, no
     interpolation). Zero rates cannot be drawn on a log axis: they are clipped to half the
     smallest non-zero rate, 0.5/m (m = non-members / members)."""
     fig, ax = plt.subplots(figsize=(5.2, 4.6), dpi=120)

@@ -23,7 +23,7 @@ def running_server(spec: str = "testbed:mini", fail_rate: float = 0.0, seed: int
     import uvicorn
 
     from trainspotter.backends import load_backend
-    from trainspotter.serve import create_app
+    from trainspotter.backends.serve import create_app
 
     app = create_app(load_backend(spec), "mini", fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep)
     port = free_port()

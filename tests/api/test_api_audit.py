@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainspotter.testbed import split_path
+from trainspotter.evaluation.testbed import split_path
 
 SECRET = "sk-test-SECRET-12345"
 

@@ -12,7 +12,7 @@ from trainspotter.backends import load_backend, parse_api_spec, spec_fingerprint
 from trainspotter.backends.cache import QueryCache
 from trainspotter.backends.openai_compat import APIRequestError, OpenAIBackend
 from trainspotter.errors import BudgetExhausted, InputError
-from trainspotter.testbed import split_path
+from trainspotter.evaluation.testbed import split_path
 
 SECRET = "sk-test-SECRET-12345"
 
@@ -67,7 +67,7 @@ def test_label_only_greedy_tokens_equal_local_argmax(server, tmp_path):
 
 
 def test_logprobs_and_features_over_http_equal_local(server, tmp_path):
-    import trainspotter.features as features
+    import trainspotter.features.features as features
 
     _, url = server
     local, b = load_backend("testbed:mini"), api(url, tmp_path)

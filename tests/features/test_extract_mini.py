@@ -14,10 +14,10 @@ from scipy.stats import spearmanr
 from trainspotter.backends import HFBackend
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
-from trainspotter.extract import CountingBackend, extract, feature_columns
-from trainspotter.features import BASIC_GRAY, FeatureConfig
-from trainspotter.perturb import KINDS
-from trainspotter.probability import TokenEmbeddings, TokenStrings, sigmoid_logprob
+from trainspotter.features.extract import CountingBackend, extract, feature_columns
+from trainspotter.features.features import BASIC_GRAY, FeatureConfig
+from trainspotter.features.perturb import KINDS
+from trainspotter.features.probability import TokenEmbeddings, TokenStrings, sigmoid_logprob
 
 CLI = [sys.executable, "-m", "flows.cli"]
 
@@ -53,7 +53,7 @@ def test_full_set_uses_one_forward_pass_per_text_variant_per_model(models, passa
 
 
 def test_gray_only_queries_nothing_else_and_keeps_the_basic_columns(models, passages, mini_testbed):
-    from trainspotter.features import extract_gray
+    from trainspotter.features.features import extract_gray
 
     target = CountingBackend(models[0])
     ps = passages["member"][:4]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from trainspotter import perturb as P
+from trainspotter.features import perturb as P
 from trainspotter.assets import wikipedia_leads
 
 SHORT = "The quick brown fox jumps over the lazy dog, because the problem was hard."

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from scipy.stats import trim_mean
 
-from trainspotter import features as F
-from trainspotter import probability as P
-from trainspotter.ez import error_zone
+from trainspotter.features import features as F
+from trainspotter.features import probability as P
+from trainspotter.features.ez import error_zone
 
 LP = [-0.5, -2.0, -0.1, -4.0, -1.0]  # sorted: -4, -2, -1, -0.5, -0.1; mean -1.52
 

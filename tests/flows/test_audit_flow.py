@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainspotter.testbed import PRESETS
+from trainspotter.evaluation.testbed import PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +57,9 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
-    import trainspotter.extract as extract
+    import trainspotter.features.extract as extract
     from flows.audit import AuditConfig, audit_flow
-    from trainspotter.testbed import split_path
+    from trainspotter.evaluation.testbed import split_path
 
     calls = []
     original = extract.extract
@@ -91,7 +91,7 @@ def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
     """access="black": the features come from the greedy tokens only (BADI App. A.6), yet the
     members are still detected; the log-prob columns never enter the test."""
     from flows.audit import AuditConfig, audit_flow
-    from trainspotter.testbed import split_path
+    from trainspotter.evaluation.testbed import split_path
 
     result = audit_flow(AuditConfig(
         name="black-mini", suspect=str(split_path("mini", "member")),

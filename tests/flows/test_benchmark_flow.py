@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from trainspotter.errors import InputError
-from trainspotter.mia import METHODS
+from trainspotter.evaluation.mia import METHODS
 
 # ~1 minute on 2 busy cores (plus the session's mini testbed build): 12 passages per split,
 # one perturbation kind, 8 trials of at most 12 pairs, one DI test per access, 4 timed passages
@@ -104,7 +104,7 @@ def test_rerun_extraction_is_cached(bench, monkeypatch):
     """Every extraction chunk of a rerun comes from the task cache: no model is queried."""
     import tasks.extract
     from flows.benchmark import features_table
-    from trainspotter.benchmark import BenchmarkConfig
+    from trainspotter.evaluation.benchmark import BenchmarkConfig
 
     res, _ = bench
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainspotter.testbed import split_path
+from trainspotter.evaluation.testbed import split_path
 
 RUN = """
 import json, sys
 from flows.extract import ExtractConfig, run_extract
-from trainspotter.features import FeatureConfig
+from trainspotter.features.features import FeatureConfig
 data, out, runner = sys.argv[1:4]
 config = ExtractConfig(data=data, model="testbed:mini", reference="testbed:mini/reference",
                        access="both", out=out, chunk_size=8,

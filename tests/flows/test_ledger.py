@@ -11,7 +11,7 @@ from trainspotter.ledger import load_ledger
 
 def _config(name, max_pairs, **kw):
     from flows.audit import AuditConfig
-    from trainspotter.testbed import split_path
+    from trainspotter.evaluation.testbed import split_path
 
     return AuditConfig(name=name, suspect=str(split_path("mini", "nonmember")),
                        heldout=str(split_path("mini", "heldout")), model="testbed:mini",
@@ -20,7 +20,7 @@ def _config(name, max_pairs, **kw):
 
 def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
     from flows.audit import audit_flow
-    from trainspotter.sequential import SequentialTest
+    from trainspotter.stats.sequential import SequentialTest
 
     first = audit_flow(_config("recurring", 20))
     ledger1 = load_ledger("recurring")
@@ -41,7 +41,7 @@ def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
 def test_changed_settings_refuse_to_continue(mini_testbed):
     from flows.audit import audit_flow
     from trainspotter.errors import InputError
-    from trainspotter.sequential import TestConfig
+    from trainspotter.stats.sequential import TestConfig
 
     audit_flow(_config("strict", 5))
     with pytest.raises(InputError, match="test differ from the stored ledger"):

@@ -6,7 +6,7 @@ import pandas as pd
 import pydantic
 import pytest
 
-from trainspotter.benchmark import BenchmarkConfig, PeakRSS, di_frame, pvalue_baseline, render_markdown
+from trainspotter.evaluation.benchmark import BenchmarkConfig, PeakRSS, di_frame, pvalue_baseline, render_markdown
 
 
 def test_config_validation():

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from trainspotter.betting import (
+from trainspotter.stats.betting import (
     EProcess,
     KSWitness,
     MMDWitness,

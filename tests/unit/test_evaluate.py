@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainspotter.evaluate import ebh, pollution, power_curve, run_batch, simulate, stop_times
-from trainspotter.sequential import SequentialTest, TestConfig
+from trainspotter.stats.simulation import ebh, pollution, power_curve, run_batch, simulate, stop_times
+from trainspotter.stats.sequential import SequentialTest, TestConfig
 
 
 def _table(n_s, n_h, p=4, shift=0.0, seed=0):

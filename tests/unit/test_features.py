@@ -4,7 +4,7 @@ import zlib
 import numpy as np
 import pytest
 
-from trainspotter import features as F
+from trainspotter.features import features as F
 from trainspotter.backends.base import TokenScores
 
 LP = [-0.5, -2.0, -0.1, -4.0, -1.0]  # mean = -1.52

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from trainspotter.metrics import (LOW_FPRS, _batch_metrics, method_metrics, roc, threshold_metrics,
+from trainspotter.evaluation.metrics import (LOW_FPRS, _batch_metrics, method_metrics, roc, threshold_metrics,
                                   tpr_at_fpr)
 
 

@@ -10,8 +10,8 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from trainspotter.errors import InputError
-from trainspotter.extract import feature_columns
-from trainspotter.mia import (METHODS, PETAL_PREFIX, Extraction, as_petal, cross_fit, crossfit_folds,
+from trainspotter.features.extract import feature_columns
+from trainspotter.evaluation.mia import (METHODS, PETAL_PREFIX, Extraction, as_petal, cross_fit, crossfit_folds,
                               merge_extractions, method_columns, method_scores, scoring_pipeline)
 
 

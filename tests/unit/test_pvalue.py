@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.pvalue import combine_pvalues, di_pvalue, preprocess
+from trainspotter.stats.pvalue import combine_pvalues, di_pvalue, preprocess
 
 
 def test_brown_sidak_combination_by_hand():

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from trainspotter.scoring import OnlineScorer
+from trainspotter.stats.scoring import OnlineScorer
 
 
 def _pairs(n, p, shift=0.0, seed=0):

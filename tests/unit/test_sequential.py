@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.betting import EProcess, make_payoff
+from trainspotter.stats.betting import EProcess, make_payoff
 from trainspotter.errors import InputError
-from trainspotter.evaluate import run_batch, stop_times
-from trainspotter.scoring import OnlineScorer
-from trainspotter.sequential import SequentialTest, TestConfig, run_test
+from trainspotter.stats.simulation import run_batch, stop_times
+from trainspotter.stats.scoring import OnlineScorer
+from trainspotter.stats.sequential import SequentialTest, TestConfig, run_test
 
 STRATEGIES = ["ons", "kelly", "mixture"]
 PAYOFFS = ["mmd", "ks", "diff"]

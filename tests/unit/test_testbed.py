@@ -5,7 +5,7 @@ import pytest
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.data import load_passages
-from trainspotter.testbed import PRESETS, SPLITS, build_testbed, load_manifest
+from trainspotter.evaluation.testbed import PRESETS, SPLITS, build_testbed, load_manifest
 
 
 def test_splits_are_disjoint_sized_and_recorded(mini_testbed):
@@ -66,7 +66,7 @@ def _blocks(seed, n=16, length=12):
 def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
     """EZ-MIA App. A: the saved target is the best epoch on validation, not the last one
     (random tokens: members get memorised while validation loss turns up)."""
-    from trainspotter.testbed import _finetune, mean_loss
+    from trainspotter.evaluation.testbed import _finetune, mean_loss
 
     config = PRESETS["smollm2"].model_copy(update={"target_epochs": 6, "target_lr": 3e-2,
                                                    "target_batch_size": 4})
@@ -79,7 +79,7 @@ def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
 def test_lora_finetune_trains_only_attention_adapters_and_merges_them():
     import torch
 
-    from trainspotter.testbed import _finetune
+    from trainspotter.evaluation.testbed import _finetune
 
     base = _tiny_lm()
     before = {k: v.clone() for k, v in base.state_dict().items()}
@@ -98,7 +98,7 @@ def test_concurrent_builds_of_one_testbed_build_it_once(tmp_path, monkeypatch):
     import threading
     import time
 
-    from trainspotter import testbed
+    from trainspotter.evaluation import testbed
 
     calls = []
 

@@ -20,9 +20,9 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import InputError
-from .base import Backend, TokenScores
-from .hf import HFBackend, weights_fingerprint
+from trainspotter.errors import InputError
+from trainspotter.backends.base import Backend, TokenScores
+from trainspotter.backends.hf import HFBackend, weights_fingerprint
 
 __all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "parse_api_spec", "resolve_spec",
            "spec_fingerprint"]
@@ -38,7 +38,7 @@ def parse_api_spec(spec: str):
     import re
     from urllib.parse import parse_qsl
 
-    from .openai_compat import MODES, APIConfig
+    from trainspotter.backends.openai_compat import MODES, APIConfig
 
     m = re.fullmatch(r"openai:(?P<model>[^?]+?)@(?P<url>https?://[^?]+)(?:\?(?P<query>.*))?", spec)
     if not m:
@@ -88,7 +88,7 @@ def resolve_spec(spec: str) -> Path:
     if kind == "hf":
         path = Path(rest).expanduser()
     elif kind == "testbed":
-        from ..testbed import testbed_dir
+        from trainspotter.evaluation.testbed import testbed_dir
 
         name, _, role = rest.partition("/")
         role = role or "target"
@@ -119,7 +119,7 @@ def load_backend(spec: str, batch_size: int = 8) -> Backend:
 @lru_cache(maxsize=4)
 def _load_backend(spec: str, batch_size: int) -> Backend:
     if spec.startswith("openai:"):
-        from .openai_compat import OpenAIBackend
+        from trainspotter.backends.openai_compat import OpenAIBackend
 
         return OpenAIBackend(parse_api_spec(spec))
     return HFBackend(resolve_spec(spec), batch_size=batch_size)
@@ -130,8 +130,8 @@ def spec_fingerprint(spec: str) -> str:
     For an API: model + endpoint + what shapes the features (tokenizer files, mode,
     top-k); never the key, and no request is sent."""
     if spec.startswith("openai:"):
-        from ..config import fingerprint
-        from .openai_compat import api_fingerprint, tokenizer_identity
+        from trainspotter.config import fingerprint
+        from trainspotter.backends.openai_compat import api_fingerprint, tokenizer_identity
 
         c = parse_api_spec(spec)
         return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..errors import BudgetExhausted
+from trainspotter.errors import BudgetExhausted
 
 
 @dataclass

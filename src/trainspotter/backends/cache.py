@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..config import artifacts_root
+from trainspotter.config import artifacts_root
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS answers (
     key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, method TEXT NOT NULL,

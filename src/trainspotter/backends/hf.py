@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .base import TokenScores
+from trainspotter.backends.base import TokenScores
 
 
 def _file_digest(path: Path, chunk: int = 1 << 20) -> str:

@@ -57,9 +57,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import TokenScores
-from .budget import Budget
-from .cache import QueryCache, query_key
+from trainspotter.backends.base import TokenScores
+from trainspotter.backends.budget import Budget
+from trainspotter.backends.cache import QueryCache, query_key
 
 MODES = ("auto", "label", "logprobs", "chat")
 CHAT_INSTRUCTION = ("Continue the following text exactly where it stops. "

@@ -20,8 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.betting import wealth_path
-from trainspotter.sequential import SequentialTest, TestConfig, split_features
+from trainspotter.stats.betting import wealth_path
+from trainspotter.stats.sequential import SequentialTest, TestConfig, split_features
 
 __all__ = ["run_batch", "stop_times", "power_curve", "simulate", "pollution", "ebh"]
 

@@ -3,7 +3,7 @@ the feature catalogue and the feature configuration.
 
 Convention: ``logprobs`` holds log p(x_i | x_<i) of the actual tokens (natural log).
 The same functions run on gray-box log-probs (``gray_*`` columns) and on black-box
-estimates log p̃ from :mod:`trainspotter.probability` (``black_*`` columns).
+estimates log p̃ from :mod:`trainspotter.features.probability` (``black_*`` columns).
 Higher feature values do not always mean "member": the online scoring model learns
 each feature's sign and weight (BADI Sec. 3, App. A.4).
 """
@@ -19,10 +19,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, field_validator, model_validator
 
-from .backends.base import TokenScores
-from .ez import EZ_CAP
-from .perturb import KINDS
-from .probability import ESTIMATORS, SIGMOID_SCALE
+from trainspotter.backends.base import TokenScores
+from trainspotter.features.ez import EZ_CAP
+from trainspotter.features.perturb import KINDS
+from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 

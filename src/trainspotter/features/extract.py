@@ -24,12 +24,12 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .backends.base import Backend, TokenScores
-from .errors import InputError
-from .ez import error_zone
-from .features import FeatureConfig, catalog, suffix_length, token_level_row
-from .perturb import perturb
-from .probability import (TokenEmbeddings, TokenStrings, bertscore_f1, estimate_logprobs,
+from trainspotter.backends.base import Backend, TokenScores
+from trainspotter.errors import InputError
+from trainspotter.features.ez import error_zone
+from trainspotter.features.features import FeatureConfig, catalog, suffix_length, token_level_row
+from trainspotter.features.perturb import perturb
+from trainspotter.features.probability import (TokenEmbeddings, TokenStrings, bertscore_f1, estimate_logprobs,
                           petal_fit)
 
 Access = Literal["gray", "black", "both"]

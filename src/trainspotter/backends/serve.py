@@ -224,9 +224,9 @@ def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, fail_rate: float
     """Serve ``spec`` (any spec ``load_backend`` turns into an HFBackend) with uvicorn."""
     import uvicorn
 
-    from .backends import load_backend
-    from .backends.hf import HFBackend
-    from .errors import InputError
+    from trainspotter.backends import load_backend
+    from trainspotter.backends.hf import HFBackend
+    from trainspotter.errors import InputError
 
     backend = load_backend(spec)
     if not isinstance(backend, HFBackend):

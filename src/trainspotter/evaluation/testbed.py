@@ -30,9 +30,9 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, Field
 
-from . import __version__
-from .assets import wikipedia_leads
-from .config import artifacts_root, fingerprint
+from trainspotter import __version__
+from trainspotter.assets import wikipedia_leads
+from trainspotter.config import artifacts_root, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ def _load_smollm2():
     accepts (ASSETS.md: drop the quantisation config, rebuild, load the weights)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .assets import smollm2_gguf
+    from trainspotter.assets import smollm2_gguf
 
     gguf = smollm2_gguf()
     kwargs = {"gguf_file": gguf.name, "local_files_only": True}

@@ -34,7 +34,7 @@ def minilm():
     """The all-MiniLM-L6-v2 sentence encoder, loaded once per process (CPU)."""
     from sentence_transformers import SentenceTransformer
 
-    from .assets import minilm_dir
+    from trainspotter.assets import minilm_dir
 
     return SentenceTransformer(str(minilm_dir()), device="cpu", local_files_only=True)
 
@@ -45,7 +45,7 @@ def bert_scorer():
     from bert_score import BERTScorer
     from transformers.utils import logging as hf_logging
 
-    from .assets import minilm_dir
+    from trainspotter.assets import minilm_dir
 
     hf_logging.disable_progress_bar()
     return BERTScorer(model_type=str(minilm_dir()), num_layers=6, lang="en", device="cpu")

@@ -5,8 +5,8 @@ fixed-n p-value baseline, the tables; the flow (flows/benchmark.py) orchestrates
 
 What is measured:
 
-- **per-sample** (members = 1 vs non-members = 0): ``trainspotter.metrics.method_metrics``
-  of each method's scores (``trainspotter.mia``), all methods scored from one table;
+- **per-sample** (members = 1 vs non-members = 0): ``trainspotter.evaluation.metrics.method_metrics``
+  of each method's scores (``trainspotter.evaluation.mia``), all methods scored from one table;
 - **cost** (TDDBench Sec. 3.5, Table 7): each method's own minimal extraction
   (``Method.extraction``) plus its scoring, run on a small subsample of members and
   non-members with the models already loaded and every lazily loaded helper (MiniLM,
@@ -18,8 +18,8 @@ What is measured:
   counted, so this is the working memory the method needed on top, not its total;
 - **dataset inference**: the sequential test's Monte Carlo TPR (members vs held-out),
   FPR (non-members vs held-out, a negative control with the same data pipeline) and
-  stopping times (``trainspotter.evaluate.simulate``), and Maini et al.'s fixed-n
-  p-value (``trainspotter.pvalue.di_pvalue``) on random subsamples of n pairs.
+  stopping times (``trainspotter.stats.simulation.simulate``), and Maini et al.'s fixed-n
+  p-value (``trainspotter.stats.pvalue.di_pvalue``) on random subsamples of n pairs.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field, field_validator
 
-from .betting import PAYOFFS, STRATEGIES
-from .errors import InputError
-from .features import FeatureConfig
-from .metrics import method_metrics, roc
-from .mia import METHODS, as_petal, method_scores
-from .pvalue import di_pvalue
-from .sequential import split_features
+from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.errors import InputError
+from trainspotter.features.features import FeatureConfig
+from trainspotter.evaluation.metrics import method_metrics, roc
+from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
+from trainspotter.stats.pvalue import di_pvalue
+from trainspotter.stats.sequential import split_features
 
 __all__ = ["BenchmarkConfig", "PeakRSS", "evaluate_method", "method_cost", "method_costs", "warm_up", "di_frame",
            "pvalue_baseline", "header_line", "render_markdown", "DI_ACCESS"]
@@ -169,7 +169,7 @@ class PeakRSS:
 
 def warm_up(passages: list[dict], target, reference, base: FeatureConfig | None = None) -> None:
     """One untimed run of every extraction path (loads MiniLM, BERTScore, WordNet)."""
-    from .extract import extract
+    from trainspotter.features.extract import extract
 
     base = base or FeatureConfig()
     extract(passages[:2], target, reference, "both", base)
@@ -194,7 +194,7 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
                 base: FeatureConfig | None = None, folds: int = 5, seed: int = 0) -> dict:
     """Wall time and peak RSS increase of one run of method ``name``'s own minimal
     extraction (``METHODS[name].extraction.config(base)``) plus its scoring on ``passages``."""
-    from .extract import extract
+    from trainspotter.features.extract import extract
 
     method = METHODS[name]
     ex = method.extraction
@@ -292,7 +292,7 @@ def render_markdown(title: str, header: str, methods: list[dict], di: list[dict]
                   "Precision … MA at the threshold maximising MA = TPR − FPR on these scores "
                   "(in-sample, optimistic, as in TDDBench App. A.6). s/sample and peak MB: the "
                   "method's own minimal extraction + scoring on a subsample (module docstring of "
-                  "trainspotter.benchmark).", "",
+                  "trainspotter.evaluation.benchmark).", "",
                   "| method | access | AUROC | TPR@1%FPR | TPR@0.1%FPR | TPR@10%FPR | precision | recall "
                   "| F1 | accuracy | FPR | FNR | MA | s/sample | peak MB |",
                   "|---" * 15 + "|"]

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pydantic
 
-from trainspotter.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
+from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
 from trainspotter.errors import InputError
-from trainspotter.scoring import OnlineScorer
+from trainspotter.stats.scoring import OnlineScorer
 
 __all__ = ["TestConfig", "TestResult", "SequentialTest", "run_test", "split_features"]
 

@@ -1,7 +1,7 @@
 """Per-sample membership-inference methods as score functions of a features table
 (TDDBench App. A.2; EZ-MIA Sec. 4 baselines; BADI Sec. 5.1 baselines, App. B.1–B.2).
 
-Every method maps a features DataFrame (columns as in ``trainspotter.features.catalog``)
+Every method maps a features DataFrame (columns as in ``trainspotter.features.features.catalog``)
 to one score per row, oriented so that **higher = more member-like**. ``METHODS`` holds,
 per method, the access level, the feature columns it reads, the score function and the
 minimal extraction it needs (``Extraction``), so a benchmark can (a) score every method
@@ -32,8 +32,8 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from .errors import InputError
-from .features import FeatureConfig
+from trainspotter.errors import InputError
+from trainspotter.features.features import FeatureConfig
 
 __all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
            "cross_fit", "as_petal", "PETAL_PREFIX", "merge_extractions"]
@@ -43,7 +43,7 @@ PETAL_PREFIX = "petal_"
 
 @dataclass(frozen=True)
 class Extraction:
-    """The least feature extraction a method needs (``trainspotter.extract.extract``)."""
+    """The least feature extraction a method needs (``trainspotter.features.extract.extract``)."""
 
     access: Literal["gray", "black"]
     reference: bool = False  # needs the reference model
