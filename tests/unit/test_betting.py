@@ -106,7 +106,7 @@ def test_mmd_witness_matches_definition_on_tiny_example():
     """p = 1 so γ = 1, c = 1: K(x, y) = (xy + 1)². Everything below uses K only."""
     K = lambda a, b: (a * b + 1) ** 2  # noqa: E731
     pairs = [(1.0, 0.0), (2.0, 1.0), (0.5, -1.0)]
-    wit = MMDWitness(dim=1)
+    wit = MMDWitness(dim=1, standardise=False)  # the paper's witness on raw inputs
     # Round 1: g_1 = 0 → v_1 = 0.
     assert wit.edge(1.0, 0.0) == 0.0
     wit.update(*pairs[0])

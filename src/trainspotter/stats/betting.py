@@ -38,7 +38,7 @@ __all__ = [
     "STRATEGIES",
 ]
 
-PAYOFFS = ("mmd", "ks", "diff")
+PAYOFFS = ("mmd", "ks", "diff", "mmd-paper")
 STRATEGIES = ("ons", "kelly", "mixture")
 
 
@@ -89,34 +89,68 @@ class MMDWitness:
 
     g_t = ⟨w_t, φ(·)⟩ in the RKHS of K(x,y) = (γ xᵀy + c)², with ‖g‖_H = ‖w‖₂
     because w always lies in the span of feature-map differences. The edge is
-    v_t = g_t(X_t) − g_t(Y_t) with g_1 = 0, and after round t the witness moves
+    v_t = g_t(x̃_t) − g_t(ỹ_t) with g_1 = 0, and after round t the witness moves
     by projected averaging
-        g_{t+1} = Π_{‖g‖_H ≤ 1}( g_t + (1/t)(K(X_t,·) − K(Y_t,·)) ).
+        g_{t+1} = Π_{‖g‖_H ≤ 1}( g_t + (1/t)(K(x̃_t,·) − K(ỹ_t,·)) ).
     The payoff is u_t = tanh(v_t) (Sec. 5.1 "tanh squashing"): tanh is odd, so
     the antisymmetry that makes E[u_t | F_{t-1}] = 0 under H0 is kept.
+
+    ``standardise=True`` (payoff "mmd", the default): the kernel sees
+    x̃ = (x − μ_{t−1}) / σ_{t−1}, the z-score of App. A.7 Eq. 7 with the mean and
+    population σ of *both* sides of all rounds < t (per coordinate; μ = 0,
+    σ = 1 before any data, σ = 1 for a constant coordinate). The poly-2
+    kernel with γ = 1/p, c = 1 (C.3) presumes inputs on unit scale, as A.7
+    makes the features; the scalar score of the online scorer is not
+    normalised, and its scale decides the size of the edge: v_t is quadratic
+    in the score scale, so small scores give u_t ≈ 0 (no growth) and large ones
+    a saturated tanh whose sign is dominated by the x² term (see
+    benchmarks/results/mmd_payoff.md). The map x ↦ x̃ is one function of the
+    past applied to X_t and Y_t alike, so u_t stays antisymmetric in
+    (X_t, Y_t), F_{t-1}-predictable and in [−1, 1]: validity is unchanged.
+    ``standardise=False`` (payoff "mmd-paper") is the witness on raw inputs.
     """
 
-    name = "mmd"
-
-    def __init__(self, dim: int = 1, batch: int | None = None, gamma: float | None = None, c: float = 1.0):
+    def __init__(self, dim: int = 1, batch: int | None = None, gamma: float | None = None, c: float = 1.0,
+                 standardise: bool = True):
         self.dim, self.batch, self.c = int(dim), batch, float(c)
         self.gamma = 1.0 / self.dim if gamma is None else float(gamma)
+        self.standardise = bool(standardise)
         B = 1 if batch is None else batch
         D = poly2_feature_map(np.zeros((1, self.dim)), self.gamma, self.c).shape[-1]
         self.w = np.zeros((B, D))
         self.t = 0  # rounds absorbed so far
+        # Running mean and sum of squared deviations (Welford) of past inputs, both sides.
+        self.n = 0
+        self.mu, self.m2 = np.zeros((B, self.dim)), np.zeros((B, self.dim))
+
+    @property
+    def name(self) -> str:
+        return "mmd" if self.standardise else "mmd-paper"
+
+    @property
+    def sd(self) -> np.ndarray:
+        """σ of past inputs (population, A.7 Eq. 7); 1 before data or when constant."""
+        sd = np.sqrt(self.m2 / max(self.n, 1))
+        return np.where(sd > 1e-12, sd, 1.0)
+
+    def _standardised(self, x) -> np.ndarray:
+        r = _rows(x, self.batch, self.dim)
+        return (r - self.mu) / self.sd if self.standardise else r
 
     def _diff(self, x, y) -> np.ndarray:
-        fx = poly2_feature_map(_rows(x, self.batch, self.dim), self.gamma, self.c)
-        fy = poly2_feature_map(_rows(y, self.batch, self.dim), self.gamma, self.c)
-        return fx - fy  # K(X,·) − K(Y,·) in feature coordinates
+        fx = poly2_feature_map(self._standardised(x), self.gamma, self.c)
+        fy = poly2_feature_map(self._standardised(y), self.gamma, self.c)
+        return fx - fy  # K(x̃,·) − K(ỹ,·) in feature coordinates
 
     def witness(self, x) -> np.ndarray:
-        """g_t(x) for rows x of shape (..., dim) (single stream only)."""
-        return poly2_feature_map(np.asarray(x, dtype=float), self.gamma, self.c) @ self.w[0]
+        """g_t(x̃) for rows x of shape (..., dim) (single stream only)."""
+        x = np.asarray(x, dtype=float)
+        if self.standardise:
+            x = (x - self.mu[0]) / self.sd[0]
+        return poly2_feature_map(x, self.gamma, self.c) @ self.w[0]
 
     def edge(self, x, y):
-        """v_t = g_t(X_t) − g_t(Y_t), using only rounds < t."""
+        """v_t = g_t(x̃_t) − g_t(ỹ_t), using only rounds < t."""
         return _out(np.einsum("bd,bd->b", self.w, self._diff(x, y)), self.batch)
 
     def payoff(self, x, y):
@@ -124,19 +158,31 @@ class MMDWitness:
         return np.tanh(self.edge(x, y))
 
     def update(self, x, y) -> None:
+        """Absorb round t: witness step with the round-t standardisation, then μ, σ."""
+        d = self._diff(x, y)
         self.t += 1
-        w = self.w + self._diff(x, y) / self.t
+        w = self.w + d / self.t
         norm = np.linalg.norm(w, axis=1, keepdims=True)
         self.w = w / np.maximum(norm, 1.0)  # projection onto the unit ball
+        for r in (_rows(x, self.batch, self.dim), _rows(y, self.batch, self.dim)):
+            self.n += 1
+            delta = r - self.mu
+            self.mu = self.mu + delta / self.n
+            self.m2 = self.m2 + delta * (r - self.mu)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "dim": self.dim, "batch": self.batch, "gamma": self.gamma,
-                "c": self.c, "t": self.t, "w": self.w.tolist()}
+                "c": self.c, "standardise": self.standardise, "t": self.t, "w": self.w.tolist(),
+                "n": self.n, "mu": self.mu.tolist(), "m2": self.m2.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "MMDWitness":
-        obj = cls(d["dim"], d["batch"], d["gamma"], d["c"])
+        # States saved before standardisation existed hold the raw (paper) witness.
+        obj = cls(d["dim"], d["batch"], d["gamma"], d["c"], d.get("standardise", False))
         obj.t, obj.w = d["t"], np.asarray(d["w"], dtype=float)
+        if "n" in d:  # states saved before standardisation existed have none
+            obj.n = int(d["n"])
+            obj.mu, obj.m2 = np.asarray(d["mu"], dtype=float), np.asarray(d["m2"], dtype=float)
         return obj
 
 
@@ -248,18 +294,22 @@ class DiffPayoff:
         return cls(d["dim"], d["batch"], d["scale"])
 
 
-_PAYOFF_CLASSES = {"mmd": MMDWitness, "ks": KSWitness, "diff": DiffPayoff}
+_PAYOFF_CLASSES = {"mmd": MMDWitness, "ks": KSWitness, "diff": DiffPayoff,
+                   "mmd-paper": functools.partial(MMDWitness, standardise=False)}
 
 
 def make_payoff(name: str, dim: int = 1, batch: int | None = None):
-    """Payoff by name: "mmd" (paper default), "ks" (App. D.3) or "diff"."""
+    """Payoff by name: "mmd" (paper kernel-MMD witness on past-standardised
+    inputs, the default), "mmd-paper" (the same witness on raw inputs),
+    "ks" (App. D.3) or "diff"."""
     if name not in _PAYOFF_CLASSES:
         raise ValueError(f"unknown payoff {name!r}; choose one of {', '.join(PAYOFFS)}")
     return _PAYOFF_CLASSES[name](dim=dim, batch=batch)
 
 
 def payoff_from_dict(d: dict):
-    return _PAYOFF_CLASSES[d["name"]].from_dict(d)
+    name = "mmd" if d["name"] == "mmd-paper" else d["name"]
+    return _PAYOFF_CLASSES[name].from_dict(d)
 
 
 # ---------------------------------------------------------------------------
