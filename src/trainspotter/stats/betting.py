@@ -97,8 +97,9 @@ class MMDWitness:
 
     ``standardise=True`` (payoff "mmd", the default): the kernel sees
     x̃ = (x − μ_{t−1}) / σ_{t−1}, the z-score of App. A.7 Eq. 7 with the mean and
-    population σ of *both* sides of all rounds < t (per coordinate; μ = 0,
-    σ = 1 before any data, σ = 1 for a constant coordinate). The poly-2
+    population σ of *both* sides of all rounds < t (per coordinate; σ = 1 for a
+    constant coordinate; g_1 = 0, so round 1 needs none). The witness step
+    after round t uses μ_t, σ_t (rounds ≤ t), which g_{t+1} may. The poly-2
     kernel with γ = 1/p, c = 1 (C.3) presumes inputs on unit scale, as A.7
     makes the features; the scalar score of the online scorer is not
     normalised, and its scale decides the size of the edge: v_t is quadratic
@@ -158,17 +159,20 @@ class MMDWitness:
         return np.tanh(self.edge(x, y))
 
     def update(self, x, y) -> None:
-        """Absorb round t: witness step with the round-t standardisation, then μ, σ."""
-        d = self._diff(x, y)
-        self.t += 1
-        w = self.w + d / self.t
-        norm = np.linalg.norm(w, axis=1, keepdims=True)
-        self.w = w / np.maximum(norm, 1.0)  # projection onto the unit ball
+        """Absorb round t: μ, σ first, then the witness step on the inputs
+        standardised with rounds ≤ t (g_{t+1} may use round t). So round 1
+        steps with x̃_1 = −ỹ_1 = ±1 and the payoff only depends on the inputs
+        up to a common affine map a·x + b (a > 0)."""
         for r in (_rows(x, self.batch, self.dim), _rows(y, self.batch, self.dim)):
             self.n += 1
             delta = r - self.mu
             self.mu = self.mu + delta / self.n
             self.m2 = self.m2 + delta * (r - self.mu)
+        d = self._diff(x, y)
+        self.t += 1
+        w = self.w + d / self.t
+        norm = np.linalg.norm(w, axis=1, keepdims=True)
+        self.w = w / np.maximum(norm, 1.0)  # projection onto the unit ball
 
     def to_dict(self) -> dict:
         return {"name": self.name, "dim": self.dim, "batch": self.batch, "gamma": self.gamma,
