@@ -6,12 +6,16 @@ import math
 import numpy as np
 import pytest
 
+from scipy.stats import binomtest
+
 from trainspotter.stats.betting import (
     EProcess,
     KSWitness,
     MMDWitness,
     Mixture,
+    make_payoff,
     make_strategy,
+    payoff_from_dict,
     poly2_feature_map,
     wealth_path,
 )
@@ -137,6 +141,139 @@ def test_mmd_witness_on_vectors_is_antisymmetric_and_learns_direction():
     # Witness is larger on the shifted side: g(e1) > g(−e1).
     assert wit.witness(np.array([1.0, 0, 0])) > wit.witness(np.array([-1.0, 0, 0]))
     assert np.linalg.norm(wit.w) <= 1 + 1e-12
+
+
+def test_standardised_mmd_witness_matches_hand_computation():
+    """Payoff "mmd": the paper's witness on x̃ = (x − μ)/σ of past rounds (p = 1, γ = c = 1).
+
+    Every number below is derived by hand from K(a, b) = (ab + 1)² only.
+    """
+    K = lambda a, b: (a * b + 1) ** 2  # noqa: E731
+    wit = make_payoff("mmd")
+    assert isinstance(wit, MMDWitness) and wit.standardise and wit.name == "mmd"
+    # Round 1: g_1 = 0 → v_1 = 0 whatever the scale.
+    assert wit.edge(1.0, 0.0) == 0.0 and wit.payoff(1e6, -1e6) == 0.0
+    wit.update(1.0, 0.0)
+    # Rows {1, 0}: μ = 0.5, σ = 0.5, so the step uses x̃ = 1, ỹ = −1:
+    # g_2 = (K(1,·) − K(−1,·)) / ‖·‖, ‖·‖² = K(1,1) − 2K(1,−1) + K(−1,−1) = 4 − 0 + 4 = 8; g_2(x) = √2·x.
+    assert wit.mu[0, 0] == 0.5 and wit.sd[0, 0] == 0.5
+    # Round 2, pair (2, 1) → x̃ = 3, ỹ = 1: v_2 = √2·3 − √2·1 = 2√2.
+    v2 = (K(1, 3) - K(-1, 3) - K(1, 1) + K(-1, 1)) / math.sqrt(8)
+    assert v2 == pytest.approx(2 * math.sqrt(2))
+    assert wit.edge(2.0, 1.0) == pytest.approx(v2, rel=1e-12)
+    assert wit.payoff(2.0, 1.0) == pytest.approx(math.tanh(2 * math.sqrt(2)), rel=1e-12)
+    wit.update(2.0, 1.0)
+    # Rows {1, 0, 2, 1}: μ = 1, σ² = (0 + 1 + 1 + 0)/4 = ½, so the step uses x̃ = √2, ỹ = 0:
+    # h = g_2 + ½(K(√2,·) − K(0,·)), ‖h‖² = 1 + ¼(9 − 2 + 1) + (g_2(√2) − g_2(0)) = 1 + 2 + 2 = 5.
+    assert wit.mu[0, 0] == pytest.approx(1.0) and wit.sd[0, 0] == pytest.approx(1 / math.sqrt(2))
+    # Round 3, pair (0.5, −1) → a = −1/√2, b = −2√2:
+    # g_2(a) − g_2(b) = √2(a − b) = 3;  ½(K(√2,a) − K(0,a) − K(√2,b) + K(0,b)) = ½(0 − 1 − 9 + 1) = −4.5.
+    a, b = -1 / math.sqrt(2), -2 * math.sqrt(2)
+    r2 = math.sqrt(2)
+    v3 = (math.sqrt(2) * (a - b) + 0.5 * (K(r2, a) - K(0, a) - K(r2, b) + K(0, b))) / math.sqrt(5)
+    assert v3 == pytest.approx(-1.5 / math.sqrt(5))
+    assert wit.edge(0.5, -1.0) == pytest.approx(v3, rel=1e-12)
+    assert wit.payoff(0.5, -1.0) == pytest.approx(math.tanh(-1.5 / math.sqrt(5)), rel=1e-12)
+
+
+def _mmd_payoffs(name, X, Y, batch=None):
+    """u_1..u_n of payoff `name` on streams X, Y ((n,) or (B, n))."""
+    wit = make_payoff(name, batch=batch)
+    out = []
+    for t in range(X.shape[-1]):
+        out.append(wit.payoff(X[..., t], Y[..., t]))
+        wit.update(X[..., t], Y[..., t])
+    return np.stack(out, axis=-1), wit
+
+
+def test_standardised_mmd_is_antisymmetric_bounded_and_scale_free():
+    rng = np.random.default_rng(6)
+    X, Y = rng.standard_cauchy(size=(2, 4, 60)) * 1e4  # heavy tails, huge scale
+    wit = make_payoff("mmd", batch=4)
+    for t in range(60):
+        u, u_swapped = wit.payoff(X[:, t], Y[:, t]), wit.payoff(Y[:, t], X[:, t])
+        np.testing.assert_array_equal(u, -u_swapped)      # swapping X_t and Y_t negates u_t
+        assert np.all(np.abs(u) <= 1.0)
+        wit.update(X[:, t], Y[:, t])
+    # One common affine map a·s + b (a > 0) of all scores leaves every payoff unchanged,
+    # so the payoff no longer depends on the scale of the scorer's logits …
+    X, Y = rng.normal(size=(2, 40)) + [[0.5], [0.0]]
+    u = _mmd_payoffs("mmd", X, Y)[0]
+    np.testing.assert_allclose(_mmd_payoffs("mmd", 1e-3 * X + 7.0, 1e-3 * Y + 7.0)[0], u, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(_mmd_payoffs("mmd", 50.0 * X - 3.0, 50.0 * Y - 3.0)[0], u, rtol=1e-7, atol=1e-9)
+    # … which the paper's raw witness does not do.
+    assert np.max(np.abs(_mmd_payoffs("mmd-paper", 1e-3 * X, 1e-3 * Y)[0] - _mmd_payoffs("mmd-paper", X, Y)[0])) > 0.1
+
+
+def test_standardised_mmd_payoff_uses_only_past_rounds():
+    """u_t = tanh(⟨w_t, φ(x̃_t) − φ(ỹ_t)⟩) with μ, σ = mean and population sd of all past values."""
+    rng = np.random.default_rng(7)
+    X, Y = rng.normal(size=(2, 25)) * 3.0 + 1.0
+    wit = make_payoff("mmd")
+    for t in range(25):
+        past = np.concatenate([X[:t], Y[:t]])
+        if t >= 1:
+            m, sd = past.mean(), past.std()
+            phi = lambda s: poly2_feature_map(np.array([(s - m) / sd]))  # noqa: E731
+            expected = math.tanh(wit.w[0] @ (phi(X[t]) - phi(Y[t])))
+            before = json.dumps(wit.to_dict())
+            assert wit.payoff(X[t], Y[t]) == pytest.approx(expected, rel=1e-10, abs=1e-12)
+            assert json.dumps(wit.to_dict()) == before  # betting on round t changes nothing
+        wit.update(X[t], Y[t])
+    assert wit.n == 50 and wit.t == 25
+
+
+@pytest.mark.parametrize("name", ["mmd", "mmd-paper"])
+def test_mmd_save_load_continuation_is_exact_and_batch_equals_single(name):
+    rng = np.random.default_rng(8)
+    X, Y = rng.normal(size=(2, 3, 40)) * 0.05
+    full_u, full = _mmd_payoffs(name, X, Y, batch=3)
+    part = make_payoff(name, batch=3)
+    for t in range(17):
+        part.update(X[:, t], Y[:, t])
+    resumed = payoff_from_dict(json.loads(json.dumps(part.to_dict())))
+    assert resumed.name == name
+    rest = []
+    for t in range(17, 40):
+        rest.append(resumed.payoff(X[:, t], Y[:, t]))
+        resumed.update(X[:, t], Y[:, t])
+    np.testing.assert_array_equal(np.stack(rest, axis=1), full_u[:, 17:])
+    assert resumed.to_dict() == full.to_dict()
+    for i in range(3):  # the batch axis runs independent streams
+        np.testing.assert_allclose(_mmd_payoffs(name, X[i], Y[i])[0], full_u[i], rtol=1e-12, atol=1e-15)
+
+
+def test_mmd_state_saved_before_standardisation_resumes_as_the_raw_witness():
+    old = {"name": "mmd", "dim": 1, "batch": None, "gamma": 1.0, "c": 1.0, "t": 1, "w": [[0.0, 0.8, 0.6]]}
+    wit = payoff_from_dict(old)
+    assert not wit.standardise
+    assert wit.edge(2.0, 1.0) == pytest.approx(0.8 * math.sqrt(2) + 0.6 * 3)  # ⟨w, φ(2) − φ(1)⟩ on raw inputs
+
+
+def test_standardised_mmd_type1_on_null_streams():
+    """Fresh null streams (X, Y i.i.d.) of very different laws and scales.
+
+    The rejection rate must not exceed α = 0.05: one-sided binomial test per
+    strategy at level 1e-3, so a valid payoff fails it with probability ≤ 2e-3.
+    """
+    rng = np.random.default_rng(9)
+    T, n, alpha = 600, 300, 0.05
+    Z = np.concatenate([rng.standard_cauchy(size=(2, T // 2, n)), 1e-3 * rng.normal(size=(2, T // 2, n))], axis=1)
+    u = _mmd_payoffs("mmd", Z[0], Z[1], batch=T)[0]
+    for strategy in ("ons", "mixture"):
+        k = int((wealth_path(u, strategy, 0.8) >= 1 / alpha).any(axis=1).sum())
+        p = binomtest(k, T, alpha, alternative="greater").pvalue
+        assert p > 1e-3, f"{strategy}: {k}/{T} null rejections, binomial p = {p:.2g}"
+
+
+def test_standardised_mmd_decides_on_small_scores_where_the_raw_witness_stalls():
+    """Scores on a small scale (a fresh scorer's logits): the raw witness's edge is ~1e-4."""
+    rng = np.random.default_rng(10)
+    X, Y = 0.01 * rng.normal(1.0, 1.0, size=(200, 100)), 0.01 * rng.normal(0.0, 1.0, size=(200, 100))
+    tpr = {name: (wealth_path(_mmd_payoffs(name, X, Y, batch=200)[0], "ons", 0.8) >= 20).any(axis=1).mean()
+           for name in ("mmd", "mmd-paper")}
+    assert tpr["mmd-paper"] == 0.0
+    assert tpr["mmd"] > 0.8
 
 
 def test_ks_witness_threshold_and_payoff():
