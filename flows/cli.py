@@ -176,7 +176,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         err = e.errors()[0]
-        raise InputError(f"option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise InputError(f"option --{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}") from None
     from flows.audit import audit_flow
 
     result = audit_flow(config, tracking_uri)

@@ -133,3 +133,16 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
     assert ledger["runs"][-1]["pairs_total"] == a.pairs_this_run + b.pairs_this_run == 16
     used = ledger["used"]["suspect"]
     assert len(used) == len(set(used)) == 16  # no pair bet on twice
+
+
+@pytest.mark.parametrize("option, expected", [
+    (["--preset", "nope"], "error: option --preset: 'nope' is not one of badi, default"),
+    (["--payoff", "nope"], "error: option --payoff: Value error, unknown payoff 'nope'"),
+    (["--lambda-max", "1.5"], "error: option --lambda-max: Input should be less than 1"),
+])
+def test_cli_rejects_bad_test_options_in_one_line(mini_testbed, option, expected):
+    held = str(mini_testbed / "heldout.jsonl")
+    out = subprocess.run([sys.executable, "-m", "flows.cli", "audit", "--suspect", held, "--heldout", held,
+                          "--model", "testbed:mini", *option], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.startswith(expected), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
