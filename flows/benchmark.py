@@ -7,8 +7,6 @@ trainspotter.evaluation.benchmark."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import itertools
 import json
 from pathlib import Path
@@ -26,16 +24,16 @@ from tasks.simulate import simulate_task
 from tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import BenchmarkConfig, di_frame, header_line, render_markdown
+from trainspotter.evaluation.benchmark import (BenchmarkConfig, cost_subsample, di_frame, di_row, extraction_plan,
+                                               header_line, mia_rows, pvalue_row, render_markdown, split_passages,
+                                               store_table)
 from trainspotter.config import artifacts_root, flatten
-from trainspotter.data import load_passages
 from trainspotter.errors import InputError
-from trainspotter.evaluation.mia import METHODS, Extraction, as_petal, merge_extractions
+from trainspotter.evaluation.mia import METHODS, as_petal
 from trainspotter.report import benchmark_html, power_plot, roc_plot
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.evaluation.testbed import PRESETS, split_path
+from trainspotter.evaluation.testbed import PRESETS
 
-SPLITS = ("member", "nonmember", "heldout")
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's folder
 
 
@@ -47,41 +45,18 @@ def _extract(passages, model, reference, access, features, chunk_size) -> pd.Dat
     return pd.DataFrame(rows).drop(columns=["id", "set"], errors="ignore")
 
 
-def _store(df: pd.DataFrame, folder: Path) -> str:
-    """Write a table under a name from its content (simulate/p-value tasks key on the bytes)."""
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    data = buf.getvalue()
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.parquet"
-    folder.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        path.write_bytes(data)
-    return str(path)
-
-
 def features_table(config: BenchmarkConfig) -> pd.DataFrame:
-    """id, split and every feature the selected methods and DI accesses need: one
-    sigmoid-estimator extraction covering all of them, plus ``petal_*`` columns from a
-    PETAL-estimator extraction when PETAL is selected."""
-    name = config.testbed
-    target, reference = f"testbed:{name}", f"testbed:{name}/reference"
-    needs = [METHODS[m].extraction for m in config.methods]
-    needs += [Extraction(a, reference=True, perturbations=True, sequence=a == "black") for a in config.di_access]
-    main = merge_extractions(needs)
-    petal = next((n for n in needs if n.estimator == "petal"), None)
-    splits = SPLITS if config.di_access else SPLITS[:2]
+    """id, split and every feature the selected methods and DI accesses need
+    (``extraction_plan``), one cached extraction per planned pass and split."""
+    target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
+    splits, plan = extraction_plan(config)
     parts = []
     for split in splits:
-        ps = [{"id": p["id"], "text": p["text"]} for p in load_passages(split_path(name, split))[:config.limit]]
+        ps = split_passages(config.testbed, split, config.limit)
         part = [pd.DataFrame({"id": [p["id"] for p in ps], "split": split})]
-        if main is not None:
-            access, ref, pert, seq = main
-            cfg = config.features.model_copy(update={"perturbations": config.features.perturbations and pert,
-                                                     "sequence": seq})
-            part.append(_extract(ps, target, reference if ref else None, access, cfg, config.chunk_size))
-        if petal is not None:
-            part.append(as_petal(_extract(ps, target, reference, "black", petal.config(config.features),
-                                          config.chunk_size)))
+        for access, with_reference, features, petal in plan:
+            df = _extract(ps, target, reference if with_reference else None, access, features, config.chunk_size)
+            part.append(as_petal(df) if petal else df)
         parts.append(pd.concat(part, axis=1))
     return pd.concat(parts, ignore_index=True)
 
@@ -94,18 +69,10 @@ def _log_metrics(values: dict) -> None:
 def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
     """Per-sample: members (1) vs non-members (0), every selected method scored from the one
     table; cost on a seeded subsample (half members); one child run per method."""
-    mia = table[table["split"].isin(["member", "nonmember"])].reset_index(drop=True)
-    labels = (mia["split"] == "member").astype(int).tolist()
+    mia, labels = mia_rows(table)
     costs: dict[str, dict] = {}
     if config.cost_samples:
-        rng = np.random.default_rng(config.seed)
-        sub, sub_labels = [], []
-        for split, label in (("member", 1), ("nonmember", 0)):
-            ps = load_passages(split_path(config.testbed, split))[:config.limit]
-            k = min(config.cost_samples // 2, len(ps))
-            pick = sorted(rng.choice(len(ps), k, replace=False))
-            sub += [{"id": ps[i]["id"], "text": ps[i]["text"]} for i in pick]
-            sub_labels += [label] * k
+        sub, sub_labels = cost_subsample(config)
         target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
         costs = method_costs_task(list(config.methods), sub, sub_labels, target, reference, config.features,
                                   config.folds, config.seed, config.cost_repeats)
@@ -131,17 +98,14 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
     folder = artifacts_root() / "benchmark" / config.testbed
     rows, power = [], {}
     for access in config.di_access:
-        pos = _store(di_frame(table, "member", access), folder)
-        neg = _store(di_frame(table, "nonmember", access), folder)
+        pos = store_table(di_frame(table, "member", access), folder)
+        neg = store_table(di_frame(table, "nonmember", access), folder)
         for strategy, payoff, alpha in itertools.product(config.strategies, config.payoffs, config.alphas):
             test = TestConfig(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=config.lambda_max,
                               seed=config.seed)
             tpr = simulate_task(pos, test, config.trials, config.n_max, False, config.seed)
             fpr = simulate_task(neg, test, config.trials, config.n_max, False, config.seed)
-            row = {"access": access, "test": f"{strategy}/{payoff}", "strategy": strategy, "payoff": payoff,
-                   "alpha": alpha, "tpr": tpr["rejection_rate"], "fpr": fpr["rejection_rate"],
-                   "mean_stop": tpr["mean_stop"], "std_stop": tpr["std_stop"],
-                   "fpr_mean_stop": fpr["mean_stop"], "pairs": tpr["pairs"], "trials": tpr["trials"]}
+            row = di_row(access, strategy, payoff, alpha, tpr, fpr)
             label = f"di/{access}/{strategy}/{payoff}/a={alpha:g}"
             with mlflow.start_run(experiment_id=experiment, run_name=label, nested=True) as child:
                 mlflow.log_params({"kind": "di", "access": access, "trials": config.trials,
@@ -153,10 +117,7 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
         pv_pos = pvalue_task(pos, config.trials, config.n_max, list(config.alphas), config.seed)
         pv_neg = pvalue_task(neg, config.trials, config.n_max, list(config.alphas), config.seed)
         for alpha in config.alphas:
-            row = {"access": access, "test": "p-value (fixed n)", "strategy": "pvalue", "payoff": None,
-                   "alpha": alpha, "tpr": pv_pos["rejection_rate"][str(alpha)],
-                   "fpr": pv_neg["rejection_rate"][str(alpha)], "mean_stop": None, "std_stop": None,
-                   "pairs": pv_pos["pairs"], "trials": pv_pos["trials"]}
+            row = pvalue_row(access, alpha, pv_pos, pv_neg)
             with mlflow.start_run(experiment_id=experiment, run_name=f"di/{access}/pvalue/a={alpha:g}",
                                   nested=True) as child:
                 mlflow.log_params({"kind": "di-pvalue", "access": access, "alpha": alpha,

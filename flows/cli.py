@@ -17,6 +17,7 @@ from rich.table import Table
 
 from flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import InputError
+from trainspotter.presets import DEFAULT_PRESET, PRESETS, describe
 
 app = typer.Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
@@ -130,7 +131,15 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
           max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs queried."),
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
-          strategy: str = typer.Option("ons", help="Betting strategy."),
+          preset: Optional[str] = typer.Option(
+              None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
+                         f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy/--payoff/--lambda-max win."),
+          strategy: Optional[str] = typer.Option(None, help="Betting strategy: ons, kelly or mixture "
+                                                            "(default: from the preset)."),
+          payoff: Optional[str] = typer.Option(None, help="Payoff u_t: mmd, ks or diff "
+                                                          "(default: from the preset)."),
+          lambda_max: Optional[float] = typer.Option(None, help="Largest stake λ_max in (0, 1) "
+                                                                "(default: from the preset)."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
           seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
@@ -149,21 +158,25 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     # Validate everything before any flow starts, so bad input is one clear line.
     if features not in FEATURE_SETS:
         raise InputError(f"option --features: {features!r} is not one of {', '.join(FEATURE_SETS)}")
+    if preset is not None and preset not in PRESETS:
+        raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     for path in (suspect, heldout):
         load_passages(path)
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
+    explicit = {"strategy": strategy, "payoff": payoff, "lambda_max": lambda_max}
     try:
-        from flows.audit import AuditConfig
+        from trainspotter.audit import AuditConfig
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
                              reference=reference, access=access, features=FEATURE_SETS[features],
-                             max_pairs=max_pairs, batch_pairs=batch_pairs,
-                             seed=seed, ledger=ledger,
-                             test=TestConfig(alpha=alpha, strategy=strategy, seed=seed))
+                             max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
+                             preset=preset or DEFAULT_PRESET,
+                             test=TestConfig(alpha=alpha, seed=seed,
+                                             **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         err = e.errors()[0]
-        raise InputError(f"option {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise InputError(f"option --{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}") from None
     from flows.audit import audit_flow
 
     result = audit_flow(config, tracking_uri)

@@ -1,17 +1,26 @@
-"""MLflow helpers: the embedded store under artifacts/, batched step metrics, git tag."""
+"""MLflow helpers: the embedded store under artifacts/, batched step metrics (also live,
+batch by batch, from an audit), logged datasets, artifacts, git tag."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import mlflow
+import mlflow.artifacts
+import mlflow.data
+import numpy as np
+import yaml
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from trainspotter.config import artifacts_root
+from trainspotter.config import artifacts_root, fingerprint
+from trainspotter.report import html_report, wealth_plot
 
 BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
 
@@ -47,6 +56,59 @@ def log_steps(run_id: str, series: dict[str, list[float]], first_step: int = 1) 
     client = MlflowClient()
     for i in range(0, len(metrics), BATCH):
         client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+
+
+class StepLogger:
+    """``on_batch`` callback of ``trainspotter.audit``: logs the rounds added since its last
+    call, so the run's curves grow while the audit queries (and survive a crash).
+    ``names`` maps metric names to the Auditor's history keys; steps are global t."""
+
+    def __init__(self, run_id: str, names: dict[str, str]):
+        self.run_id, self.names, self.done = run_id, names, 0
+
+    def __call__(self, auditor) -> None:
+        history = auditor.history
+        log_steps(self.run_id, {name: history[key][self.done:] for name, key in self.names.items()},
+                  first_step=auditor.t0 + self.done + 1)
+        self.done = len(history["wealth"])
+
+
+def log_dataset(df, name: str, source: str, context: str) -> None:
+    """Record a table as an input of the active run (name, digest, schema; not the data)."""
+    with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so
+        warnings.filterwarnings("ignore", "The specified dataset source can be interpreted")
+        dataset = mlflow.data.from_pandas(df, source=source, name=name)
+    mlflow.log_input(dataset, context=context)
+
+
+def local_artifact(run_id: str, path: str, uri: str | None = None) -> str:
+    """A local path of one artifact: the file itself for a file store, a downloaded copy
+    when the tracking URI is a server (``mlflow-artifacts:``, S3, ...)."""
+    return mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path,
+                                               tracking_uri=tracking_uri(uri))
+
+
+def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> dict:
+    """An audit's outputs in the active run: features.parquet (also a logged input),
+    wealth.png, config.yaml, summary.json, report.html; returns where they are."""
+    summary, features = result.model_dump(exclude={"history"}) | where, result.features_table()
+    mlflow.set_tag("data_fingerprint", fingerprint(sorted(features["id"])))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        features.to_parquet(out / "features.parquet", index=False)
+        wealth_plot(np.array(result.wealth_path()), result.alpha, out / "wealth.png",
+                    title=f"{config.name}: W_t (reject={result.reject})", stop_time=result.stop_time,
+                    run_start=result.pairs_used - result.pairs_this_run)
+        (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        (out / "report.html").write_text(html_report(summary, (out / "wealth.png").read_bytes(),
+                                                     result.feature_weights))
+        mlflow.log_artifacts(str(out))
+    artifacts = mlflow.get_artifact_uri()
+    log_dataset(features, "features", f"{artifacts}/features.parquet", context="features")
+    local = {k: local_artifact(where["run_id"], name, uri) for k, name in
+             (("plot", "wealth.png"), ("report", "report.html"))}
+    return {"artifacts": artifacts} | local
 
 
 def git_commit() -> str:

@@ -11,6 +11,10 @@ and never restarts silently (a reset is an explicit new ledger name).
 When the target model's weights change between runs, the product is an
 e-process for the intersection null "no recorded version was trained on the
 suspect set"; each segment records its model fingerprint so a report can say so.
+
+Two overlapping runs of one audit must not both continue the same state (each would
+multiply onto the same W and the second save would drop the first run's pairs), so a
+continued run holds ``ledger_lock(name)`` from load to save; the other run waits.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from filelock import FileLock
 
 from trainspotter.config import artifacts_root
 from trainspotter.errors import InputError
@@ -30,6 +36,14 @@ def ledger_path(name: str, root: Path | None = None) -> Path:
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise InputError(f"audit name {name!r}: use letters, digits, '-', '_' or '.' (no slashes)")
     return (root or artifacts_root()) / "ledger" / f"{name}.json"
+
+
+def ledger_lock(name: str, root: Path | None = None) -> FileLock:
+    """The inter-process lock of one audit's ledger (a ``NAME.json.lock`` file beside it);
+    hold it around load → run → save."""
+    path = ledger_path(name, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path) + ".lock")
 
 
 def load_ledger(name: str, root: Path | None = None) -> dict | None:

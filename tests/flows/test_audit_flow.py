@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.audit import DEFAULT_PRESET, PRESETS
+from trainspotter.evaluation.testbed import PRESETS as TESTBEDS
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +20,9 @@ def demo(mini_testbed):
 def test_members_rejected_negative_control_not(demo):
     members, control = demo["members"], demo["negative-control"]
     assert members["reject"] and members["e_value"] >= 1 / 0.05
-    assert members["stop_time"] == members["pairs_used"] < PRESETS["mini"].n_per_split
+    assert members["stop_time"] == members["pairs_used"] < TESTBEDS["mini"].n_per_split
     assert not control["reject"] and control["max_wealth"] < 1 / 0.05
-    assert control["pairs_used"] == PRESETS["mini"].n_per_split  # ran out of data, never crossed
+    assert control["pairs_used"] == TESTBEDS["mini"].n_per_split  # ran out of data, never crossed
     # anytime-valid p-value = 1 / max wealth
     assert control["p_value"] == pytest.approx(min(1.0, 1 / control["max_wealth"]))
     # Maini et al.'s fixed-sample DI p-value, reported beside the e-value
@@ -36,7 +37,11 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
     run = client.get_run(r["run_id"])
     params = run.data.params
     assert params["model"] == "testbed:mini" and params["reference"] == "testbed:mini/reference"
-    assert params["test.alpha"] == "0.05" and params["test.strategy"] == "ons"
+    assert params["test.alpha"] == "0.05" and params["preset"] == DEFAULT_PRESET
+    assert all(params[f"test.{k}"] == str(v) for k, v in PRESETS[DEFAULT_PRESET].items())
+    assert run.info.status == "FINISHED"
+    inputs = {d.dataset.name: d.tags[0].value for d in run.inputs.dataset_inputs}
+    assert inputs == {"suspect": "suspect", "heldout": "heldout", "features": "features"}
     metrics = run.data.metrics
     assert metrics["reject"] == 1.0 and metrics["pairs_used"] == r["pairs_used"]
     assert metrics["e_value"] == pytest.approx(r["e_value"])
@@ -100,3 +105,31 @@ def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
     assert result["features"] and all(c.startswith("black_") for c in result["features"])
     assert "black_ez" in result["features"] and "black_min_k_20" in result["features"]
     assert result["reject"] and result["stopped_by"] == "rejected"
+
+
+def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_testbed, monkeypatch):
+    """The run is open from the start and logs every batch: a crash on batch 3 leaves a
+    FAILED run holding W_t for the 2 batches before it, and the error reaches the caller."""
+    import flows.audit as audit_module
+    from flows.tracking import tracking_uri
+    from trainspotter.evaluation.testbed import split_path
+
+    real = audit_module.extract_batch
+
+    def flaky(passages, model, reference, access, features, chunk=0):
+        if chunk == 2:
+            raise RuntimeError("model server went away")
+        return real(passages, model, reference, access, features, chunk=chunk)
+
+    monkeypatch.setattr(audit_module, "extract_batch", flaky)
+    config = audit_module.AuditConfig(
+        name="crash-mini", suspect=str(split_path("mini", "nonmember")),
+        heldout=str(split_path("mini", "heldout")), model="testbed:mini",
+        reference="testbed:mini/reference", batch_pairs=4)
+    with pytest.raises(RuntimeError, match="went away"):
+        audit_module.audit_flow(config)
+    client = MlflowClient(tracking_uri())
+    [run] = client.search_runs([client.get_experiment_by_name("audit/crash-mini").experiment_id])
+    assert run.info.status == "FAILED"
+    wealth = client.get_metric_history(run.info.run_id, "wealth")
+    assert sorted(m.step for m in wealth) == list(range(1, 9))

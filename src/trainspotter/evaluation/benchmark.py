@@ -24,12 +24,15 @@ What is measured:
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
 import threading
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,14 +42,17 @@ from trainspotter.stats.betting import PAYOFFS, STRATEGIES
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
 from trainspotter.evaluation.metrics import method_metrics, roc
-from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
+from trainspotter.data import load_passages
+from trainspotter.evaluation.mia import METHODS, Extraction, as_petal, merge_extractions, method_scores
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import split_features
 
 __all__ = ["BenchmarkConfig", "PeakRSS", "evaluate_method", "method_cost", "method_costs", "warm_up", "di_frame",
-           "pvalue_baseline", "header_line", "render_markdown", "DI_ACCESS"]
+           "pvalue_baseline", "header_line", "render_markdown", "DI_ACCESS", "SPLITS", "extraction_plan",
+           "split_passages", "mia_rows", "cost_subsample", "store_table", "di_row", "pvalue_row"]
 
 DI_ACCESS = ("gray", "black")
+SPLITS = ("member", "nonmember", "heldout")
 
 
 class BenchmarkConfig(BaseModel):
@@ -117,7 +123,67 @@ def _subset(values, allowed, what):
     return tuple(dict.fromkeys(values))
 
 
+# ---------------------------------------------------------------- what to extract
+
+def split_passages(testbed: str, split: str, limit: int | None = None) -> list[dict]:
+    """The first ``limit`` passages of one testbed split, as {id, text}."""
+    from trainspotter.evaluation.testbed import split_path
+
+    return [{"id": p["id"], "text": p["text"]} for p in load_passages(split_path(testbed, split))[:limit]]
+
+
+def extraction_plan(config: BenchmarkConfig) -> tuple[tuple[str, ...], list[tuple[str, bool, FeatureConfig, bool]]]:
+    """The splits to extract and the extractions that cover every selected method and DI
+    access, each (access, with reference, feature config, rename to petal_*): one
+    sigmoid-estimator extraction for all of them, plus a PETAL-estimator one when PETAL
+    is selected. Held-out passages only matter to DI."""
+    needs = [METHODS[m].extraction for m in config.methods]
+    needs += [Extraction(a, reference=True, perturbations=True, sequence=a == "black") for a in config.di_access]
+    main = merge_extractions(needs)
+    petal = next((n for n in needs if n.estimator == "petal"), None)
+    plan = []
+    if main is not None:
+        access, ref, pert, seq = main
+        plan.append((access, ref, config.features.model_copy(
+            update={"perturbations": config.features.perturbations and pert, "sequence": seq}), False))
+    if petal is not None:
+        plan.append(("black", True, petal.config(config.features), True))
+    return (SPLITS if config.di_access else SPLITS[:2]), plan
+
+
+def store_table(df: pd.DataFrame, folder: Path) -> str:
+    """Write a table under a name from its content (tasks that key on the file's bytes
+    then hit their cache for an unchanged table)."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    path = Path(folder) / f"{hashlib.sha256(data).hexdigest()[:16]}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_bytes(data)
+    return str(path)
+
+
 # ---------------------------------------------------------------- per-sample methods
+
+def mia_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
+    """The member (label 1) and non-member (label 0) rows of the features table."""
+    mia = table[table["split"].isin(["member", "nonmember"])].reset_index(drop=True)
+    return mia, (mia["split"] == "member").astype(int).tolist()
+
+
+def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int]]:
+    """The seeded subsample the cost is measured on: up to ``cost_samples / 2`` members and
+    as many non-members (within the first ``limit`` of each split), with their labels."""
+    rng = np.random.default_rng(config.seed)
+    passages, labels = [], []
+    for split, label in (("member", 1), ("nonmember", 0)):
+        ps = split_passages(config.testbed, split, config.limit)
+        k = min(config.cost_samples // 2, len(ps))
+        passages += [ps[i] for i in sorted(rng.choice(len(ps), k, replace=False))]
+        labels += [label] * k
+    return passages, labels
+
 
 def evaluate_method(name: str, df: pd.DataFrame, labels, folds: int = 5, seed: int = 0,
                     n_boot: int = 1000) -> dict:
@@ -245,6 +311,22 @@ def di_frame(table: pd.DataFrame, suspect_split: str, access: str) -> pd.DataFra
     out = rows[cols].reset_index(drop=True)
     out.insert(0, "set", np.where(rows["split"].to_numpy() == "heldout", "heldout", "suspect"))
     return out
+
+
+def di_row(access: str, strategy: str, payoff: str, alpha: float, tpr: dict, fpr: dict) -> dict:
+    """One sequential DI configuration's table row from its two Monte Carlo results
+    (members vs held-out: power and stopping times; non-members vs held-out: FPR)."""
+    return {"access": access, "test": f"{strategy}/{payoff}", "strategy": strategy, "payoff": payoff,
+            "alpha": alpha, "tpr": tpr["rejection_rate"], "fpr": fpr["rejection_rate"],
+            "mean_stop": tpr["mean_stop"], "std_stop": tpr["std_stop"], "fpr_mean_stop": fpr["mean_stop"],
+            "pairs": tpr["pairs"], "trials": tpr["trials"]}
+
+
+def pvalue_row(access: str, alpha: float, pos: dict, neg: dict) -> dict:
+    """The fixed-n p-value baseline's table row at ``alpha`` from ``pvalue_baseline`` results."""
+    return {"access": access, "test": "p-value (fixed n)", "strategy": "pvalue", "payoff": None,
+            "alpha": alpha, "tpr": pos["rejection_rate"][str(alpha)], "fpr": neg["rejection_rate"][str(alpha)],
+            "mean_stop": None, "std_stop": None, "pairs": pos["pairs"], "trials": pos["trials"]}
 
 
 def pvalue_baseline(df: pd.DataFrame, trials: int, n_max: int | None, alphas=(0.05, 0.01),
