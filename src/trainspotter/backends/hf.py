@@ -39,11 +39,24 @@ def weights_fingerprint(path: Path) -> str:
     return hashlib.sha256("".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
 
 
-class HFBackend:
-    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id)."""
+def model_fingerprint(path: Path, dtype: str = "float32") -> str:
+    """Weights + the dtype they run in (float32 keeps the plain weights fingerprint)."""
+    weights = weights_fingerprint(path)
+    if dtype == "float32":
+        return weights
+    return hashlib.sha256(f"{weights}:{dtype}".encode()).hexdigest()[:16]
 
-    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 8,
-                 max_length: int = 512):
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class HFBackend:
+    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id).
+    ``device`` None: CUDA when available, else CPU. ``dtype``: float32, float16 or bfloat16."""
+
+    def __init__(self, path: str | Path, device: str | None = None, batch_size: int = 8,
+                 max_length: int = 512, dtype: str = "float32"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -58,10 +71,13 @@ class HFBackend:
             kwargs, path_dir = {}, path
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path_dir, local_files_only=True, **kwargs)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype {dtype!r}: expected float32, float16 or bfloat16")
+        device = device or default_device()
         self.model = AutoModelForCausalLM.from_pretrained(
-            path_dir, local_files_only=True, dtype=torch.float32, **kwargs).to(device).eval()
-        self.device, self.batch_size, self.max_length = device, batch_size, max_length
-        self.fingerprint = weights_fingerprint(path)
+            path_dir, local_files_only=True, dtype=getattr(torch, dtype), **kwargs).to(device).eval()
+        self.device, self.dtype, self.batch_size, self.max_length = device, dtype, batch_size, max_length
+        self.fingerprint = model_fingerprint(path, dtype)
 
     def encode(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: self.max_length - 1]
