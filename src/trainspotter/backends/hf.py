@@ -14,6 +14,7 @@ one forward pass per text.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -22,21 +23,23 @@ import torch
 from trainspotter.backends.base import TokenScores
 
 
-def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
-    """sha256 over size + first and last MiB: cheap, changes whenever weights change."""
-    h = hashlib.sha256(str(path.stat().st_size).encode())
-    with path.open("rb") as f:
-        h.update(f.read(chunk))
-        f.seek(max(0, path.stat().st_size - chunk))
-        h.update(f.read(chunk))
-    return h.hexdigest()
+@lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of the whole file, once per process per (path, size, mtime): a fine-tune
+    or a merged LoRA may change only tensors in the middle of the file."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def weights_fingerprint(path: Path) -> str:
     """Identity of a model's weights without loading them (keys caches and run tags)."""
     path = Path(path)
     weights = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
-    return hashlib.sha256("".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
+    digests = []
+    for w in weights:
+        st = w.stat()
+        digests.append(_file_digest(str(w.resolve()), st.st_size, st.st_mtime_ns))
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
 
 
 def model_fingerprint(path: Path, dtype: str = "float32") -> str:
