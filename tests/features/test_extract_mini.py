@@ -137,6 +137,10 @@ def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp
     assert len(df) == 3 and info["features"] == list(df.columns[1:])
     assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff",
             "black_strip_k_10"} <= set(df.columns)
+    same = ["extract", "--data", str(data), "--model", "testbed:mini", "--reference", "testbed:mini/reference",
+            "--access", "both", "--no-sequence", "--no-perturbations", "--out", str(out), "--json"]
+    assert json.loads(run(*same).stdout)["chunks_cached"] == 1  # the one chunk, from the cache
+    assert json.loads(run(*same, "--refresh").stdout)["chunks_cached"] == 0  # recomputed
     bad = run("extract", "--data", str(tmp_path / "missing.jsonl"), "--model", "testbed:mini", "--out", str(out))
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing.jsonl'}: no such file or folder"]
     bad = run("extract", "--data", str(data), "--model", "testbed:mini", "--access", "white", "--out", str(out))
