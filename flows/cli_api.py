@@ -6,29 +6,41 @@ import json
 
 import typer
 
+from flows.cli_common import JSON, emit_json
+
 cache_app = typer.Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
                         no_args_is_help=True)
-JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
 
 
 def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbed:NAME or testbed:NAME/reference."),
               host: str = typer.Option("127.0.0.1", help="Interface to bind (loopback by default)."),
-              port: int = typer.Option(8000, help="TCP port."),
+              port: int = typer.Option(8000, help="TCP port (0: any free port; --json tells which)."),
               model_name: str = typer.Option(None, "--model-name", help="Name in /v1/models (default: SPEC)."),
               fail_rate: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="Fraction of requests that fail (429/500/timeout/"
                                                    "truncated/malformed), for testing clients."),
               fail_sleep: float = typer.Option(5.0, help="Seconds an injected timeout sleeps."),
-              seed: int = typer.Option(0, help="Seed of the fault injection.")) -> None:
+              seed: int = typer.Option(0, help="Seed of the fault injection."),
+              json_out: bool = typer.Option(False, "--json", help="Once listening, print the base URL, "
+                                                                  "host, port and model name as one JSON "
+                                                                  "line on stdout.")) -> None:
     """Serve a local model as an OpenAI-compatible API (/v1/models, /v1/completions with
     logprobs and echo, /v1/chat/completions)."""
     from trainspotter.backends import resolve_spec
     from trainspotter.backends.serve import serve
 
     resolve_spec(spec)  # bad specs end as one clear line
-    typer.echo(f"serving {spec} at http://{host}:{port}/v1", err=True)
+
+    def ready(bound_host: str, bound_port: int) -> None:
+        url = f"http://{bound_host}:{bound_port}/v1"
+        if json_out:  # one line, so a script can read it while the server keeps running
+            typer.echo(json.dumps({"url": url, "host": bound_host, "port": bound_port,
+                                   "model": model_name or spec, "spec": spec}))
+        else:
+            typer.echo(f"serving {spec} at {url}", err=True)
+
     serve(spec, host=host, port=port, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep,
-          model_name=model_name)
+          model_name=model_name, ready=ready)
 
 
 @cache_app.command("stats")
@@ -38,7 +50,7 @@ def cache_stats_cmd(json_out: bool = JSON) -> None:
 
     stats = QueryCache().stats()
     if json_out:
-        return typer.echo(json.dumps(stats, indent=1))
+        return emit_json(stats)
     typer.echo(f"{stats['path']}: {stats['entries']} answers, {stats['bytes'] / 1e6:.2f} MB")
     for row in stats["by_backend"]:
         typer.echo(f"  {row['fingerprint']} {row['method']}: {row['entries']}")
@@ -51,5 +63,5 @@ def cache_clear_cmd(json_out: bool = JSON) -> None:
 
     removed = QueryCache().clear()
     if json_out:
-        return typer.echo(json.dumps({"removed": removed}))
+        return emit_json({"removed": removed})
     typer.echo(f"removed {removed} cached answers")

@@ -8,7 +8,6 @@ the main CLI turns into one "error: …" line and exit 2.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import JSON, REFRESH, emit_json, input_error
 from trainspotter.errors import InputError
 
 _console = Console()
@@ -36,11 +36,7 @@ def _config(base: dict, overrides: dict):
     try:
         return BenchmarkConfig(**data)
     except pydantic.ValidationError as e:
-        err = e.errors()[0]
-        where = {"di_access": "access", "features.perturbation_kinds": "perturbations"}.get(
-            ".".join(map(str, err["loc"])), ".".join(map(str, err["loc"])) or "config")
-        msg = err["msg"].removeprefix("Value error, ")
-        raise InputError(f"option --{where.replace('_', '-')}: {msg}") from None
+        raise input_error(e, {"di_access": "access", "features.perturbation_kinds": "perturbations"}) from None
 
 
 def _load_yaml(path: Path | None) -> dict:
@@ -75,7 +71,8 @@ def benchmark_cmd(
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
     out: Optional[Path] = typer.Option(None, help="Output folder (default benchmarks/results/TESTBED/)."),
     tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
-    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+    refresh: bool = REFRESH,
+    json_out: bool = JSON,
 ) -> None:
     """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, …, cost) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
@@ -99,11 +96,12 @@ def benchmark_cmd(
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
 
     from flows.benchmark import benchmark_flow
+    from tasks.cache import refreshing
 
-    res = benchmark_flow(cfg, tracking_uri=tracking_uri)
+    with refreshing(refresh):
+        res = benchmark_flow(cfg, tracking_uri=tracking_uri)
     if json_out:
-        typer.echo(json.dumps(res, indent=1, default=str))
-        return
+        return emit_json(res)
     t = Table(title=f"Per-sample methods on {cfg.testbed}")
     for col in ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"):
         t.add_column(col)

@@ -3,7 +3,6 @@ library feature extraction (trainspotter.features.extract.extract) from the comm
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -12,24 +11,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import JSON, REFRESH, Access, choice, emit_json, input_error
 from trainspotter.errors import InputError
 
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
 
-JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
-
 
 @features_app.command("list")
-def list_cmd(access: str = typer.Option("both", help="gray, black or both."),
+def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
              json_out: bool = JSON) -> None:
     """Every feature column: name, access level, models needed, definition, source."""
     from trainspotter.features.features import catalog
 
-    if access not in ("gray", "black", "both"):
-        raise InputError(f"--access {access!r}: expected gray, black or both")
-    specs = catalog(access=access)
+    specs = catalog(access=access.value)
     if json_out:
-        return typer.echo(json.dumps([s.as_dict() for s in specs], indent=1))
+        return emit_json([s.as_dict() for s in specs])
     table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
     for col in ("name", "access", "models", "definition", "source"):
         table.add_column(col)
@@ -41,8 +37,8 @@ def list_cmd(access: str = typer.Option("both", help="gray, black or both."),
 def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV/txt/folder)."),
                 model: str = typer.Option(..., help="Target model spec: hf:PATH or testbed:NAME."),
                 reference: Optional[str] = typer.Option(None, help="Reference model spec."),
-                access: str = typer.Option("gray", help="gray (log-probs), black (greedy tokens "
-                                                        "and generations only) or both."),
+                access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy "
+                                                                  "tokens and generations only) or both."),
                 out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
                 seed: int = typer.Option(0, help="Perturbation seed."),
                 perturbations: bool = typer.Option(True, help="Score the six perturbed variants."),
@@ -54,6 +50,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                 dask: bool = typer.Option(False, help="Run the chunks on a local Dask cluster."),
                 dask_address: Optional[str] = typer.Option(None, help="Address of an existing "
                                                                       "Dask scheduler."),
+                refresh: bool = REFRESH,
                 json_out: bool = JSON) -> None:
     """Extract membership features of DATA under MODEL into a Parquet table (the extract
     flow: chunks are cached tasks, so an interrupted extraction resumes)."""
@@ -64,31 +61,30 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
     from trainspotter.data import load_passages
     from trainspotter.features.features import FeatureConfig
 
-    if access not in ("gray", "black", "both"):
-        raise InputError(f"--access {access!r}: expected gray, black or both")
     if out.suffix.lower() != ".parquet":
         raise InputError(f"--out {out}: expected a .parquet file name")
     try:
         config = FeatureConfig(seed=seed, perturbations=perturbations, sequence=sequence,
                                estimator=estimator, batch_size=batch_size)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise InputError(f"option {'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}") from None
+        raise input_error(e) from None
     passages = load_passages(data)  # bad input fails here, before any flow starts
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
     from flows.extract import ExtractConfig, run_extract
+    from tasks.cache import refreshing
 
-    flow_config = ExtractConfig(data=str(data), model=model, reference=reference, access=access,
+    flow_config = ExtractConfig(data=str(data), model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar:
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
+            refreshing(refresh):
         task = bar.add_task("extracting features", total=len(passages))
         result = run_extract(flow_config, dask=dask, dask_address=dask_address,
                              progress=lambda done, total: bar.update(task, completed=done))
     if json_out:
-        return typer.echo(json.dumps(result, indent=1))
+        return emit_json(result)
     Console().print(f"{result['rows']} passages × {len(result['features'])} features -> {out} "
                     f"({result['chunks_cached']} of {result['chunks']} chunks from the cache)")

@@ -9,7 +9,7 @@ InputError, which the main CLI turns into one "error: …" line and exit 2.
 
 from __future__ import annotations
 
-import json
+from enum import Enum
 from pathlib import Path
 
 import pydantic
@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_error
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.stats.simulation import simulate
@@ -24,15 +25,16 @@ from trainspotter.stats.sequential import TestConfig, run_test
 
 _console = Console()
 
-
+STRATEGY = choice(Strategy, "strategy", "ons", "Betting strategy.")
+PAYOFF = choice(Payoff, "payoff", "mmd", "Payoff: mmd (paper), ks (one-sided KS) or diff.")
 
 
 def _config(**kw) -> TestConfig:
+    kw = {k: v.value if isinstance(v, Enum) else v for k, v in kw.items()}
     try:
         return TestConfig(**kw)
     except pydantic.ValidationError as e:
-        err = e.errors()[0]
-        raise InputError(f"option --{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
+        raise input_error(e) from None
 
 
 def _with_file(path: Path, fn):
@@ -62,20 +64,19 @@ def _table(title: str, rows: list[tuple[str, object]]) -> None:
 def test_cmd(
     features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
     alpha: float = typer.Option(0.05, help="Significance level; reject when the wealth reaches 1/alpha."),
-    strategy: str = typer.Option("ons", help="Betting strategy: ons, kelly or mixture."),
-    payoff: str = typer.Option("mmd", help="Payoff: mmd (paper), ks (one-sided KS) or diff."),
+    strategy: Strategy = STRATEGY,
+    payoff: Payoff = PAYOFF,
     lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
-    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+    json_out: bool = JSON,
 ) -> None:
     """Run the anytime-valid sequential test on a features table."""
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max)
     df = read_features(features)
     out = _with_file(features, lambda: run_test(df, config))
     if json_out:
-        typer.echo(json.dumps(out, indent=1))
-        return
+        return emit_json(out)
     verdict = "reject H0 (suspect set used in training)" if out["reject"] else "no rejection"
-    _table(f"Sequential test ({strategy}/{payoff}, α = {alpha})", [
+    _table(f"Sequential test ({config.strategy}/{config.payoff}, α = {alpha})", [
         ("decision", verdict),
         ("e-value", out["e_value"]), ("max wealth", out["max_wealth"]), ("p-value (anytime)", out["p_value"]),
         ("stop time", out["stop_time"]), ("pairs used", out["pairs_used"]),
@@ -92,22 +93,21 @@ def simulate_cmd(
     null: bool = typer.Option(False, "--null", help="Compare two random halves of the held-out rows (FPR)."),
     n_max: int | None = typer.Option(None, min=1, help="At most this many pairs per trial."),
     alpha: float = typer.Option(0.05, help="Significance level."),
-    strategy: str = typer.Option("ons", help="Betting strategy: ons, kelly or mixture."),
-    payoff: str = typer.Option("mmd", help="Payoff: mmd, ks or diff."),
+    strategy: Strategy = STRATEGY,
+    payoff: Payoff = PAYOFF,
     lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
     seed: int = typer.Option(0, help="Seed of the trial orders."),
-    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable result on stdout."),
+    json_out: bool = JSON,
 ) -> None:
     """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, seed=seed)
     df = read_features(features)
     out = _with_file(features, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
     if json_out:
-        typer.echo(json.dumps(out, indent=1))
-        return
+        return emit_json(out)
     mean, std = out["mean_stop"], out["std_stop"]
     _table(f"Simulation: {trials} trials × ≤{out['pairs']} pairs ({'null' if null else 'suspect vs held-out'})", [
         ("FPR" if null else "TPR", out["rejection_rate"]),
         ("stop time (mean ± std)", "—" if mean is None else f"{mean:.1f} ± {std:.1f}"),
-        ("α", alpha), ("strategy / payoff", f"{strategy} / {payoff}"),
+        ("α", alpha), ("strategy / payoff", f"{config.strategy} / {config.payoff}"),
     ])

@@ -48,8 +48,10 @@ def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | N
         done += size[future.task_run_id]
         if progress is not None:
             progress(done, len(passages))
-    states = [f.state for f in futures]
     rows = [row for f in futures for row in f.result()]
+    for f in futures:  # as_completed can yield a future whose state still reads Running
+        f.wait()
+    states = [f.state for f in futures]
     cached = sum(s.name == "Cached" for s in states)
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,9 @@ import pandas as pd
 from prefect import task
 from prefect.cache_policies import NONE
 
-from trainspotter import __version__
 from trainspotter.backends import load_backend
 from trainspotter.evaluation.benchmark import evaluate_method, method_costs, pvalue_baseline
-from trainspotter.config import fingerprint
+from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
 from trainspotter.features.features import FeatureConfig
 
@@ -29,10 +28,16 @@ def method_costs_task(names: list[str], passages: list[dict], labels: list[int],
                         features, folds=folds, seed=seed, repeats=repeats)
 
 
+# pvalue_baseline (evaluation.benchmark) over di_pvalue (stats.pvalue) and split_features.
+PVALUE_CODE = ("trainspotter.stats.pvalue", "trainspotter.evaluation.benchmark",
+               "trainspotter.stats.sequential", "trainspotter.data")
+
+
 def pvalue_cache_key(context, parameters) -> str:
+    """The table's content, the trial settings and the code digest."""
     data = hashlib.sha256(Path(parameters["features"]).read_bytes()).hexdigest()
-    return "di-pvalue-" + fingerprint(__version__, data, {k: parameters[k] for k in
-                                                          ("trials", "n_max", "alphas", "seed")})
+    return "di-pvalue-" + fingerprint(code_digest(*PVALUE_CODE), data,
+                                      {k: parameters[k] for k in ("trials", "n_max", "alphas", "seed")})
 
 
 @task(cache_key_fn=pvalue_cache_key, persist_result=True, task_run_name="di-pvalue[{trials}]")

@@ -3,9 +3,8 @@ re-queries no model."""
 
 from prefect import task
 
-from trainspotter import __version__
 from trainspotter.backends import load_backend, spec_fingerprint
-from trainspotter.config import fingerprint
+from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import BudgetExhausted
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
@@ -22,12 +21,20 @@ def _retry_unless_budget(task, task_run, state) -> bool:
     return True
 
 
+# The library code a feature row depends on: editing any of it recomputes cached chunks.
+EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features",
+                "trainspotter.features.perturb", "trainspotter.features.probability",
+                "trainspotter.features.ez", "trainspotter.backends", "trainspotter.backends.base",
+                "trainspotter.backends.hf", "trainspotter.backends.openai_compat")
+
+
 def chunk_cache_key(context, parameters) -> str:
-    """Data fingerprint (ids + texts) + config slice (models' weights, access, feature
-    config) + library version: a rerun after a crash finds every finished chunk."""
+    """Data fingerprint (ids + texts) + config slice (models' weights and dtype, access,
+    feature config) + digest of the feature code: a rerun after a crash finds every
+    finished chunk, an edited feature formula finds none."""
     reference = parameters.get("reference")
     return "chunk-" + fingerprint(
-        __version__, spec_fingerprint(parameters["model"]),
+        code_digest(*EXTRACT_CODE), spec_fingerprint(parameters["model"]),
         spec_fingerprint(reference) if reference else None, parameters["access"],
         parameters["features"].model_dump(exclude={"batch_size", "embedding_cache"}),
         [(p["id"], p["text"]) for p in parameters["passages"]])

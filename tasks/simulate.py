@@ -5,17 +5,21 @@ from pathlib import Path
 
 from prefect import task
 
-from trainspotter import __version__
-from trainspotter.config import fingerprint
+from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
 from trainspotter.stats.simulation import simulate
 from trainspotter.stats.sequential import TestConfig
 
 
+# The library code a Monte Carlo result depends on (table reading, test, betting, scoring).
+SIMULATE_CODE = ("trainspotter.stats.simulation", "trainspotter.stats.sequential",
+                 "trainspotter.stats.betting", "trainspotter.stats.scoring", "trainspotter.data")
+
+
 def simulate_cache_key(context, parameters) -> str:
-    """The table's content, the configuration, the trial settings and the library version."""
+    """The table's content, the configuration, the trial settings and the code digest."""
     data = hashlib.sha256(Path(parameters["features"]).read_bytes()).hexdigest()
-    return "simulate-" + fingerprint(__version__, data, parameters["config"],
+    return "simulate-" + fingerprint(code_digest(*SIMULATE_CODE), data, parameters["config"],
                                      {k: parameters[k] for k in ("trials", "n_max", "null", "seed")})
 
 

@@ -1,8 +1,11 @@
-"""Shared configuration helpers: the artifacts root and config flattening/fingerprints."""
+"""Shared configuration helpers: the artifacts root, config flattening/fingerprints and
+the code digest that keys cached results."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -36,3 +39,25 @@ def fingerprint(*parts: object) -> str:
     payload = json.dumps([p.model_dump(mode="json") if isinstance(p, BaseModel) else p
                           for p in parts], sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _read_source(module: str) -> str:
+    """Source text of a module, read from its file without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise ValueError(f"no Python source for module {module!r}")
+    return Path(spec.origin).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _module_digest(module: str) -> str:
+    return hashlib.sha256(_read_source(module).encode()).hexdigest()
+
+
+def code_digest(*modules: str) -> str:
+    """Short digest of the source of the named library modules (read once per process).
+
+    Cache keys include it instead of the package version, so editing a formula in any
+    of these modules invalidates the cached values it computed, while edits elsewhere
+    keep them."""
+    return fingerprint(sorted((m, _module_digest(m)) for m in set(modules)))

@@ -13,6 +13,8 @@ from trainspotter.backends.cache import QueryCache
 from trainspotter.backends.openai_compat import APIRequestError, OpenAIBackend
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.evaluation.testbed import split_path
+from trainspotter.features.extract import extract
+from trainspotter.features.features import FeatureConfig
 
 SECRET = "sk-test-SECRET-12345"
 
@@ -67,8 +69,6 @@ def test_label_only_greedy_tokens_equal_local_argmax(server, tmp_path):
 
 
 def test_logprobs_and_features_over_http_equal_local(server, tmp_path):
-    import trainspotter.features.features as features
-
     _, url = server
     local, b = load_backend("testbed:mini"), api(url, tmp_path)
     xs = texts(6) + texts(4, "heldout")
@@ -79,17 +79,25 @@ def test_logprobs_and_features_over_http_equal_local(server, tmp_path):
         ok = comparable(b, x, l.argmax)
         np.testing.assert_array_equal(r.argmax[ok], l.argmax[ok])  # top-1 strings mapped back
         assert np.isfinite(r.mu).all() and (r.sigma2 >= 0).all()  # estimated from the top-5
-    for fr, fl in zip(features.extract_gray(xs, b), features.extract_gray(xs, local)):
-        assert fr.keys() == fl.keys()
-        for k in fr:
-            assert fr[k] == pytest.approx(fl[k], rel=1e-5, abs=1e-6), k
-    black = getattr(features, "black_features", None)
-    if black is not None:  # label-only features from both paths
-        label = api(url, tmp_path, mode="label")
-        for x, r, l in zip(xs, label.score(xs), here):
-            ok = representable(b, x)
-            if ok.all():
-                assert black(x, r) == pytest.approx(black(x, l))
+    # Features through the library's extract: the gray columns from log-probs (not Min-K%++,
+    # whose μ, σ² the API path estimates from the top-5) agree ...
+    passages = [{"id": str(i), "text": x} for i, x in enumerate(xs)]
+    config = FeatureConfig(perturbations=False, sequence=False)
+    fr, fl = extract(passages, b, None, "gray", config), extract(passages, local, None, "gray", config)
+    cols = [c for c in fl.columns if c.startswith("gray_") and "_kpp_" not in c]
+    assert len(cols) == 11
+    np.testing.assert_allclose(fr[cols].to_numpy(), fl[cols].to_numpy(), rtol=1e-5, atol=1e-6)
+    # ... and so do the black-box columns from a label-only API (greedy tokens only), on
+    # every text whose greedy tokens all came back as the local argmax
+    label = api(url, tmp_path, mode="label")
+    br, bl = extract(passages, label, None, "black", config), extract(passages, local, None, "black", config)
+    same = [i for i, (r, l) in enumerate(zip(label.score(xs), here)) if np.array_equal(r.argmax, l.argmax)]
+    assert len(same) >= len(xs) // 2, same
+    black = [c for c in bl.columns if c.startswith("black_")]
+    np.testing.assert_allclose(br.loc[same, black].to_numpy(), bl.loc[same, black].to_numpy(), rtol=1e-9)
+    # elsewhere an unknown greedy token (-1, a byte fragment) reads as U+FFFD, like a local
+    # fragment does: measured 8 of 10 texts identical, the largest gap 0.005 on the rest
+    np.testing.assert_allclose(br[black].to_numpy(), bl[black].to_numpy(), atol=0.02)
 
 
 def test_generate_and_chat_match_local(server, tmp_path):

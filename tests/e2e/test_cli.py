@@ -67,3 +67,19 @@ def test_audit_json_on_user_files(tmp_path, mini_testbed):
     result = json.loads(out.stdout)
     assert result["reject"] is True and result["pairs_used"] <= 40
     assert result["e_value"] >= 20 and os.path.exists(result["plot"])
+
+
+def test_serve_json_reports_where_it_listens(mini_testbed):
+    """`serve --port 0 --json`: one JSON line on stdout once the socket listens."""
+    import urllib.request
+
+    proc = subprocess.Popen(CLI + ["serve", "testbed:mini", "--port", "0", "--model-name", "mini", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        info = json.loads(proc.stdout.readline())
+        assert info["model"] == "mini" and info["port"] > 0 and info["url"] == f"http://127.0.0.1:{info['port']}/v1"
+        with urllib.request.urlopen(info["url"] + "/models", timeout=30) as r:
+            assert [m["id"] for m in json.load(r)["data"]] == ["mini"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

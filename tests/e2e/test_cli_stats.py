@@ -58,7 +58,9 @@ def test_simulate_json_alternative_and_null(tables):
 @pytest.mark.parametrize("args,expected", [
     (["missing.parquet"], "no such file"),
     (["noset.parquet"], "no 'set' column"),
-    (["shifted.parquet", "--strategy", "martingale"], "unknown strategy"),
+    (["shifted.parquet", "--strategy", "martingale"], "option --strategy 'martingale': expected one of ons, kelly, mixture"),
+    (["shifted.parquet", "--payoff", "l2"], "option --payoff 'l2': expected one of mmd, ks, diff"),
+    (["shifted.parquet", "--alpha", "1.5"], "option --alpha: "),
 ])
 def test_bad_tables_and_options_give_one_error_line(tables, args, expected):
     out = run("test", str(tables / args[0]), *args[1:])

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from trainspotter.backends import HFBackend
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
 from trainspotter.features.extract import CountingBackend, extract, feature_columns
-from trainspotter.features.features import BASIC_GRAY, FeatureConfig
+from trainspotter.features.features import FeatureConfig
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import TokenEmbeddings, TokenStrings, sigmoid_logprob
 
@@ -52,16 +53,19 @@ def test_full_set_uses_one_forward_pass_per_text_variant_per_model(models, passa
     assert ((seq >= -1) & (seq <= 1)).all()
 
 
-def test_gray_only_queries_nothing_else_and_keeps_the_basic_columns(models, passages, mini_testbed):
-    from trainspotter.features.features import extract_gray
-
+def test_gray_only_queries_nothing_else_and_basic_columns_match_their_definitions(models, passages):
     target = CountingBackend(models[0])
     ps = passages["member"][:4]
     df = extract(ps, target, models[1], "gray", FeatureConfig(perturbations=False))
     assert target.scored_texts == 4 and target.generate_calls == 0
-    old = pd.DataFrame(extract_gray([p["text"] for p in ps], *models))
-    for c in BASIC_GRAY:
-        assert df[c].to_numpy() == pytest.approx(old[c].to_numpy())
+    texts = [p["text"] for p in ps]
+    for i, (t, r) in enumerate(zip(models[0].score(texts), models[1].score(texts))):
+        lp, n = t.logprobs, len(t.logprobs)  # definitions, in numpy (BADI App. A.2 items 1, 2, 5, 6)
+        expected = {"gray_ppl": np.exp(-lp.mean()), "gray_min_k_20": np.sort(lp)[: int(np.ceil(0.2 * n))].mean(),
+                    "gray_zlib_ratio": lp.mean() / len(zlib.compress(texts[i].encode())),
+                    "gray_ref_ratio": lp.mean() / r.logprobs.mean(),
+                    "gray_ref_diff": r.logprobs.mean() - lp.mean()}
+        assert df.iloc[i][list(expected)].to_dict() == pytest.approx(expected, rel=1e-9)
     assert not any(c.startswith("black_") or "_pert_" in c for c in df.columns)
     no_ref = extract(ps, models[0], None, "gray", FeatureConfig(perturbations=False))
     assert "gray_ref_ratio" not in no_ref and "gray_ez" not in no_ref
@@ -131,11 +135,17 @@ def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp
     info = json.loads(res.stdout)
     df = pd.read_parquet(out)
     assert len(df) == 3 and info["features"] == list(df.columns[1:])
-    assert set(BASIC_GRAY) <= set(df.columns) and "black_strip_k_10" in df.columns
+    assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff",
+            "black_strip_k_10"} <= set(df.columns)
+    same = ["extract", "--data", str(data), "--model", "testbed:mini", "--reference", "testbed:mini/reference",
+            "--access", "both", "--no-sequence", "--no-perturbations", "--out", str(out), "--json"]
+    assert json.loads(run(*same).stdout)["chunks_cached"] == 1  # the one chunk, from the cache
+    assert json.loads(run(*same, "--refresh").stdout)["chunks_cached"] == 0  # recomputed
     bad = run("extract", "--data", str(tmp_path / "missing.jsonl"), "--model", "testbed:mini", "--out", str(out))
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [f"error: {tmp_path / 'missing.jsonl'}: no such file or folder"]
     bad = run("extract", "--data", str(data), "--model", "testbed:mini", "--access", "white", "--out", str(out))
-    assert bad.returncode == 2 and "--access 'white'" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: option --access 'white': expected one of gray, black, both"]
 
 
 def test_features_list_json():

@@ -24,7 +24,7 @@ def bench(mini_testbed, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     result = CliRunner().invoke(app, ["benchmark", *REDUCED, "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout[result.stdout.index("{"):]), out
+    return json.loads(result.stdout), out  # --json: nothing but the JSON on stdout
 
 
 def test_report_files(bench):

@@ -85,3 +85,28 @@ def test_dask_runner_gives_the_same_features(mini_testbed, tmp_path):
     assert list(a["id"]) == list(b["id"]) and list(a.columns) == list(b.columns)
     # other processes, other thread counts: equal up to float summation order
     pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-5, atol=1e-6)
+
+
+def test_rerun_reads_every_chunk_from_the_cache_and_refresh_recomputes(mini_testbed, tmp_path):
+    import json
+
+    from flows.extract import ExtractConfig, extract_flow
+    from tasks.cache import refreshing
+    from trainspotter.features.features import FeatureConfig
+
+    data = tmp_path / "four.jsonl"
+    rows = [json.loads(line) for line in split_path("mini", "member").read_text().splitlines()[:4]]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = ExtractConfig(data=str(data), model="testbed:mini", access="gray", out=str(tmp_path / "f.parquet"),
+                           chunk_size=2, features=FeatureConfig(min_k=(0.2,), strip_k=(), perturbations=False,
+                                                                sequence=False))
+    first = extract_flow(config)
+    assert (first["chunks"], first["chunks_computed"]) == (2, 2)
+    table = pd.read_parquet(first["out"])
+    again = extract_flow(config)
+    assert again["chunks_cached"] == 2
+    with refreshing(True):
+        fresh = extract_flow(config)
+    assert fresh["chunks_computed"] == 2 and fresh["chunks_cached"] == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(fresh["out"]), table)
+    assert extract_flow(config)["chunks_cached"] == 2  # the refreshed results are stored again

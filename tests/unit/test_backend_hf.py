@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainspotter.backends import load_backend, resolve_spec
+from trainspotter.backends import load_backend, parse_local_spec, resolve_spec
 from trainspotter.backends.hf import HFBackend
 from trainspotter.errors import InputError
 
@@ -20,7 +20,8 @@ def _reference(backend, text):
     """Definition, one unpadded text at a time: log_softmax of the logits at i-1."""
     ids = torch.tensor([backend.encode(text)])
     with torch.no_grad():
-        logp = torch.log_softmax(backend.model(input_ids=ids).logits[0, :-1].double(), -1)
+        logits = backend.model(input_ids=ids.to(backend.device)).logits[0, :-1].cpu()
+    logp = torch.log_softmax(logits.double(), -1)
     actual = logp.gather(-1, ids[0, 1:, None])[:, 0]
     p = logp.exp()
     mu = (p * logp).sum(-1)
@@ -55,11 +56,86 @@ def test_spec_resolution_and_errors(mini_testbed):
             resolve_spec(bad)
 
 
-def test_fingerprint_changes_with_weights(mini_testbed):
+@pytest.fixture(scope="module")
+def tiny_model(mini_testbed, tmp_path_factory):
+    """A Llama built from a config (random weights, 3.7 MB of safetensors: more than the
+    first and last MiB) with the mini testbed's tokenizer."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(mini_testbed / "target")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256,
+                                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+                                         max_position_embeddings=128, tie_word_embeddings=False,
+                                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    assert (path / "model.safetensors").stat().st_size > 2 * 2**20
+    return path
+
+
+def test_fingerprint_changes_with_weights(tiny_model, tmp_path):
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
     from trainspotter.backends import spec_fingerprint
 
-    assert spec_fingerprint("testbed:mini") != spec_fingerprint("testbed:mini/reference")
-    assert spec_fingerprint("testbed:mini") == spec_fingerprint("testbed:mini")
+    base = spec_fingerprint(f"hf:{tiny_model}")
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model, copy)
+    assert spec_fingerprint(f"hf:{copy}") == base  # identical weights, another folder
+    model = AutoModelForCausalLM.from_pretrained(copy)
+    with torch.no_grad():  # one weight of a middle layer, as a partial fine-tune would change
+        model.model.layers[2].mlp.up_proj.weight[3, 5] += 1e-3
+    changed = tmp_path / "changed"
+    model.save_pretrained(changed)
+    assert (changed / "model.safetensors").stat().st_size == (tiny_model / "model.safetensors").stat().st_size
+    assert spec_fingerprint(f"hf:{changed}") != base
+
+
+def test_local_spec_options_parse(mini_testbed):
+    assert parse_local_spec("hf:/m?device=cpu&dtype=bfloat16&batch_size=32") == (
+        "hf:/m", {"device": "cpu", "dtype": "bfloat16", "batch_size": 32})
+    assert parse_local_spec("testbed:mini/reference") == ("testbed:mini/reference", {})
+    assert resolve_spec("testbed:mini/reference?dtype=float16") == mini_testbed / "reference"
+
+
+@pytest.mark.parametrize("query,problem", [
+    ("colour=red", "unknown option 'colour'"), ("dtype=int8", "dtype='int8' is not one of"),
+    ("batch_size=many", "batch_size='many' is not an int"), ("batch_size=0", "batch_size=0 must be"),
+    ("device=tpu", "device='tpu' is not cpu, cuda"),
+])
+def test_bad_local_spec_option_is_one_line_naming_spec_and_key(mini_testbed, query, problem):
+    spec = f"testbed:mini?{query}"
+    with pytest.raises(InputError) as e:
+        resolve_spec(spec)
+    assert str(e.value).startswith(f"model spec {spec!r}: ") and problem in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_dtype_and_batch_size_are_applied(tiny_model):
+    b = load_backend(f"hf:{tiny_model}?dtype=bfloat16&batch_size=3&device=cpu")
+    assert {p.dtype for p in b.model.parameters()} == {torch.bfloat16}
+    assert b.batch_size == 3 and b.device == "cpu" and b.dtype == "bfloat16"
+    plain = load_backend(f"hf:{tiny_model}")
+    assert {p.dtype for p in plain.model.parameters()} == {torch.float32}
+    assert plain.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    # bfloat16 rounds the weights: other log-probs, hence another fingerprint and cache key
+    lb, lp = b.score(TEXTS[:1])[0].logprobs, plain.score(TEXTS[:1])[0].logprobs
+    assert not np.allclose(lb, lp, atol=1e-6) and np.allclose(lb, lp, atol=0.5)
+    assert b.fingerprint != plain.fingerprint
+
+
+def test_explicit_cpu_float32_scores_like_the_plain_spec(tiny_model):
+    explicit = load_backend(f"hf:{tiny_model}?device=cpu&dtype=float32")
+    plain = HFBackend(tiny_model, device="cpu")
+    assert explicit is not plain and explicit.fingerprint == plain.fingerprint
+    for a, b in zip(explicit.score(TEXTS), plain.score(TEXTS)):
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_array_equal(a.logprobs, b.logprobs)
+        np.testing.assert_array_equal(a.argmax, b.argmax)
 
 
 @pytest.mark.slow
@@ -82,6 +158,6 @@ def test_generate_is_greedy_argmax_continuation(backend):
         ids = backend.encode(prefix)
         for tok in gen:
             with torch.no_grad():
-                nxt = int(backend.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+                nxt = int(backend.model(input_ids=torch.tensor([ids], device=backend.device)).logits[0, -1].argmax())
             assert tok == nxt
             ids.append(tok)

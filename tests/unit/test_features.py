@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from trainspotter.features import features as F
-from trainspotter.backends.base import TokenScores
 
 LP = [-0.5, -2.0, -0.1, -4.0, -1.0]  # mean = -1.52
 
@@ -44,15 +43,18 @@ def test_empty_logprobs_raise():
         F.perplexity([])
 
 
-def _scores(lp):
-    n = len(lp)
-    return TokenScores(np.arange(n), np.array(lp), np.arange(n), np.zeros(n), np.ones(n))
-
-
-def test_gray_features_row_names_and_values():
-    row = F.gray_features("some text", _scores(LP), _scores([-1.52] * 5))
-    assert set(row) == set(F.BASIC_GRAY) <= set(F.CATALOG)
-    assert row["gray_ref_ratio"] == pytest.approx(1.0)
-    assert row["gray_ref_diff"] == pytest.approx(0.0)
-    assert row["gray_min_k_20"] == pytest.approx(-4.0)
-    assert "gray_ref_ratio" not in F.gray_features("some text", _scores(LP))
+def test_gray_row_through_token_level_row_by_hand():
+    """The gray row ``extract`` builds: the five basic columns plus Min-K%++ from μ, σ²."""
+    cfg = F.FeatureConfig(min_k=(0.2,), strip_k=(), perturbations=False, sequence=False)
+    lp = np.array(LP)
+    row = F.token_level_row("gray", "some text", lp, cfg, mu=np.full(5, -1.0), sigma2=np.full(5, 4.0),
+                            reference_logprobs=np.full(5, -1.52))
+    # z = (lp + 1) / 2 = (0.25, -0.5, 0.45, -1.5, 0): the 20% smallest is -1.5
+    assert row == pytest.approx({
+        "gray_ppl": math.exp(1.52), "gray_zlib_ratio": -1.52 / len(zlib.compress(b"some text")),
+        "gray_min_k_20": -4.0, "gray_min_kpp_20": -1.5, "gray_ref_ratio": 1.0, "gray_ref_diff": 0.0})
+    assert set(row) <= {s.name for s in F.catalog()}
+    assert "gray_ref_ratio" not in F.token_level_row("gray", "some text", lp, cfg)
+    # a reference with log PPL 0 (every token certain) has no ratio, only a difference
+    zero = F.token_level_row("gray", "x", lp, cfg, reference_logprobs=np.zeros(3))
+    assert math.isnan(zero["gray_ref_ratio"]) and zero["gray_ref_diff"] == pytest.approx(1.52)

@@ -1,8 +1,11 @@
 """Model backends, named by spec strings (DESIGN.md, Conventions):
 
-- ``hf:PATH``            a local Hugging Face model directory or a ``.gguf`` file;
-- ``testbed:NAME``       the target model of a built-in testbed
-  (``testbed:NAME/reference`` for its reference model);
+- ``hf:PATH[?key=value&...]``  a local Hugging Face model directory or a ``.gguf`` file;
+- ``testbed:NAME[?key=value&...]``  the target model of a built-in testbed
+  (``testbed:NAME/reference`` for its reference model).
+  Keys of both: ``device`` (cpu, cuda, cuda:N, mps; default cuda when available, else
+  cpu), ``dtype`` (float32, float16, bfloat16; default float32 on every device, so a
+  spec gives the same features on any machine), ``batch_size`` (texts per forward pass).
 - ``openai:MODEL@BASE_URL[?key=value&...]``  any OpenAI-compatible server (openai_compat.py),
   e.g. ``openai:gpt-3.5-turbo-instruct@https://api.openai.com/v1?tokenizer=hf:/models/gpt2``.
   Keys: ``tokenizer`` (required: a local HF tokenizer dir or an hf:/testbed: spec; it
@@ -22,10 +25,13 @@ from pathlib import Path
 
 from trainspotter.errors import InputError
 from trainspotter.backends.base import Backend, TokenScores
-from trainspotter.backends.hf import HFBackend, weights_fingerprint
+from trainspotter.backends.hf import HFBackend, model_fingerprint
 
-__all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "parse_api_spec", "resolve_spec",
-           "spec_fingerprint"]
+__all__ = ["Backend", "HFBackend", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
+           "resolve_spec", "spec_fingerprint"]
+
+_LOCAL_PARAMS = {"device": str, "dtype": str, "batch_size": int}
+DTYPES = ("float32", "float16", "bfloat16")
 
 _API_PARAMS = {"tokenizer": str, "key_env": str, "mode": str, "batch": int, "top_logprobs": int,
                "timeout": float, "retries": int, "backoff": float, "seed": int, "max_requests": float,
@@ -77,11 +83,44 @@ def _existing(spec: str, path: str) -> Path:
     return p
 
 
+def parse_local_spec(spec: str) -> tuple[str, dict]:
+    """``hf:PATH?k=v&...`` / ``testbed:NAME?k=v&...`` -> (spec without the query, options).
+    Options are validated here (unknown key, bad value: InputError naming spec and key)."""
+    import re
+    from urllib.parse import parse_qsl
+
+    import torch
+
+    base, _, query = spec.partition("?")
+    opts: dict = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in _LOCAL_PARAMS:
+            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
+                             f"(expected one of {', '.join(_LOCAL_PARAMS)})")
+        try:
+            opts[key] = _LOCAL_PARAMS[key](value)
+        except ValueError:
+            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not an "
+                             f"{_LOCAL_PARAMS[key].__name__}") from None
+    if opts.get("dtype", "float32") not in DTYPES:
+        raise InputError(f"model spec {spec!r}: option dtype={opts['dtype']!r} is not one of {', '.join(DTYPES)}")
+    if opts.get("batch_size", 1) < 1:
+        raise InputError(f"model spec {spec!r}: option batch_size={opts['batch_size']} must be at least 1")
+    device = opts.get("device")
+    if device is not None:
+        if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+            raise InputError(f"model spec {spec!r}: option device={device!r} is not cpu, cuda, cuda:N or mps")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError(f"model spec {spec!r}: option device={device!r} but CUDA is not available")
+    return base, opts
+
+
 def resolve_spec(spec: str) -> Path:
     """Local path a spec points to (for openai: specs, the local tokenizer); raises
-    InputError naming the problem."""
+    InputError naming the problem (a local spec's query options included)."""
     if spec.startswith("openai:"):
         return Path(parse_api_spec(spec).tokenizer)
+    spec, _ = parse_local_spec(spec)
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise InputError(f"model spec {spec!r}: expected hf:PATH or testbed:NAME[/reference]")
@@ -122,11 +161,16 @@ def _load_backend(spec: str, batch_size: int) -> Backend:
         from trainspotter.backends.openai_compat import OpenAIBackend
 
         return OpenAIBackend(parse_api_spec(spec))
-    return HFBackend(resolve_spec(spec), batch_size=batch_size)
+    _, opts = parse_local_spec(spec)
+    return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
+                     batch_size=opts.get("batch_size", batch_size))
 
 
 def spec_fingerprint(spec: str) -> str:
-    """Fingerprint of the weights a spec points to (changes when a testbed is rebuilt).
+    """Fingerprint of the weights a spec points to (changes when a testbed is rebuilt)
+    and the dtype they run in: bfloat16 gives other log-probs than float32, so cached
+    features must not be shared. The device is left out on purpose (cpu and cuda agree
+    to float rounding) and so is batch_size (padding is masked).
     For an API: model + endpoint + what shapes the features (tokenizer files, mode,
     top-k); never the key, and no request is sent."""
     if spec.startswith("openai:"):
@@ -136,4 +180,5 @@ def spec_fingerprint(spec: str) -> str:
         c = parse_api_spec(spec)
         return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer),
                            c.mode, c.top_logprobs)
-    return weights_fingerprint(resolve_spec(spec))
+    _, opts = parse_local_spec(spec)
+    return model_fingerprint(resolve_spec(spec), opts.get("dtype", "float32"))

@@ -14,6 +14,7 @@ one forward pass per text.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -22,28 +23,43 @@ import torch
 from trainspotter.backends.base import TokenScores
 
 
-def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
-    """sha256 over size + first and last MiB: cheap, changes whenever weights change."""
-    h = hashlib.sha256(str(path.stat().st_size).encode())
-    with path.open("rb") as f:
-        h.update(f.read(chunk))
-        f.seek(max(0, path.stat().st_size - chunk))
-        h.update(f.read(chunk))
-    return h.hexdigest()
+@lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of the whole file, once per process per (path, size, mtime): a fine-tune
+    or a merged LoRA may change only tensors in the middle of the file."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def weights_fingerprint(path: Path) -> str:
     """Identity of a model's weights without loading them (keys caches and run tags)."""
     path = Path(path)
     weights = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
-    return hashlib.sha256("".join(_file_digest(w) for w in weights).encode()).hexdigest()[:16]
+    digests = []
+    for w in weights:
+        st = w.stat()
+        digests.append(_file_digest(str(w.resolve()), st.st_size, st.st_mtime_ns))
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+
+
+def model_fingerprint(path: Path, dtype: str = "float32") -> str:
+    """Weights + the dtype they run in (float32 keeps the plain weights fingerprint)."""
+    weights = weights_fingerprint(path)
+    if dtype == "float32":
+        return weights
+    return hashlib.sha256(f"{weights}:{dtype}".encode()).hexdigest()[:16]
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class HFBackend:
-    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id)."""
+    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id).
+    ``device`` None: CUDA when available, else CPU. ``dtype``: float32, float16 or bfloat16."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int = 8,
-                 max_length: int = 512):
+    def __init__(self, path: str | Path, device: str | None = None, batch_size: int = 8,
+                 max_length: int = 512, dtype: str = "float32"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -58,10 +74,13 @@ class HFBackend:
             kwargs, path_dir = {}, path
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path_dir, local_files_only=True, **kwargs)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype {dtype!r}: expected float32, float16 or bfloat16")
+        device = device or default_device()
         self.model = AutoModelForCausalLM.from_pretrained(
-            path_dir, local_files_only=True, dtype=torch.float32, **kwargs).to(device).eval()
-        self.device, self.batch_size, self.max_length = device, batch_size, max_length
-        self.fingerprint = weights_fingerprint(path)
+            path_dir, local_files_only=True, dtype=getattr(torch, dtype), **kwargs).to(device).eval()
+        self.device, self.dtype, self.batch_size, self.max_length = device, dtype, batch_size, max_length
+        self.fingerprint = model_fingerprint(path, dtype)
 
     def encode(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: self.max_length - 1]

@@ -468,10 +468,6 @@ def _chat_logprobs(choice: dict, params: dict, where: str, i: int) -> dict | Non
             "text_offset": None}
 
 
-def config_dict(config: APIConfig) -> dict:
-    return asdict(config)
-
-
 def tokenizer_identity(path: str | Path) -> str:
     """Digest of the tokenizer files (positions change when they do)."""
     path = Path(path)

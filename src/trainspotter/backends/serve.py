@@ -26,6 +26,7 @@ import asyncio
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -220,8 +221,10 @@ class FaultInjector:
 
 
 def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, fail_rate: float = 0.0,
-          seed: int = 0, fail_sleep: float = 5.0, model_name: str | None = None) -> None:
-    """Serve ``spec`` (any spec ``load_backend`` turns into an HFBackend) with uvicorn."""
+          seed: int = 0, fail_sleep: float = 5.0, model_name: str | None = None,
+          ready: Callable[[str, int], None] | None = None) -> None:
+    """Serve ``spec`` (any spec ``load_backend`` turns into an HFBackend) with uvicorn.
+    ``ready(host, port)`` is called once the socket listens (``port`` 0 picks a free one)."""
     import uvicorn
 
     from trainspotter.backends import load_backend
@@ -232,5 +235,13 @@ def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, fail_rate: float
     if not isinstance(backend, HFBackend):
         raise InputError(f"model spec {spec!r}: serve needs a local model (hf:PATH or testbed:NAME)")
     app = create_app(backend, model_name or spec, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and ready is not None:
+                bound = self.servers[0].sockets[0].getsockname()
+                ready(bound[0], bound[1])
+
+    Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
 

@@ -19,21 +19,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, field_validator, model_validator
 
-from trainspotter.backends.base import TokenScores
 from trainspotter.features.ez import EZ_CAP
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
-
-# The five columns of the minimal gray-box set (``gray_features``/``extract_gray``).
-BASIC_GRAY = {
-    "gray_ppl": "perplexity exp(-mean log p(x_i|x_<i)) under the target (BADI A.2.1)",
-    "gray_zlib_ratio": "mean log p under the target / zlib-compressed length in bytes (Carlini et al. 2021)",
-    "gray_min_k_20": "mean of the 20% lowest token log-probs under the target (Min-K%, Shi et al. 2024)",
-    "gray_ref_ratio": "log-perplexity target / log-perplexity reference (BADI A.2.5)",
-    "gray_ref_diff": "log-perplexity target - log-perplexity reference (BADI A.2.5)",
-}
 
 
 def _as_array(logprobs: Sequence[float]) -> np.ndarray:
@@ -68,33 +58,15 @@ def min_k(logprobs: Sequence[float], k: float = MIN_K) -> float:
 
 
 def reference_ratio(target_logprobs: Sequence[float], reference_logprobs: Sequence[float]) -> float:
-    """log PPL_target / log PPL_reference (Carlini et al. 2021; BADI App. A.2, item 5)."""
-    return log_perplexity(target_logprobs) / log_perplexity(reference_logprobs)
+    """log PPL_target / log PPL_reference (Carlini et al. 2021; BADI App. A.2, item 5).
+    NaN when log PPL_reference = 0 (a raw black-box estimate with every token right)."""
+    den = log_perplexity(reference_logprobs)
+    return log_perplexity(target_logprobs) / den if den != 0 else math.nan
 
 
 def reference_diff(target_logprobs: Sequence[float], reference_logprobs: Sequence[float]) -> float:
     """log PPL_target - log PPL_reference: the calibrated loss of Watson et al. 2022."""
     return log_perplexity(target_logprobs) - log_perplexity(reference_logprobs)
-
-
-def gray_features(text: str, target: TokenScores, reference: TokenScores | None = None) -> dict[str, float]:
-    """The minimal gray-box feature row of one text (the five ``BASIC_GRAY`` columns)."""
-    row = {
-        "gray_ppl": perplexity(target.logprobs),
-        "gray_zlib_ratio": zlib_ratio(target.logprobs, text),
-        "gray_min_k_20": min_k(target.logprobs),
-    }
-    if reference is not None:
-        row["gray_ref_ratio"] = reference_ratio(target.logprobs, reference.logprobs)
-        row["gray_ref_diff"] = reference_diff(target.logprobs, reference.logprobs)
-    return row
-
-
-def extract_gray(texts: list[str], target, reference=None) -> list[dict[str, float]]:
-    """Feature rows for many texts: one batched forward pass per text per model."""
-    t_scores = target.score(texts)
-    r_scores = reference.score(texts) if reference is not None else [None] * len(texts)
-    return [gray_features(x, t, r) for x, t, r in zip(texts, t_scores, r_scores)]
 
 
 # ---------------------------------------------------------------- more token-level features
@@ -285,9 +257,6 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
     return specs
 
 
-# Stable column name -> FeatureSpec for the default configuration (the full set).
-CATALOG: dict[str, FeatureSpec] = {s.name: s for s in catalog()}
-
 
 def token_level_row(access: str, text: str, logprobs: np.ndarray, config: FeatureConfig, *,
                     mu: np.ndarray | None = None, sigma2: np.ndarray | None = None,
@@ -306,8 +275,7 @@ def token_level_row(access: str, text: str, logprobs: np.ndarray, config: Featur
     for k in config.strip_k:
         row[f"{a}_strip_k_{_pct(k)}"] = strip_k(logprobs, k)
     if reference_logprobs is not None:
-        den = log_perplexity(reference_logprobs)  # 0 only for a raw estimate with every token right
-        row[f"{a}_ref_ratio"] = log_perplexity(logprobs) / den if den != 0 else math.nan
+        row[f"{a}_ref_ratio"] = reference_ratio(logprobs, reference_logprobs)
         row[f"{a}_ref_diff"] = reference_diff(logprobs, reference_logprobs)
     for kind, plp in (perturbed_logprobs or {}).items():
         row[f"{a}_pert_ratio_{kind}"] = perturbation_ratio(logprobs, plp)

@@ -15,11 +15,17 @@ whitespace         a space is removed / a space is added after a          0.1 / 
 underscore         a space becomes ``_``                                  p = 0.25
 =================  ====================================================  ==========
 
+Why not nlpaug (the specified stack names it): it cannot produce these six. It has
+no case-swap, no whitespace (remove/add spaces) and no underscore augmenter; its
+synonym augmenter (SynonymAug) POS-tags every text with NLTK's perceptron tagger,
+whose data is not available offline; and its ``aug_p`` changes a fixed number of
+units, ceil(p·n) clipped to [aug_min, aug_max] (aug_max 10 by default) drawn without
+replacement, not each unit independently with probability p as the paper's rates
+mean. It also draws from the global ``random``/``numpy`` state.
+
 Determinism: every call draws from its own ``random.Random`` seeded by
 sha256(seed, kind, text), so the output depends only on (text, kind, seed) and
-never on call order or global random state (nlpaug's augmenters use the global
-``random``/``numpy`` state and cap changes per text with ``aug_max``, which breaks
-both properties; that is why it is not used).
+never on call order or global random state.
 
 Synonyms: tagger-free on NLTK's WordNet 3.0 reader. NLTK's POS-tagger data is not
 available offline, so instead of tagging we take the synonyms of the word across
@@ -197,7 +203,3 @@ def perturb(text: str, kind: str, seed: int = 0) -> str:
     if kind == "underscore":
         return underscore_trick(text, RATES[kind], seed)
     raise ValueError(f"unknown perturbation {kind!r}; expected one of {', '.join(KINDS)}")
-
-
-def perturb_all(text: str, kinds: tuple[str, ...] = KINDS, seed: int = 0) -> dict[str, str]:
-    return {k: perturb(text, k, seed) for k in kinds}

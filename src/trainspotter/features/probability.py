@@ -125,11 +125,13 @@ class TokenEmbeddings:
 
 
 class TokenStrings:
-    """id -> decoded string for one tokenizer, each id decoded once."""
+    """id -> decoded string for one tokenizer, each id decoded once. Id -1 is a greedy
+    token an API named only as part of a character (backends/openai_compat.py): it reads
+    as U+FFFD, the string a lone byte-fragment token decodes to locally too."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self.cache: dict[int, str] = {}
+        self.cache: dict[int, str] = {-1: "\ufffd"}
 
     def __call__(self, ids) -> list[str]:
         ids = [int(i) for i in ids]
