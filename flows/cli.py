@@ -6,7 +6,6 @@ Every verb has ``--help`` and ``--json``. Bad input ends with one line
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.cli_common import JSON, REFRESH, Access, Payoff, Strategy, choice, emit_json, input_error
 from flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, describe
@@ -27,12 +27,6 @@ app.add_typer(testbed_app, name="testbed")
 ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
-
-JSON = typer.Option(False, "--json", help="Print a machine-readable result on stdout.")
-
-
-def _emit_json(obj) -> None:
-    typer.echo(json.dumps(obj, indent=1, default=str))
 
 
 def _decision(reject: bool) -> str:
@@ -66,7 +60,7 @@ def assets(json_out: bool = JSON) -> None:
 
     rows = assets_as_dicts()
     if json_out:
-        return _emit_json(rows)
+        return emit_json(rows)
     table = Table(title="Packaged assets")
     for col in ("name", "kind", "installed", "path / install"):
         table.add_column(col)
@@ -92,7 +86,7 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: tiny (demo) o
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
             "splits": {k: len(v) for k, v in manifest["splits"].items()}}
     if json_out:
-        return _emit_json(info)
+        return emit_json(info)
     Console().print(f"testbed {name} at {path} ({info['splits']}, built in {info['build_seconds']} s)")
 
 
@@ -113,7 +107,7 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
     results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
                         tracking_uri=tracking_uri)
     if json_out:
-        return _emit_json(results)
+        return emit_json(results)
     _print_results(results, f"Demo audit on testbed {testbed!r} (α = {alpha})")
 
 
@@ -123,8 +117,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
                                               "openai:MODEL@URL?tokenizer=...."),
           reference: Optional[str] = typer.Option(None, help="Reference model spec."),
-          access: str = typer.Option("gray", help="gray (log-probs), black (greedy tokens only, "
-                                                  "label-only APIs) or both."),
+          access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy tokens "
+                                  "only, label-only APIs) or both."),
           features: str = typer.Option("lean", help="Feature set: lean (one forward pass per text "
                                                     "per model) or full (+ six perturbations and "
                                                     "suffix generation)."),
@@ -134,10 +128,10 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           preset: Optional[str] = typer.Option(
               None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
                          f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy/--payoff/--lambda-max win."),
-          strategy: Optional[str] = typer.Option(None, help="Betting strategy: ons, kelly or mixture "
-                                                            "(default: from the preset)."),
-          payoff: Optional[str] = typer.Option(None, help="Payoff u_t: mmd, ks or diff "
-                                                          "(default: from the preset)."),
+          strategy: Optional[Strategy] = choice(Strategy, "strategy", None,
+                                                "Betting strategy (default: from the preset)."),
+          payoff: Optional[Payoff] = choice(Payoff, "payoff", None, "Payoff u_t (default: from the "
+                                            "preset; mmd-paper is BADI's witness on raw scores)."),
           lambda_max: Optional[float] = typer.Option(None, help="Largest stake λ_max in (0, 1) "
                                                                 "(default: from the preset)."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
@@ -145,6 +139,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
                                                   "with pairs not used before (recurring audits)."),
           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+          refresh: bool = REFRESH,
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
     from pydantic import ValidationError
@@ -164,24 +159,27 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
         load_passages(path)
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
-    explicit = {"strategy": strategy, "payoff": payoff, "lambda_max": lambda_max}
+    explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
+                "lambda_max": lambda_max}
     try:
         from trainspotter.audit import AuditConfig
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
-                             reference=reference, access=access, features=FEATURE_SETS[features],
+                             reference=reference, access=access.value, features=FEATURE_SETS[features],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              preset=preset or DEFAULT_PRESET,
                              test=TestConfig(alpha=alpha, seed=seed,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
-        err = e.errors()[0]
-        raise InputError(f"option --{str(err['loc'][-1]).replace('_', '-')}: {err['msg']}") from None
+        raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
+                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
     from flows.audit import audit_flow
+    from tasks.cache import refreshing
 
-    result = audit_flow(config, tracking_uri)
+    with refreshing(refresh):
+        result = audit_flow(config, tracking_uri)
     if json_out:
-        return _emit_json(result)
+        return emit_json(result)
     _print_results([result], f"Audit {name!r} (α = {alpha})")
 
 
@@ -196,7 +194,7 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
                          f"audit --name {name} --ledger ...` first)")
     runs = ledger["runs"]
     if json_out:
-        return _emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
+        return emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
                            "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
     table = Table(title=f"Evidence ledger {name!r}")
     for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "reject"):
@@ -222,7 +220,7 @@ def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit."),
     except MlflowException as e:
         raise InputError(f"run {run_id}: {e.message.splitlines()[0]}") from None
     if json_out:
-        return _emit_json({"run_id": run_id, "report": str(path.resolve())})
+        return emit_json({"run_id": run_id, "report": str(path.resolve())})
     Console().print(f"report written to {path}")
 
 
