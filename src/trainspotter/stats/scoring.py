@@ -270,8 +270,7 @@ class P2Quantile:
             q[: self.n] = np.sort(q[: self.n], axis=0)
             return
         k = (x >= q[1]).astype(int) + (x >= q[2]) + (x >= q[3])  # cell q_k ≤ x < q_{k+1}
-        np.minimum(q[0], x, out=q[0])
-        np.maximum(q[4], x, out=q[4])
+        q[0], q[4] = np.minimum(q[0], x), np.maximum(q[4], x)
         pos += self._ar > k
         self.n += 1
         desired = 1.0 + (self.n - 1) * self._f
