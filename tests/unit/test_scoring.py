@@ -187,6 +187,7 @@ def test_newton_scorer_equals_its_definition_on_normalised_rows():
         new = np.array([0.3, -1.0, 20.0])
         assert sc.score(new) == pytest.approx(w @ ((new - mu) / sd) + b, rel=1e-9, abs=1e-12)
         np.testing.assert_allclose(sc.w[0], w, rtol=1e-9)
+        np.testing.assert_allclose(sc.theta[0], np.append(w, b), rtol=1e-9, atol=1e-12)  # as AdamScorer.theta
 
 
 def _p2_reference(values, tau):

@@ -394,6 +394,12 @@ class NewtonScorer:
         """Weights of the normalised features z (the layer's w): σ·φ."""
         return self.phi * self.sd
 
+    @property
+    def theta(self) -> np.ndarray:
+        """[w, b] as in :class:`AdamScorer` (weights of z, bias last): b = −w·z̄ = −φ·(r̄ − μ)."""
+        b = -np.einsum("bp,bp->b", self.phi, self.r_mean - self.mu)
+        return np.concatenate([self.w, b[:, None]], axis=1)
+
     def score(self, x):
         """Scores (logits) φ·(r(x) − r̄) = w·z(x) + b of rows x with the fit on pairs seen so far.
 
