@@ -3,7 +3,7 @@
 One run on `--pairs` pairs × `--features` features (default 2000 × 32), all
 timed in the same process:
 
-* online   — the shipped test: trainspotter's vectorised numpy scorer
+* online   — the sequential test with scorer="paper": trainspotter's vectorised numpy scorer
              (warm-started full-batch Adam, 30 epochs per round) + MMD + ONS;
 * torch    — the same warm-started algorithm written the usual way with
              torch.nn.Linear + torch.optim.Adam (scorer only);
@@ -40,7 +40,7 @@ def normalise(rows, new, trim=0.025):
 def time_online(X, Y):
     from trainspotter.stats.sequential import SequentialTest, TestConfig
     t0 = time.perf_counter()
-    res = SequentialTest(X.shape[1], TestConfig()).run(X, Y, stop_on_reject=False)
+    res = SequentialTest(X.shape[1], TestConfig(scorer="paper")).run(X, Y, stop_on_reject=False)
     return time.perf_counter() - t0, res
 
 

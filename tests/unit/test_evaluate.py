@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import binomtest
 
 from trainspotter.stats.simulation import ebh, pollution, power_curve, run_batch, simulate, stop_times
 from trainspotter.stats.sequential import SequentialTest, TestConfig
@@ -36,14 +37,16 @@ def test_power_curve_by_hand():
     np.testing.assert_allclose(power_curve(np.array([2, 0, 5, 2]), 5), [0, 0.5, 0.5, 0.5, 0.75])
 
 
-def test_batch_run_equals_single_runs():
+@pytest.mark.parametrize("scorer", ["online", "paper"])
+def test_batch_run_equals_single_runs(scorer):
     rng = np.random.default_rng(1)
-    X, Y = rng.normal(size=(2, 3, 30, 2))
+    X, Y = rng.normal(size=(2, 3, 60, 2))
     X[:, :, 0] += 1.0
-    cfg = TestConfig(seed=4)
+    cfg = TestConfig(seed=4, scorer=scorer)
     out = run_batch(X, Y, cfg)
     single = SequentialTest(2, cfg)
-    single.scorer.theta = SequentialTest(2, cfg, batch=3).scorer.theta[1:2].copy()  # trial 1's init
+    if scorer == "paper":  # random initial layer: give the single run trial 1's
+        single.scorer.theta = SequentialTest(2, cfg, batch=3).scorer.theta[1:2].copy()
     res = single.run(X[1], Y[1], stop_on_reject=False)
     np.testing.assert_allclose(np.exp(out["log_wealth"][1]), res.wealth, rtol=1e-10)
     np.testing.assert_allclose(out["u"][1], res.u, rtol=1e-10, atol=1e-12)
@@ -65,6 +68,39 @@ def test_simulate_alternative_and_null():
     assert null["pairs"] == 150 and null["tpr"] is None  # two halves of 300 held-out rows
     assert null["fpr"] <= 0.2
     assert simulate(df, TestConfig(), trials=5, n_max=40, seed=3) == simulate(df, TestConfig(), trials=5, n_max=40, seed=3)
+
+
+def test_simulate_levels_from_one_pass_equal_single_level_runs():
+    df = _table(200, 200, shift=0.5, seed=5)
+    multi = simulate(df, TestConfig(alpha=0.05), trials=24, n_max=120, seed=2, alphas=(0.2, 0.01))
+    assert multi["alphas"] == [0.01, 0.05, 0.2] and set(multi["by_alpha"]) == {"0.01", "0.05", "0.2"}
+    for a in (0.01, 0.05, 0.2):
+        single = simulate(df, TestConfig(alpha=a), trials=24, n_max=120, seed=2)
+        got = multi["by_alpha"][str(a)]
+        for key in ("rejection_rate", "mean_stop", "std_stop", "power_curve", "tpr"):
+            assert got[key] == single[key], (a, key)
+    # Top-level keys are those of config.alpha; smaller α never rejects more often.
+    assert multi["rejection_rate"] == multi["by_alpha"]["0.05"]["rejection_rate"]
+    rates = [multi["by_alpha"][str(a)]["rejection_rate"] for a in (0.01, 0.05, 0.2)]
+    assert rates == sorted(rates) and rates[0] < rates[2]
+    # Trials do not depend on how they are batched (the mean log-wealth up to summation order).
+    small = simulate(df, TestConfig(), trials=24, n_max=120, seed=2, batch_size=5)
+    np.testing.assert_allclose(small.pop("mean_log_wealth"), multi.pop("mean_log_wealth"), rtol=1e-12, atol=1e-12)
+    multi.update(alphas=[0.05], by_alpha={"0.05": multi["by_alpha"]["0.05"]})
+    assert small == multi
+
+
+def test_simulate_type1_on_null_streams_at_several_levels():
+    """FPR on held-out vs held-out (32 features, 600 trials × 100 pairs), one pass for α = 0.05 and 0.1.
+
+    One-sided binomial test of H: rate ≤ α for each level at 1e-3/2, so the
+    test falsely fails with probability ≤ 1e-3.
+    """
+    df = _table(10, 4000, p=32, seed=6)
+    out = simulate(df, TestConfig(), trials=600, n_max=100, null=True, seed=3, alphas=(0.1,))
+    for a in (0.05, 0.1):
+        k = round(out["by_alpha"][str(a)]["rejection_rate"] * 600)
+        assert binomtest(k, 600, a, alternative="greater").pvalue > 1e-3 / 2, (a, k)
 
 
 def test_pollution_weakens_the_signal():

@@ -10,11 +10,12 @@ from scipy.stats import binomtest
 from trainspotter.stats.betting import EProcess, make_payoff
 from trainspotter.errors import InputError
 from trainspotter.stats.simulation import run_batch, stop_times
-from trainspotter.stats.scoring import OnlineScorer
+from trainspotter.stats.scoring import AdamScorer, NewtonScorer, make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig, run_test
 
 STRATEGIES = ["ons", "kelly", "mixture"]
 PAYOFFS = ["mmd", "ks", "diff"]
+SCORERS = ["online", "paper"]
 
 
 def _pairs(n, p, shift=0.0, seed=0):
@@ -33,13 +34,15 @@ def _table(S, H, extra=True):
     return df
 
 
+@pytest.mark.parametrize("scorer_kind", SCORERS)
 @pytest.mark.parametrize("payoff", PAYOFFS)
-def test_round_order_score_then_bet_then_learn(payoff):
+def test_round_order_score_then_bet_then_learn(payoff, scorer_kind):
     """Rebuild the test by hand in the required order and compare every step."""
     X, Y = _pairs(40, 3, shift=0.8, seed=1)
-    cfg = TestConfig(payoff=payoff, strategy="ons", seed=5)
+    cfg = TestConfig(payoff=payoff, strategy="ons", seed=5, scorer=scorer_kind)
     test = SequentialTest(3, cfg)
-    scorer, pay, ep = OnlineScorer(3, seed=5), make_payoff(payoff), EProcess("ons", 0.8, 0.05)
+    assert isinstance(test.scorer, NewtonScorer if scorer_kind == "online" else AdamScorer)
+    scorer, pay, ep = make_scorer(scorer_kind, 3, seed=5), make_payoff(payoff), EProcess("ons", 0.8, 0.05)
     for x, y in zip(X, Y):
         step = test.update(x, y)
         sx, sy = scorer.score(x), scorer.score(y)  # 1. scorer of pairs < t
@@ -52,11 +55,12 @@ def test_round_order_score_then_bet_then_learn(payoff):
     assert test.t == 40 and test.history["lambda"][0] == 0.0
 
 
+@pytest.mark.parametrize("scorer", SCORERS)
 @pytest.mark.parametrize("payoff", PAYOFFS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_save_load_continuation_equals_uninterrupted_run(strategy, payoff):
+def test_save_load_continuation_equals_uninterrupted_run(strategy, payoff, scorer):
     X, Y = _pairs(50, 4, shift=0.5, seed=2)
-    cfg = TestConfig(strategy=strategy, payoff=payoff)
+    cfg = TestConfig(strategy=strategy, payoff=payoff, scorer=scorer)
     full = SequentialTest(4, cfg)
     full.run(X, Y, stop_on_reject=False)
     part = SequentialTest(4, cfg)
@@ -88,31 +92,50 @@ def test_scalar_scores_are_accepted():
     assert res.reject
 
 
-def test_type1_error_on_fresh_null_streams():
+@pytest.mark.parametrize("scorer", SCORERS)
+def test_type1_error_on_fresh_null_streams(scorer):
     """Null: both sides N(0, I), fresh data each trial, 800 trials × 100 pairs × 4 features.
 
     Each (payoff, strategy) rate is tested with a one-sided binomial test of
     H: rate ≤ α. If the test is valid, one cell fails with probability ≤ 1e-3,
     so with the Bonferroni threshold 1e-3/9 the whole test falsely fails with
-    probability ≤ 1e-3. (Seeds are fixed, so it is also reproducible.)
+    probability ≤ 1e-3 (per scorer). (Seeds are fixed, so it is also reproducible.)
     """
     alpha, trials = 0.05, 800
     rng = np.random.default_rng(2024)
     for payoff in PAYOFFS:
         X, Y = rng.normal(size=(2, trials, 100, 4))
-        u = run_batch(X, Y, TestConfig(payoff=payoff, alpha=alpha))["u"]
+        u = run_batch(X, Y, TestConfig(payoff=payoff, alpha=alpha, scorer=scorer))["u"]
         for strategy in STRATEGIES:  # stakes never feed back into u, so one pass serves all
             k = int((stop_times(u, strategy, 0.8, alpha) > 0).sum())
             p = binomtest(k, trials, alpha, alternative="greater").pvalue
             assert p > 1e-3 / 9, f"{payoff}/{strategy}: {k}/{trials} rejections, binomial p = {p:.2g}"
 
 
-def test_type1_check_catches_a_leaky_scorer():
+@pytest.mark.slow
+def test_type1_online_scorer_32_features_heavy_tails():
+    """Null with the online scorer on 32 heavy-tailed features (t(3), so trimming acts).
+
+    2000 trials × 150 pairs; diff/mixture and mmd/ons, each a one-sided
+    binomial test of H: rate ≤ α at 1e-3/2 (false failure ≤ 1e-3 overall).
+    """
+    alpha, trials, n, p = 0.05, 2000, 150, 32
+    rng = np.random.default_rng(99)
+    for payoff, strategy in (("diff", "mixture"), ("mmd", "ons")):
+        X, Y = rng.standard_t(3, size=(2, trials, n, p))
+        cfg = TestConfig(payoff=payoff, strategy=strategy, alpha=alpha)
+        k = int((run_batch(X, Y, cfg)["stop_time"] > 0).sum())
+        pv = binomtest(k, trials, alpha, alternative="greater").pvalue
+        assert pv > 1e-3 / 2, f"{payoff}/{strategy}: {k}/{trials} rejections, binomial p = {pv:.2g}"
+
+
+@pytest.mark.parametrize("scorer", SCORERS)
+def test_type1_check_catches_a_leaky_scorer(scorer):
     """The same check fails when pair t is learned before it is scored (what must never happen)."""
     trials, n, p = 400, 40, 16
     rng = np.random.default_rng(7)
     X, Y = rng.normal(size=(2, trials, n, p))
-    test = SequentialTest(p, TestConfig(payoff="diff"), batch=trials)
+    test = SequentialTest(p, TestConfig(payoff="diff", scorer=scorer), batch=trials)
     for t in range(n):
         test.scorer.update(X[:, t], Y[:, t])  # leak: pair t is in its own scorer
         u = test.payoff.payoff(test.scorer.score(X[:, t]), test.scorer.score(Y[:, t]))
@@ -129,7 +152,22 @@ def test_power_on_shifted_features(strategy, payoff):
     assert res.reject and res.e_value >= 20
 
 
+def test_states_saved_before_scorer_choice_resume_with_the_paper_scorer():
+    X, Y = _pairs(30, 3, shift=0.5, seed=14)
+    old = SequentialTest(3, TestConfig(scorer="paper"))
+    old.run(X[:10], Y[:10], stop_on_reject=False)
+    d = json.loads(json.dumps(old.to_dict()))
+    del d["config"]["scorer"], d["config"]["ridge"], d["scorer"]["kind"]  # as saved before
+    resumed = SequentialTest.from_dict(d)
+    assert resumed.config.scorer == "paper" and isinstance(resumed.scorer, AdamScorer)
+    old.run(X[10:], Y[10:], stop_on_reject=False)
+    resumed.run(X[10:], Y[10:], stop_on_reject=False)
+    assert resumed.history == old.history
+
+
 def test_config_validation():
+    with pytest.raises(ValueError):
+        TestConfig(scorer="sgd")
     with pytest.raises(ValueError):
         TestConfig(strategy="doubling")
     with pytest.raises(ValueError):

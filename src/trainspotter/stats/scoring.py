@@ -1,10 +1,18 @@
-"""Online scoring model: aggregates membership features into one score.
+"""Online scoring models: aggregate membership features into one score.
 
 BADI paper Sec. 3 ("Scoring Model for Feature Aggregation"), App. A.4 and A.7.
-A linear layer trained with binary cross-entropy and Adam (lr 0.01, 30 epochs
-per round, warm-started from the previous round). Labels: suspect = 1,
-held-out = 0, so a higher score (the logit) means "more member-like". (The
-paper labels the other way round; only the sign of the score changes.)
+Labels: suspect = 1, held-out = 0, so a higher score (a logit) means "more
+member-like". (The paper labels the other way round; only the sign changes.)
+
+Two scorers, chosen by ``TestConfig.scorer``:
+
+* ``"paper"`` — :class:`AdamScorer`, the paper's protocol (A.4): a linear layer
+  trained with binary cross-entropy and Adam (lr 0.01, 30 full-batch epochs over
+  ALL past pairs per round, warm-started). Each round costs O(n·p·epochs).
+* ``"online"`` — :class:`NewtonScorer`, the same logistic layer fitted from
+  running sufficient statistics: one Newton (IRLS) step from θ = 0 on the
+  ridge-penalised BCE of all past rows. Each round costs O(p³), independent of n,
+  and its state does not grow with n.
 
 Predictability (DESIGN.md): pair t is scored by weights *and* normalisation
 statistics fitted on pairs 1..t−1 only; ``update`` absorbs pair t afterwards.
@@ -12,11 +20,12 @@ statistics fitted on pairs 1..t−1 only; ``update`` absorbs pair t afterwards.
 Pre-processing (A.7, Eq. 6–9), applied per feature with statistics of the
 past rows (both sides of all past pairs, so it is symmetric in X and Y):
 z = (x − μ) / σ with the population σ (Eq. 7); values strictly beyond the
-past 2.5% / 97.5% order-statistic quantiles are replaced by the past mean
-(0 after normalisation).
+past 2.5% / 97.5% quantiles are replaced by the past mean (0 after
+normalisation). The paper scorer reads exact order-statistic quantiles; the
+online scorer keeps P² estimates of them (bounded memory).
 
 Everything is vectorised with numpy over a leading batch axis of B independent
-streams (Monte Carlo trials); one Adam step is one full-batch epoch.
+streams (Monte Carlo trials).
 """
 
 from __future__ import annotations
@@ -26,13 +35,16 @@ import math
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["OnlineScorer"]
+__all__ = ["AdamScorer", "NewtonScorer", "OnlineScorer", "P2Quantile", "SCORERS",
+           "make_scorer", "scorer_from_dict"]
+
+SCORERS = ("online", "paper")
 
 _BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8
 
 
-class OnlineScorer:
-    """Logistic linear scorer refitted online on all past pairs (App. A.4).
+class AdamScorer:
+    """The paper's scorer ("paper"): logistic layer refitted on all past pairs (App. A.4).
 
     ``score(x)`` → logit θ·[z(x), 1] of rows x with the current (past-only)
     fit; ``update(x, y)`` appends pair (x suspect, y held-out), updates the
@@ -193,14 +205,14 @@ class OnlineScorer:
     # -- persistence ----------------------------------------------------------
     def to_dict(self) -> dict:
         """JSON-able state; includes the past rows because refits need them."""
-        return {"n_features": self.p, "lr": self.lr, "epochs": self.epochs, "trim": self.trim,
+        return {"kind": "paper", "n_features": self.p, "lr": self.lr, "epochs": self.epochs, "trim": self.trim,
                 "seed": self.seed, "batch": self.batch, "steps": self.steps, "n": self.n,
                 "theta": self.theta.tolist(), "m": self.m.tolist(), "v": self.v.tolist(),
                 "mu": self.mu.tolist(), "m2": self.m2.tolist(),
                 "rows": self._rows_t[:, :, : self.n].transpose(0, 2, 1).tolist()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "OnlineScorer":
+    def from_dict(cls, d: dict) -> "AdamScorer":
         obj = cls(d["n_features"], d["lr"], d["epochs"], d["trim"], d["seed"], d["batch"])
         f = lambda k: np.asarray(d[k], dtype=float)  # noqa: E731
         obj.theta, obj.m, obj.v, obj.mu, obj.m2 = f("theta"), f("m"), f("v"), f("mu"), f("m2")
@@ -217,3 +229,259 @@ class OnlineScorer:
             obj._low = np.concatenate([srt[:, :, :L], pad], axis=2)
             obj._high = np.concatenate([-srt[:, :, ::-1][:, :, :L], pad], axis=2)
         return obj
+
+
+# Backward-compatible name of the paper scorer (code written before "online" existed).
+OnlineScorer = AdamScorer
+
+
+# ---------------------------------------------------------------------------
+# Bounded-memory quantiles and the online (Newton) scorer
+# ---------------------------------------------------------------------------
+
+
+class P2Quantile:
+    """P² estimate of the τ-quantile of many streams (Jain & Chlamtac 1985).
+
+    Five markers per stream (min, τ/2, τ, (1+τ)/2, max) move with each new
+    value by piecewise-parabolic interpolation: O(1) time and memory per value,
+    however long the stream. Every stream (any array shape) gets one value per
+    ``add``. Until 5 values are in, the markers hold them sorted and ``value``
+    is the exact 'lower' order statistic (numpy's method="lower").
+    Markers are the leading axis so each one is a contiguous array.
+    """
+
+    def __init__(self, tau: float, shape: tuple):
+        if not 0.0 < tau < 1.0:
+            raise ValueError(f"tau must lie in (0, 1); got {tau}")
+        self.tau, self.n = float(tau), 0
+        shape = tuple(shape)
+        self.q = np.zeros((5,) + shape)  # marker heights
+        self.pos = np.broadcast_to(np.arange(1.0, 6.0).reshape((5,) + (1,) * len(shape)), self.q.shape).copy()
+        self._f = np.array([0.0, tau / 2, tau, (1 + tau) / 2, 1.0])  # desired position = 1 + (n−1)·f
+        self._ar = np.arange(5).reshape((5,) + (1,) * len(shape))
+
+    def add(self, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=float)
+        q, pos = self.q, self.pos
+        if self.n < 5:  # warm-up: keep the first values sorted
+            q[self.n] = x
+            self.n += 1
+            q[: self.n] = np.sort(q[: self.n], axis=0)
+            return
+        k = (x >= q[1]).astype(int) + (x >= q[2]) + (x >= q[3])  # cell q_k ≤ x < q_{k+1}
+        q[0], q[4] = np.minimum(q[0], x), np.maximum(q[4], x)
+        pos += self._ar > k
+        self.n += 1
+        desired = 1.0 + (self.n - 1) * self._f
+        qf, pf = q.reshape(5, -1), pos.reshape(5, -1)  # views: flat streams
+        for i in (1, 2, 3):
+            d = desired[i] - pf[i]
+            gu, gd = pf[i + 1] - pf[i], pf[i - 1] - pf[i]  # gu ≥ 1, gd ≤ −1
+            j = np.flatnonzero(((d >= 1) & (gu > 1)) | ((d <= -1) & (gd < -1)))  # markers that move
+            if j.size == 0:
+                continue
+            s, gu, gd = np.sign(d[j]), gu[j], gd[j]
+            qi, qu, ql = qf[i, j], qf[i + 1, j], qf[i - 1, j]
+            par = qi + s / (gu - gd) * ((s - gd) * (qu - qi) / gu + (gu - s) * (qi - ql) / -gd)
+            up = s > 0
+            lin = qi + s * np.where(up, qu - qi, ql - qi) / np.where(up, gu, gd)
+            qf[i, j] = np.where((ql < par) & (par < qu), par, lin)
+            pf[i, j] += s
+
+    @property
+    def value(self) -> np.ndarray:
+        if self.n == 0:
+            return np.full(self.q.shape[1:], np.nan)
+        if self.n < 5:
+            return self.q[int(math.floor(self.tau * (self.n - 1)))].copy()
+        return self.q[2].copy()
+
+    def to_dict(self) -> dict:
+        return {"tau": self.tau, "n": self.n, "q": self.q.tolist(), "pos": self.pos.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "P2Quantile":
+        q = np.asarray(d["q"], dtype=float)
+        obj = cls(d["tau"], q.shape[1:])
+        obj.n, obj.q, obj.pos = int(d["n"]), q, np.asarray(d["pos"], dtype=float)
+        return obj
+
+
+class NewtonScorer:
+    """The online scorer ("online"): the A.4 logistic layer fitted from running statistics.
+
+    After pair t it holds the minimiser of the second-order expansion at θ = 0
+    of the ridge-penalised BCE over all past rows (one Newton / IRLS step from
+    θ = 0, where every row has weight p(1−p) = ¼), bias unpenalised, penalty
+    ½ρ‖w‖² on the weights of the normalised features z = (x − μ)/σ (A.7):
+
+        w = (¼ C_z + ρ I)⁻¹ · ½ Σ_{s≤t} (z(X_s) − z(Y_s)),   b = −w·z̄,
+
+    C_z the centred scatter of the normalised past rows, z̄ their mean. For weak
+    signals (where the MLE is near 0 and the test needs many pairs) this is the
+    logistic MLE to first order, and it is the (ridge) Fisher-LDA direction —
+    the Bayes-optimal linear score for Gaussian features with a shared
+    covariance — on the logit scale. ρ = ``ridge``·d (d features) keeps it
+    defined while n < d and shrinks the noisy early weights; as a Gaussian
+    prior w ~ N(0, I/ρ) it expects a squared separation E‖w‖² = 1/ridge
+    whatever d, because noise in ŵ grows with d and the signal does not.
+    (Default ridge 2, chosen on synthetic weak-signal streams:
+    benchmarks/results/online_scorer.md.)
+
+    Since z is affine in the raw row r, the same score is computed in raw units
+    with φ = w/σ:  score(x) = φ·(r(x) − r̄),  φ = (¼ C + ρ diag σ²)⁻¹ · ½ Σ (r(X_s) − r(Y_s)),
+    C, r̄ the centred scatter and mean of the past (trimmed) raw rows. So the
+    state is running sums (Chan et al.) and each round costs one p×p solve:
+    O(p³) time and O(p²) memory, whatever the number of pairs.
+
+    A.7 pre-processing, past-only: μ, σ are the running mean and population σ of
+    all past rows (Eq. 6–7); the trimming bounds are P² estimates of the past
+    2.5% / 97.5% quantiles, used once the exact 2.5% tail would hold a whole
+    row (as in the paper scorer). A value beyond them is replaced by the past
+    mean μ (z = 0), both when the row is scored and — with the same bounds —
+    when it enters the statistics afterwards.
+    """
+
+    kind = "online"
+
+    def __init__(self, n_features: int, ridge: float = 2.0, trim: float = 0.025, batch: int | None = None):
+        if n_features < 1:
+            raise ValueError("n_features must be ≥ 1")
+        if not 0.0 <= trim < 0.5:
+            raise ValueError(f"trim must lie in [0, 0.5); got {trim}")
+        if not ridge > 0:
+            raise ValueError(f"ridge must be > 0; got {ridge}")
+        self.p, self.ridge, self.trim, self.batch = int(n_features), float(ridge), float(trim), batch
+        self.rho = self.ridge * self.p
+        B = 1 if batch is None else batch
+        self.n = 0  # rows seen (2 per pair)
+        self.mu, self.m2 = np.zeros((B, self.p)), np.zeros((B, self.p))  # raw rows (Eq. 6–7)
+        self.r_mean = np.zeros((B, self.p))             # r̄, mean of trimmed rows
+        self.r_scatter = np.zeros((B, self.p, self.p))  # ¼ C = ¼ Σ (r − r̄)(r − r̄)ᵀ
+        self.r_diff = np.zeros((B, self.p))             # ½ Σ_pairs (r(X_s) − r(Y_s))
+        self.phi = np.zeros((B, self.p))                # θ = 0 before any data
+        # Lower τ-quantile of x and of −x (minus the upper one), one P² per feature.
+        self.tails = P2Quantile(self.trim, (2, B, self.p)) if self.trim > 0 else None
+        self._refresh()
+
+    # -- pre-processing (A.7) -----------------------------------------------
+    def _refresh(self) -> None:
+        """σ (Eq. 7, 1/n; 1 before data or for constant features) and trimming bounds of past rows."""
+        sd = np.sqrt(self.m2 / max(self.n, 1))
+        self.sd = np.where(sd > 1e-12, sd, 1.0)
+        # Bounds apply once the exact 2.5% tail would hold a whole row, as in the paper scorer.
+        self.trimming = self.tails is not None and math.floor(self.trim * (self.n - 1)) >= 1
+        if self.trimming:
+            v = self.tails.value
+            self.lo, self.hi = v[0], -v[1]
+        else:
+            self.lo, self.hi = np.full(self.mu.shape, -np.inf), np.full(self.mu.shape, np.inf)
+
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.lo, self.hi
+
+    def _trim(self, rows: np.ndarray) -> np.ndarray:
+        """Rows (B, m, p) with values beyond the past quantiles replaced by the past mean."""
+        if not self.trimming:
+            return rows
+        out = (rows < self.lo[:, None, :]) | (rows > self.hi[:, None, :])
+        return np.where(out, self.mu[:, None, :], rows)
+
+    # -- the model ------------------------------------------------------------
+    @property
+    def w(self) -> np.ndarray:
+        """Weights of the normalised features z (the layer's w): σ·φ."""
+        return self.phi * self.sd
+
+    @property
+    def theta(self) -> np.ndarray:
+        """[w, b] as in :class:`AdamScorer` (weights of z, bias last): b = −w·z̄ = −φ·(r̄ − μ)."""
+        b = -np.einsum("bp,bp->b", self.phi, self.r_mean - self.mu)
+        return np.concatenate([self.w, b[:, None]], axis=1)
+
+    def score(self, x):
+        """Scores (logits) φ·(r(x) − r̄) = w·z(x) + b of rows x with the fit on pairs seen so far.
+
+        Shapes as :meth:`AdamScorer.score`: (p,) → float, (m, p) → (m,);
+        batch (B, p) → (B,), (B, m, p) → (B, m).
+        """
+        a = np.asarray(x, dtype=float)
+        B = 1 if self.batch is None else self.batch
+        r = self._trim(a.reshape(B, -1, self.p))
+        s = np.einsum("bmp,bp->bm", r, self.phi) - np.einsum("bp,bp->b", self.r_mean, self.phi)[:, None]
+        if self.batch is None:
+            return float(s[0, 0]) if a.ndim == 1 else s[0]
+        return s[:, 0] if a.ndim == 2 else s
+
+    def update(self, x, y) -> None:
+        """Absorb pair (x suspect, y held-out), then refit φ on pairs ≤ t."""
+        B = 1 if self.batch is None else self.batch
+        x = np.asarray(x, dtype=float).reshape(B, self.p)
+        y = np.asarray(y, dtype=float).reshape(B, self.p)
+        r = self._trim(np.stack([x, y], axis=1))  # bounds of rows < t, as when scored
+        rx, ry = r[:, 0], r[:, 1]
+        # Trimmed rows: r̄ and ¼C (Chan et al. with the two new rows as one group):
+        # C += ½(rx − ry)(rx − ry)ᵀ + (2 n_a / n) δδᵀ, δ = (rx + ry)/2 − r̄.
+        n_a, n = self.n, self.n + 2
+        delta = 0.5 * (rx + ry) - self.r_mean
+        f = np.stack([math.sqrt(1 / 8) * (rx - ry), math.sqrt(n_a / (2.0 * n)) * delta], axis=2)  # (B, p, 2)
+        self.r_scatter += np.matmul(f, f.transpose(0, 2, 1))
+        self.r_mean += delta * (2.0 / n)
+        self.r_diff += 0.5 * (rx - ry)
+        # Raw rows: μ, M2 (Eq. 6–7) and the quantile markers, after pair t was trimmed.
+        d_raw = 0.5 * (x + y) - self.mu
+        self.m2 += 0.5 * (x - y) ** 2 + d_raw * d_raw * (2.0 * n_a / n)
+        self.mu += d_raw * (2.0 / n)
+        self.n = n
+        if self.tails is not None:
+            self.tails.add(np.stack([x, -x]))
+            self.tails.add(np.stack([y, -y]))
+        self._refresh()
+        self._fit()
+
+    def _fit(self) -> None:
+        """φ = (¼C + ρ diag σ²)⁻¹ ½ Σ (r_x − r_y), i.e. the ridge on w = σφ."""
+        A = self.r_scatter.copy()
+        A.reshape(A.shape[0], -1)[:, :: self.p + 1] += self.rho * self.sd ** 2
+        self.phi = np.linalg.solve(A, self.r_diff[:, :, None])[:, :, 0]
+
+    @property
+    def n_pairs(self) -> int:
+        return self.n // 2
+
+    # -- persistence ----------------------------------------------------------
+    _ARRAYS = ("mu", "m2", "r_mean", "r_scatter", "r_diff", "phi")
+
+    def to_dict(self) -> dict:
+        """JSON-able state of size O(B·p²), whatever the number of pairs."""
+        d = {"kind": self.kind, "n_features": self.p, "ridge": self.ridge, "trim": self.trim,
+             "batch": self.batch, "n": self.n,
+             "tails": None if self.tails is None else self.tails.to_dict()}
+        d.update({k: getattr(self, k).tolist() for k in self._ARRAYS})
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NewtonScorer":
+        obj = cls(d["n_features"], d["ridge"], d["trim"], d["batch"])
+        obj.n = int(d["n"])
+        for k in cls._ARRAYS:
+            setattr(obj, k, np.asarray(d[k], dtype=float))
+        obj.tails = None if d["tails"] is None else P2Quantile.from_dict(d["tails"])
+        obj._refresh()
+        return obj
+
+
+def make_scorer(kind: str, n_features: int, *, lr: float = 0.01, epochs: int = 30, ridge: float = 2.0,
+                trim: float = 0.025, seed: int = 0, batch: int | None = None):
+    """Scorer by name: "online" (NewtonScorer) or "paper" (AdamScorer, A.4 as published)."""
+    if kind == "online":
+        return NewtonScorer(n_features, ridge, trim, batch)
+    if kind == "paper":
+        return AdamScorer(n_features, lr, epochs, trim, seed, batch)
+    raise ValueError(f"unknown scorer {kind!r}; choose one of {', '.join(SCORERS)}")
+
+
+def scorer_from_dict(d: dict):
+    """Rebuild a saved scorer; states saved before "kind" existed are the paper scorer."""
+    return NewtonScorer.from_dict(d) if d.get("kind", "paper") == "online" else AdamScorer.from_dict(d)

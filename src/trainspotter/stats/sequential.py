@@ -4,7 +4,8 @@ BADI paper Sec. 4 and Sec. 5.1 ("Scoring Model and Two-sample Testing by
 Betting"), App. A.4, C. One round t, in this order (everything that touches
 pair t is fitted on pairs < t):
 
-1. score X_t, Y_t with the scorer fitted on pairs < t (A.4),
+1. score X_t, Y_t with the scorer fitted on pairs < t (A.4; ``config.scorer``
+   picks the paper's Adam refit or the O(1)-per-round online fit),
 2. payoff u_t from the witness fitted on rounds < t (App. C, tanh squashing),
 3. W_t = W_{t-1}(1 + λ_t u_t) with the stake λ_t chosen from rounds < t,
 4. only then update strategy, witness and scorer with pair t.
@@ -20,7 +21,7 @@ import pydantic
 
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
 from trainspotter.errors import InputError
-from trainspotter.stats.scoring import OnlineScorer
+from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 
 __all__ = ["TestConfig", "TestResult", "SequentialTest", "run_test", "split_features"]
 
@@ -37,8 +38,10 @@ class TestConfig(pydantic.BaseModel):
     strategy: str = "ons"
     payoff: str = "mmd"
     lambda_max: float = pydantic.Field(0.8, gt=0.0, lt=1.0)
-    lr: float = pydantic.Field(0.01, gt=0.0)
-    epochs: int = pydantic.Field(30, ge=0)
+    scorer: str = "online"  # "online" (NewtonScorer, O(1) per round) or "paper" (A.4 Adam refit)
+    lr: float = pydantic.Field(0.01, gt=0.0)        # paper scorer only
+    epochs: int = pydantic.Field(30, ge=0)          # paper scorer only
+    ridge: float = pydantic.Field(2.0, gt=0.0)      # online scorer only: ρ = ridge·features
     trim: float = pydantic.Field(0.025, ge=0.0, lt=0.5)
     seed: int = 0
 
@@ -47,6 +50,13 @@ class TestConfig(pydantic.BaseModel):
     def _strategy(cls, v: str) -> str:
         if v not in STRATEGIES:
             raise ValueError(f"unknown strategy {v!r}; choose one of {', '.join(STRATEGIES)}")
+        return v
+
+    @pydantic.field_validator("scorer")
+    @classmethod
+    def _scorer(cls, v: str) -> str:
+        if v not in SCORERS:
+            raise ValueError(f"unknown scorer {v!r}; choose one of {', '.join(SCORERS)}")
         return v
 
     @pydantic.field_validator("payoff")
@@ -94,14 +104,17 @@ class SequentialTest:
     ``batch=B`` runs B independent streams at once (used by the Monte Carlo
     evaluation); then ``update`` takes rows of shape (B, p) and the read-outs
     are arrays. The default ``batch=None`` is the single audit stream.
+    ``keep_history=False`` skips the per-round history (memory flat in n).
     """
 
     __test__ = False
 
-    def __init__(self, n_features: int, config: TestConfig | None = None, batch: int | None = None):
+    def __init__(self, n_features: int, config: TestConfig | None = None, batch: int | None = None,
+                 keep_history: bool = True):
         self.config = config = config or TestConfig()
-        self.n_features, self.batch = int(n_features), batch
-        self.scorer = OnlineScorer(n_features, config.lr, config.epochs, config.trim, config.seed, batch)
+        self.n_features, self.batch, self.keep_history = int(n_features), batch, keep_history
+        self.scorer = make_scorer(config.scorer, n_features, lr=config.lr, epochs=config.epochs,
+                                  ridge=config.ridge, trim=config.trim, seed=config.seed, batch=batch)
         self.payoff = make_payoff(config.payoff, dim=1, batch=batch)  # witness on scalar scores
         self.eprocess = EProcess(config.strategy, config.lambda_max, config.alpha, batch)
         self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
@@ -120,8 +133,9 @@ class SequentialTest:
         self.payoff.update(sx, sy)                            # 4. absorb pair t
         self.scorer.update(x, y)
         step = {"t": self.t, "score_x": sx, "score_y": sy, "u": u, "lambda": lam, "wealth": wealth}
-        for k in self.history:
-            self.history[k].append(step[k])
+        if self.keep_history:
+            for k in self.history:
+                self.history[k].append(step[k])
         return step
 
     def run(self, X, Y, stop_on_reject: bool = True) -> TestResult:
@@ -134,6 +148,8 @@ class SequentialTest:
             X, Y = X[:, None], Y[:, None]
         if X.shape != Y.shape or X.shape[1] != self.n_features:
             raise ValueError(f"X and Y must both be (n, {self.n_features}); got {X.shape} and {Y.shape}")
+        if not self.keep_history:
+            raise ValueError("run() reports the per-round history; create the test with keep_history=True")
         start = len(self.history["wealth"])
         for i in range(X.shape[0]):
             if stop_on_reject and self.rejected:
@@ -163,8 +179,10 @@ class SequentialTest:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SequentialTest":
-        obj = cls(d["n_features"], TestConfig(**d["config"]), d["batch"])
-        obj.scorer = OnlineScorer.from_dict(d["scorer"])
+        # States saved before ``scorer`` existed were made by the paper scorer.
+        config = TestConfig(**{"scorer": d["scorer"].get("kind", "paper"), **d["config"]})
+        obj = cls(d["n_features"], config, d["batch"])
+        obj.scorer = scorer_from_dict(d["scorer"])
         obj.payoff = payoff_from_dict(d["payoff"])
         obj.eprocess = EProcess.from_dict(d["eprocess"])
         conv = (lambda v: v) if d["batch"] is None else np.asarray

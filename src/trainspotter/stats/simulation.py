@@ -81,40 +81,77 @@ def _chunks(trials: int, batch_size: int):
         yield min(batch_size, trials - start)
 
 
+def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray, config: TestConfig,
+                  alphas: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test, one round at a time.
+
+    Returns the first-crossing times (len(alphas), B), 0 = never, and Σ_b log W_t
+    per round (n,). Rows are gathered per round and no per-round history is
+    kept, so memory does not grow with n beyond the index arrays. The wealth
+    does not depend on α, so one pass serves every threshold 1/α.
+    """
+    B, n = idx_x.shape
+    test = SequentialTest(S.shape[1], config, batch=B, keep_history=False)
+    log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
+    stops = np.zeros((len(alphas), B), dtype=int)
+    sum_logw = np.zeros(n)
+    for t in range(n):
+        test.update(S[idx_x[:, t]], H[idx_y[:, t]])
+        logw = test.eprocess.log_wealth
+        stops[(stops == 0) & (logw[None, :] >= log_thr)] = t + 1
+        sum_logw[t] = logw.sum()
+    return stops, sum_logw
+
+
 def simulate(df: pd.DataFrame, config: TestConfig | None = None, trials: int = 200, n_max: int | None = None,
              null: bool = False, seed: int = 0, feature_cols: list[str] | None = None,
-             batch_size: int = 64) -> dict:
+             batch_size: int = 500, alphas: tuple[float, ...] | None = None) -> dict:
     """Monte Carlo estimate of the test's rejection rate (Sec. 5.1, App. D).
 
     null=False: suspect vs held-out streams (the rate is a TPR).
     null=True: two disjoint random halves of the held-out rows (an FPR).
+    ``alphas``: levels evaluated from the same wealth paths (the stop for α is
+    the first t with W_t ≥ 1/α); ``config.alpha`` is always one of them and
+    gives the top-level keys. ``by_alpha[str(α)]`` holds each level's
+    rejection_rate, mean_stop, std_stop, power_curve (and tpr/fpr/fnr).
     """
     config = config or TestConfig()
     if trials < 1:
         raise ValueError("trials must be ≥ 1")
+    levels = sorted({float(config.alpha), *(float(a) for a in (alphas or ()))})
+    if not all(0.0 < a < 1.0 for a in levels):
+        raise ValueError(f"every alpha must lie in (0, 1); got {levels}")
     S, H, cols = split_features(df, feature_cols)
     n = len(H) // 2 if null else min(len(S), len(H))
     if n_max is not None:
         n = min(n, int(n_max))
     if n < 1:
         raise ValueError("not enough rows for one pair")
-    rng = np.random.default_rng(seed)
-    stops, mean_logw = [], np.zeros(n)
+    # One generator per trial, so a trial's stream does not depend on batch_size.
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
+    stops, sum_logw, start = [], np.zeros(n), 0
     for b in _chunks(trials, batch_size):
+        chunk, start = rngs[start: start + b], start + b
         if null:
-            perms = np.stack([rng.permutation(len(H)) for _ in range(b)])
-            X, Y = H[perms[:, :n]], H[perms[:, n: 2 * n]]
+            perms = np.stack([r.permutation(len(H)) for r in chunk])
+            st, lw = _stream_stops(H, H, perms[:, :n], perms[:, n: 2 * n], config, levels)
         else:
-            X = S[np.stack([rng.permutation(len(S))[:n] for _ in range(b)])]
-            Y = H[np.stack([rng.permutation(len(H))[:n] for _ in range(b)])]
-        out = run_batch(X, Y, config)
-        stops.append(out["stop_time"])
-        mean_logw += out["log_wealth"].sum(axis=0)
-    stops = np.concatenate(stops)
+            ix = np.stack([r.permutation(len(S))[:n] for r in chunk])
+            iy = np.stack([r.permutation(len(H))[:n] for r in chunk])
+            st, lw = _stream_stops(S, H, ix, iy, config, levels)
+        stops.append(st)
+        sum_logw += lw
+    stops = np.concatenate(stops, axis=1)
+    by_alpha = {}
+    for a, st in zip(levels, stops):
+        summ = _summary(st, n, null)
+        del summ["stop_times"]
+        by_alpha[str(a)] = summ
     res = {"null": null, "trials": int(trials), "pairs": int(n), "n_max": n_max, "alpha": config.alpha,
-           "features": len(cols), "config": config.model_dump()}
-    res.update(_summary(stops, n, null))
-    res["mean_log_wealth"] = (mean_logw / trials).tolist()
+           "alphas": levels, "features": len(cols), "config": config.model_dump()}
+    res.update(_summary(stops[levels.index(float(config.alpha))], n, null))
+    res["by_alpha"] = by_alpha
+    res["mean_log_wealth"] = (sum_logw / trials).tolist()
     return res
 
 
