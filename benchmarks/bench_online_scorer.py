@@ -111,8 +111,8 @@ def weak_signal(trials, n, delta, p=32, shifted=2, seed=1) -> dict:
     for payoff, strategy in (("diff", "mixture"), ("mmd", "ons")):
         for scorer in ("online", "paper"):
             t0 = time.process_time()
-            st = _stream_stops(S, H, idx, idx, TestConfig(scorer=scorer, payoff=payoff, strategy=strategy),
-                               [0.05])[0][0]
+            st = _stream_stops(S, H, idx, idx, [TestConfig(scorer=scorer, payoff=payoff, strategy=strategy)],
+                               [0.05])[0][0][0]
             cens = np.where(st > 0, st, n).astype(float)  # a non-rejection counts as N_max
             cell = {"payoff": payoff, "strategy": strategy, "scorer": scorer, "power": float((st > 0).mean()),
                     "mean_pairs": float(cens.mean()), "mean_pairs_ci95": _boot_ci(cens, np.random.default_rng(0)),
@@ -133,7 +133,7 @@ def type1(trials=2000, n=200, p=32, alpha=0.05, seed=7) -> dict:
     idx = np.arange(2 * trials * n).reshape(trials, 2 * n)
     out = {"trials": trials, "n_max": n, "features": p, "alpha": alpha, "cells": []}
     for payoff, strategy in (("diff", "mixture"), ("mmd", "ons")):
-        st = _stream_stops(H, H, idx[:, :n], idx[:, n:], TestConfig(payoff=payoff, strategy=strategy), [alpha])[0][0]
+        st = _stream_stops(H, H, idx[:, :n], idx[:, n:], [TestConfig(payoff=payoff, strategy=strategy)], [alpha])[0][0][0]
         k = int((st > 0).sum())
         pv = binomtest(k, trials, alpha, alternative="greater").pvalue
         out["cells"].append({"payoff": payoff, "strategy": strategy, "rejections": k, "rate": k / trials,

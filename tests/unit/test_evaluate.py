@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.stats.simulation import ebh, pollution, power_curve, run_batch, simulate, stop_times
-from trainspotter.stats.sequential import SequentialTest, TestConfig
+from trainspotter.stats.simulation import (ebh, pollution, power_curve, run_batch, simulate, simulate_many,
+                                           stop_times)
+from trainspotter.stats.sequential import split_features, SequentialTest, TestConfig
 
 
 def _table(n_s, n_h, p=4, shift=0.0, seed=0):
@@ -88,6 +89,23 @@ def test_simulate_levels_from_one_pass_equal_single_level_runs():
     np.testing.assert_allclose(small.pop("mean_log_wealth"), multi.pop("mean_log_wealth"), rtol=1e-12, atol=1e-12)
     multi.update(alphas=[0.05], by_alpha={"0.05": multi["by_alpha"]["0.05"]})
     assert small == multi
+
+
+def test_simulate_many_shares_the_scorer_without_changing_any_configuration():
+    """Several payoff/strategy configurations on one scorer pass give exactly what each
+    gives alone, and a trial's stop equals the shipped SequentialTest on that trial's pairs."""
+    df = _table(150, 150, shift=0.4, seed=8)
+    configs = [TestConfig(payoff="diff", strategy="mixture"), TestConfig(payoff="mmd", strategy="ons"),
+               TestConfig(payoff="ks", strategy="kelly"), TestConfig(payoff="mmd-paper", scorer="paper", epochs=3)]
+    many = simulate_many(df, configs, trials=6, n_max=100, seed=4, alphas=(0.1,))
+    for config, got in zip(configs, many):
+        assert got == simulate(df, config, trials=6, n_max=100, seed=4, alphas=(0.1,))
+    S, H, _ = split_features(df)
+    rng = np.random.default_rng(np.random.SeedSequence(4).spawn(6)[2])  # trial 2's stream
+    ix, iy = rng.permutation(len(S))[:100], rng.permutation(len(H))[:100]
+    for config, got in zip(configs, many):
+        assert got["stop_times"][2] == run_batch(S[ix][None], H[iy][None], config)["stop_time"][0]
+    assert len({tuple(r["stop_times"]) for r in many}) > 1  # the configurations really differ
 
 
 def test_simulate_type1_on_null_streams_at_several_levels():

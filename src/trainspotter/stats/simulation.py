@@ -20,10 +20,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.stats.betting import wealth_path
-from trainspotter.stats.sequential import SequentialTest, TestConfig, split_features
+from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
+from trainspotter.stats.scoring import make_scorer
+from trainspotter.stats.sequential import SequentialTest, TestConfig, bet, split_features
 
-__all__ = ["run_batch", "stop_times", "power_curve", "simulate", "pollution", "ebh"]
+__all__ = ["run_batch", "stop_times", "power_curve", "simulate", "simulate_many", "pollution", "ebh"]
 
 
 def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig) -> dict:
@@ -81,25 +82,41 @@ def _chunks(trials: int, batch_size: int):
         yield min(batch_size, trials - start)
 
 
-def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray, config: TestConfig,
-                  alphas: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test, one round at a time.
+# The fields that fix the scorer: configurations equal in these see the same scores on
+# the same streams, so one scorer pass can feed all their bettors.
+SCORER_FIELDS = ("scorer", "lr", "epochs", "trim", "ridge", "seed")
 
-    Returns the first-crossing times (len(alphas), B), 0 = never, and Σ_b log W_t
-    per round (n,). Rows are gathered per round and no per-round history is
-    kept, so memory does not grow with n beyond the index arrays. The wealth
-    does not depend on α, so one pass serves every threshold 1/α.
+
+def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray,
+                  configs: list[TestConfig], alphas: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test of every
+    configuration (all with the scorer settings of ``configs[0]``), one round at a time.
+
+    Each round scores the pair once with the scorer of pairs < t and lets every
+    configuration's payoff and strategy bet on those scores (``bet``, the same round as
+    ``SequentialTest.update``). Returns first-crossing times (configs, alphas, B), 0 = never,
+    and Σ_b log W_t per configuration and round (configs, n). Rows are gathered per round
+    and no per-round history is kept, so memory does not grow with n beyond the index
+    arrays. The wealth does not depend on α, so one pass serves every threshold 1/α.
     """
     B, n = idx_x.shape
-    test = SequentialTest(S.shape[1], config, batch=B, keep_history=False)
+    c0 = configs[0]
+    scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
+                         seed=c0.seed, batch=B)
+    bettors = [(make_payoff(c.payoff, dim=1, batch=B), EProcess(c.strategy, c.lambda_max, c.alpha, B))
+               for c in configs]
     log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
-    stops = np.zeros((len(alphas), B), dtype=int)
-    sum_logw = np.zeros(n)
+    stops = np.zeros((len(configs), len(alphas), B), dtype=int)
+    sum_logw = np.zeros((len(configs), n))
     for t in range(n):
-        test.update(S[idx_x[:, t]], H[idx_y[:, t]])
-        logw = test.eprocess.log_wealth
-        stops[(stops == 0) & (logw[None, :] >= log_thr)] = t + 1
-        sum_logw[t] = logw.sum()
+        x, y = S[idx_x[:, t]], H[idx_y[:, t]]
+        sx, sy = scorer.score(x), scorer.score(y)
+        for k, (payoff, eprocess) in enumerate(bettors):
+            bet(payoff, eprocess, sx, sy)
+            logw = eprocess.log_wealth
+            stops[k][(stops[k] == 0) & (logw[None, :] >= log_thr)] = t + 1
+            sum_logw[k, t] = logw.sum()
+        scorer.update(x, y)
     return stops, sum_logw
 
 
@@ -115,44 +132,66 @@ def simulate(df: pd.DataFrame, config: TestConfig | None = None, trials: int = 2
     gives the top-level keys. ``by_alpha[str(α)]`` holds each level's
     rejection_rate, mean_stop, std_stop, power_curve (and tpr/fpr/fnr).
     """
-    config = config or TestConfig()
+    return simulate_many(df, [config or TestConfig()], trials, n_max, null, seed, feature_cols,
+                         batch_size, alphas)[0]
+
+
+def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200, n_max: int | None = None,
+                  null: bool = False, seed: int = 0, feature_cols: list[str] | None = None,
+                  batch_size: int = 500, alphas: tuple[float, ...] | None = None) -> list[dict]:
+    """``simulate`` for several configurations on the same trial streams (one result each,
+    in order). Configurations that share the scorer settings share one scorer pass, which
+    is where the time goes; trial t's stream is the same for every configuration, so the
+    stopping times can be compared trial by trial (paired)."""
     if trials < 1:
         raise ValueError("trials must be ≥ 1")
-    levels = sorted({float(config.alpha), *(float(a) for a in (alphas or ()))})
-    if not all(0.0 < a < 1.0 for a in levels):
-        raise ValueError(f"every alpha must lie in (0, 1); got {levels}")
+    if not configs:
+        raise ValueError("no configuration to simulate")
+    levels = [sorted({float(c.alpha), *(float(a) for a in (alphas or ()))}) for c in configs]
+    if not all(0.0 < a < 1.0 for lv in levels for a in lv):
+        raise ValueError(f"every alpha must lie in (0, 1); got {sorted(set().union(*levels))}")
+    every = sorted(set().union(*levels))
     S, H, cols = split_features(df, feature_cols)
     n = len(H) // 2 if null else min(len(S), len(H))
     if n_max is not None:
         n = min(n, int(n_max))
     if n < 1:
         raise ValueError("not enough rows for one pair")
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(tuple(getattr(c, f) for f in SCORER_FIELDS), []).append(i)
+    stops = np.zeros((len(configs), len(every), trials), dtype=int)
+    sum_logw = np.zeros((len(configs), n))
     # One generator per trial, so a trial's stream does not depend on batch_size.
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
-    stops, sum_logw, start = [], np.zeros(n), 0
-    for b in _chunks(trials, batch_size):
-        chunk, start = rngs[start: start + b], start + b
+    for start in range(0, trials, batch_size):
+        chunk = rngs[start: start + batch_size]
         if null:
             perms = np.stack([r.permutation(len(H)) for r in chunk])
-            st, lw = _stream_stops(H, H, perms[:, :n], perms[:, n: 2 * n], config, levels)
+            X, ix, iy = H, perms[:, :n], perms[:, n: 2 * n]
         else:
+            X = S
             ix = np.stack([r.permutation(len(S))[:n] for r in chunk])
             iy = np.stack([r.permutation(len(H))[:n] for r in chunk])
-            st, lw = _stream_stops(S, H, ix, iy, config, levels)
-        stops.append(st)
-        sum_logw += lw
-    stops = np.concatenate(stops, axis=1)
-    by_alpha = {}
-    for a, st in zip(levels, stops):
-        summ = _summary(st, n, null)
-        del summ["stop_times"]
-        by_alpha[str(a)] = summ
-    res = {"null": null, "trials": int(trials), "pairs": int(n), "n_max": n_max, "alpha": config.alpha,
-           "alphas": levels, "features": len(cols), "config": config.model_dump()}
-    res.update(_summary(stops[levels.index(float(config.alpha))], n, null))
-    res["by_alpha"] = by_alpha
-    res["mean_log_wealth"] = (sum_logw / trials).tolist()
-    return res
+        for members in groups.values():
+            st, lw = _stream_stops(X, H, ix, iy, [configs[i] for i in members], every)
+            stops[members, :, start: start + len(chunk)] = st
+            sum_logw[members] += lw
+    results = []
+    for k, config in enumerate(configs):
+        lv = levels[k]
+        by_alpha = {}
+        for a in lv:
+            summ = _summary(stops[k, every.index(a)], n, null)
+            del summ["stop_times"]
+            by_alpha[str(a)] = summ
+        res = {"null": null, "trials": int(trials), "pairs": int(n), "n_max": n_max, "alpha": config.alpha,
+               "alphas": lv, "features": len(cols), "config": config.model_dump()}
+        res.update(_summary(stops[k, every.index(float(config.alpha))], n, null))
+        res["by_alpha"] = by_alpha
+        res["mean_log_wealth"] = (sum_logw[k] / trials).tolist()
+        results.append(res)
+    return results
 
 
 def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0.2, 0.5, 0.7, 0.9),
