@@ -34,8 +34,7 @@ def simulate_flow(features: str, strategies: list[str] = ("ons",), payoffs: list
         mlflow.log_params({"features": features, "trials": trials, "n_max": n_max, "null": null,
                            "seed": seed, "configurations": len(configs)})
         mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit()})
-        for config in configs:
-            res = simulate_task(features, config, trials, n_max, null, seed)
+        for config, res in zip(configs, simulate_task(features, configs, trials, n_max, null, seed)):
             label = f"{config.strategy}/{config.payoff}"
             with mlflow.start_run(experiment_id=experiment, run_name=label, nested=True) as child:
                 mlflow.log_params(flatten(config))

@@ -1,4 +1,4 @@
-"""Monte Carlo evaluation of one test configuration as a cached task."""
+"""Monte Carlo evaluation of test configurations on one features table as a cached task."""
 
 import hashlib
 from pathlib import Path
@@ -7,7 +7,7 @@ from prefect import task
 
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
-from trainspotter.stats.simulation import simulate
+from trainspotter.stats.simulation import simulate_many
 from trainspotter.stats.sequential import TestConfig
 
 
@@ -19,11 +19,13 @@ SIMULATE_CODE = ("trainspotter.stats.simulation", "trainspotter.stats.sequential
 def simulate_cache_key(context, parameters) -> str:
     """The table's content, the configuration, the trial settings and the code digest."""
     data = hashlib.sha256(Path(parameters["features"]).read_bytes()).hexdigest()
-    return "simulate-" + fingerprint(code_digest(*SIMULATE_CODE), data, parameters["config"],
-                                     {k: parameters[k] for k in ("trials", "n_max", "null", "seed")})
+    return "simulate-" + fingerprint(code_digest(*SIMULATE_CODE), data, parameters["configs"],
+                                     {k: parameters[k] for k in ("trials", "n_max", "null", "seed", "alphas")})
 
 
-@task(cache_key_fn=simulate_cache_key, persist_result=True, task_run_name="simulate[{config.strategy}/{config.payoff}]")
-def simulate_task(features: str, config: TestConfig, trials: int, n_max: int | None, null: bool,
-                  seed: int) -> dict:
-    return simulate(read_features(features), config, trials=trials, n_max=n_max, null=null, seed=seed)
+@task(cache_key_fn=simulate_cache_key, persist_result=True, task_run_name="simulate[{trials}x{n_max}]")
+def simulate_task(features: str, configs: list[TestConfig], trials: int, n_max: int | None, null: bool,
+                  seed: int, alphas: tuple[float, ...] = ()) -> list[dict]:
+    """One result per configuration, all on the same trial streams (paired)."""
+    return simulate_many(read_features(features), configs, trials=trials, n_max=n_max, null=null, seed=seed,
+                         alphas=alphas)

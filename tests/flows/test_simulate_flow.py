@@ -12,8 +12,8 @@ def test_sweep_has_parent_and_child_runs(tmp_path, monkeypatch):
     from tasks.cache import refreshing
 
     calls = []  # the library function behind the cached task, counted
-    library = tasks.simulate.simulate
-    monkeypatch.setattr(tasks.simulate, "simulate", lambda *a, **k: calls.append(1) or library(*a, **k))
+    library = tasks.simulate.simulate_many
+    monkeypatch.setattr(tasks.simulate, "simulate_many", lambda *a, **k: calls.append(1) or library(*a, **k))
     from flows.tracking import tracking_uri
 
     rng = np.random.default_rng(3)
@@ -34,11 +34,11 @@ def test_sweep_has_parent_and_child_runs(tmp_path, monkeypatch):
         power = sorted(client.get_metric_history(r["run_id"], "power"), key=lambda m: m.step)
         assert len(power) == 100 and power[-1].value == pytest.approx(r["tpr"])
     assert "power.png" in {a.path for a in client.list_artifacts(parent)}
-    assert len(calls) == 2
+    assert len(calls) == 1  # both configurations in one pass
     # a second identical sweep is served from the task cache: same numbers, no simulation
     again = simulate_flow(str(path), strategies=["ons", "kelly"], payoffs=["mmd"], trials=16, n_max=100)
-    assert [a["tpr"] for a in again] == [r["tpr"] for r in results] and len(calls) == 2
-    # --refresh recomputes both configurations (same seed: same numbers)
+    assert [a["tpr"] for a in again] == [r["tpr"] for r in results] and len(calls) == 1
+    # --refresh recomputes them (same seed: same numbers)
     with refreshing(True):
         fresh = simulate_flow(str(path), strategies=["ons", "kelly"], payoffs=["mmd"], trials=16, n_max=100)
-    assert [a["tpr"] for a in fresh] == [r["tpr"] for r in results] and len(calls) == 4
+    assert [a["tpr"] for a in fresh] == [r["tpr"] for r in results] and len(calls) == 2

@@ -23,7 +23,7 @@ from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payof
 from trainspotter.errors import InputError
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 
-__all__ = ["TestConfig", "TestResult", "SequentialTest", "bet", "run_test", "split_features"]
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "run_test", "split_features"]
 
 SET_COLUMN = "set"
 SET_LABELS = ("suspect", "heldout")
@@ -98,18 +98,6 @@ class TestResult:
         return d
 
 
-def bet(payoff, eprocess: EProcess, sx, sy):
-    """Steps 2–4 of a round on the scores (sx, sy) of pair t: the payoff u_t from the
-    witness of rounds < t, W_t = W_{t-1}(1 + λ_t u_t) with the stake of rounds < t, then
-    the witness absorbs round t. Returns (u_t, λ_t, W_t). Shared by the audit stream and
-    the Monte Carlo evaluation, which bets several payoff/strategy pairs on one scorer."""
-    u = payoff.payoff(sx, sy)
-    lam = eprocess.lam
-    wealth = eprocess.update(u)
-    payoff.update(sx, sy)
-    return u, lam, wealth
-
-
 class SequentialTest:
     """Online BADI test over pairs (suspect row x, held-out row y).
 
@@ -139,8 +127,11 @@ class SequentialTest:
         if x.shape != shape or y.shape != shape:
             raise ValueError(f"expected rows of shape {shape}, got {x.shape} and {y.shape}")
         sx, sy = self.scorer.score(x), self.scorer.score(y)  # 1. scorer of pairs < t
-        u, lam, wealth = bet(self.payoff, self.eprocess, sx, sy)  # 2.-4.
-        self.scorer.update(x, y)                              # 4. the scorer absorbs pair t
+        u = self.payoff.payoff(sx, sy)                        # 2. witness of rounds < t
+        lam = self.eprocess.lam                               #    stake of rounds < t
+        wealth = self.eprocess.update(u)                      # 3. W_t, then strategy update
+        self.payoff.update(sx, sy)                            # 4. absorb pair t
+        self.scorer.update(x, y)
         step = {"t": self.t, "score_x": sx, "score_y": sy, "u": u, "lambda": lam, "wealth": wealth}
         if self.keep_history:
             for k in self.history:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
 from trainspotter.stats.scoring import make_scorer
-from trainspotter.stats.sequential import SequentialTest, TestConfig, bet, split_features
+from trainspotter.stats.sequential import SequentialTest, TestConfig, split_features
 
 __all__ = ["run_batch", "stop_times", "power_curve", "simulate", "simulate_many", "pollution", "ebh"]
 
@@ -92,30 +92,34 @@ def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.nda
     """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test of every
     configuration (all with the scorer settings of ``configs[0]``), one round at a time.
 
-    Each round scores the pair once with the scorer of pairs < t and lets every
-    configuration's payoff and strategy bet on those scores (``bet``, the same round as
-    ``SequentialTest.update``). Returns first-crossing times (configs, alphas, B), 0 = never,
-    and Σ_b log W_t per configuration and round (configs, n). Rows are gathered per round
-    and no per-round history is kept, so memory does not grow with n beyond the index
-    arrays. The wealth does not depend on α, so one pass serves every threshold 1/α.
+    A round is ``SequentialTest.update`` shared out: the pair is scored once by the scorer
+    of pairs < t; each payoff in use gives u_t from its witness of rounds < t (a witness
+    sees only scores, so strategies share it); each configuration's strategy bets on its
+    payoff; then witnesses and scorer absorb pair t. Returns first-crossing times
+    (configs, alphas, B), 0 = never, and Σ_b log W_t per configuration and round
+    (configs, n). No per-round history is kept, so memory does not grow with n beyond the
+    index arrays. The wealth does not depend on α, so one pass serves every 1/α.
     """
     B, n = idx_x.shape
     c0 = configs[0]
     scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
                          seed=c0.seed, batch=B)
-    bettors = [(make_payoff(c.payoff, dim=1, batch=B), EProcess(c.strategy, c.lambda_max, c.alpha, B))
-               for c in configs]
+    payoffs = {c.payoff: make_payoff(c.payoff, dim=1, batch=B) for c in configs}
+    eprocesses = [EProcess(c.strategy, c.lambda_max, c.alpha, B) for c in configs]
     log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
     stops = np.zeros((len(configs), len(alphas), B), dtype=int)
     sum_logw = np.zeros((len(configs), n))
     for t in range(n):
         x, y = S[idx_x[:, t]], H[idx_y[:, t]]
         sx, sy = scorer.score(x), scorer.score(y)
-        for k, (payoff, eprocess) in enumerate(bettors):
-            bet(payoff, eprocess, sx, sy)
+        u = {name: payoff.payoff(sx, sy) for name, payoff in payoffs.items()}
+        for k, (config, eprocess) in enumerate(zip(configs, eprocesses)):
+            eprocess.update(u[config.payoff])
             logw = eprocess.log_wealth
             stops[k][(stops[k] == 0) & (logw[None, :] >= log_thr)] = t + 1
             sum_logw[k, t] = logw.sum()
+        for payoff in payoffs.values():
+            payoff.update(sx, sy)
         scorer.update(x, y)
     return stops, sum_logw
 
@@ -130,7 +134,7 @@ def simulate(df: pd.DataFrame, config: TestConfig | None = None, trials: int = 2
     ``alphas``: levels evaluated from the same wealth paths (the stop for α is
     the first t with W_t ≥ 1/α); ``config.alpha`` is always one of them and
     gives the top-level keys. ``by_alpha[str(α)]`` holds each level's
-    rejection_rate, mean_stop, std_stop, power_curve (and tpr/fpr/fnr).
+    rejection_rate, mean_stop, std_stop, power_curve, stop_times (and tpr/fpr/fnr).
     """
     return simulate_many(df, [config or TestConfig()], trials, n_max, null, seed, feature_cols,
                          batch_size, alphas)[0]
@@ -182,9 +186,7 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
         lv = levels[k]
         by_alpha = {}
         for a in lv:
-            summ = _summary(stops[k, every.index(a)], n, null)
-            del summ["stop_times"]
-            by_alpha[str(a)] = summ
+            by_alpha[str(a)] = _summary(stops[k, every.index(a)], n, null)
         res = {"null": null, "trials": int(trials), "pairs": int(n), "n_max": n_max, "alpha": config.alpha,
                "alphas": lv, "features": len(cols), "config": config.model_dump()}
         res.update(_summary(stops[k, every.index(float(config.alpha))], n, null))
