@@ -336,3 +336,19 @@ def test_eprocess_save_load_continuation_is_exact(strategy):
         resumed.update(ut)
     assert resumed.to_dict() == full.to_dict()
     assert resumed.wealth == full.wealth and resumed.stop_time == full.stop_time
+
+
+def test_ks_threshold_kept_by_insertion_equals_a_fresh_sort_with_ties():
+    """The sorted past values are kept by insertion each round; a witness rebuilt from its
+    saved values (one full sort) must give the same threshold c_t every round, also with
+    many tied values (rounded scores) and on a batch of streams."""
+    rng = np.random.default_rng(11)
+    w = KSWitness(dim=1, batch=5)
+    for t in range(60):
+        x, y = np.round(rng.normal(0.3, 1, 5), 1), np.round(rng.normal(0, 1, 5), 1)
+        fresh = KSWitness.from_dict(w.to_dict())
+        np.testing.assert_array_equal(w.threshold(), fresh.threshold())
+        np.testing.assert_array_equal(w.payoff(x, y), fresh.payoff(x, y))
+        w.update(x, y)
+    vals, signs = w._sorted()
+    assert np.all(np.diff(vals, axis=1) >= 0) and (signs == 1).sum() == (signs == -1).sum() == 5 * 60

@@ -190,6 +190,20 @@ class MMDWitness:
         return obj
 
 
+def _insert_sorted(vals: np.ndarray, signs: np.ndarray, v: np.ndarray, sign: float):
+    """Insert v[b] (with ``sign``) into each sorted row vals[b] (after equal values)."""
+    B, m = vals.shape
+    if m == 0:
+        return v[:, None].copy(), np.full((B, 1), sign)
+    pos = (vals <= v[:, None]).sum(axis=1)
+    ar = np.arange(m + 1)[None, :]
+    src = np.minimum(ar - (ar > pos[:, None]), m - 1)  # old index feeding each new slot
+    at = ar == pos[:, None]
+    new_vals = np.where(at, v[:, None], np.take_along_axis(vals, src, axis=1))
+    new_signs = np.where(at, sign, np.take_along_axis(signs, src, axis=1))
+    return new_vals, new_signs
+
+
 class KSWitness:
     """One-sided Kolmogorov–Smirnov discrepancy payoff (App. C Eq. 11–13, D.3).
 
@@ -212,6 +226,7 @@ class KSWitness:
         self.xs = np.zeros((B, 0))  # past projected suspect values
         self.ys = np.zeros((B, 0))
         self.direction = np.zeros((B, self.dim))  # running sum of X_s − Y_s
+        self._vals = self._signs = None  # see _sorted
 
     def _project(self, x) -> np.ndarray:
         r = _rows(x, self.batch, self.dim)
@@ -219,17 +234,28 @@ class KSWitness:
             return r[:, 0]
         return np.einsum("bp,bp->b", r, self.direction)
 
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """Past values sorted per stream, with sign −1 (suspect) / +1 (held-out): kept
+        up to date by ``update`` (insertion, O(m) a round instead of a sort), rebuilt
+        from xs, ys after a load."""
+        if self._vals is None:
+            B, m = self.xs.shape
+            vals = np.concatenate([self.xs, self.ys], axis=1)
+            sign = np.concatenate([-np.ones((B, m)), np.ones((B, m))], axis=1)
+            order = np.argsort(vals, axis=1, kind="stable")
+            self._vals = np.take_along_axis(vals, order, axis=1)
+            self._signs = np.take_along_axis(sign, order, axis=1)
+        return self._vals, self._signs
+
     def threshold(self) -> np.ndarray:
         """c_t = argmax_c (F̂_Y(c) − F̂_X(c)) over past values, shape (B,)."""
-        B, m = self.xs.shape
+        vals, signs = self._sorted()
+        B, m = vals.shape
         if m == 0:
             return np.full(B, np.inf)  # no data: u_1 = 0
-        vals = np.concatenate([self.xs, self.ys], axis=1)
-        sign = np.concatenate([-np.ones((B, m)), np.ones((B, m))], axis=1)
-        order = np.argsort(vals, axis=1, kind="stable")
-        vals = np.take_along_axis(vals, order, axis=1)
-        diff = np.cumsum(np.take_along_axis(sign, order, axis=1), axis=1)
-        # Among tied values only the last position is a valid ECDF point.
+        diff = np.cumsum(signs, axis=1)
+        # Among tied values only the last position is a valid ECDF point (so the order
+        # of equal values, and with it the insertion point among them, does not matter).
         last = np.ones_like(vals, dtype=bool)
         last[:, :-1] = vals[:, 1:] != vals[:, :-1]
         diff = np.where(last, diff, -np.inf)
@@ -245,6 +271,9 @@ class KSWitness:
     def update(self, x, y) -> None:
         # Project with the direction of rounds < t before absorbing pair t.
         px, py = self._project(x), self._project(y)
+        vals, signs = self._sorted()
+        vals, signs = _insert_sorted(vals, signs, px, -1.0)
+        self._vals, self._signs = _insert_sorted(vals, signs, py, 1.0)
         self.xs = np.concatenate([self.xs, px[:, None]], axis=1)
         self.ys = np.concatenate([self.ys, py[:, None]], axis=1)
         if self.dim > 1:
