@@ -7,7 +7,6 @@ trainspotter.evaluation.benchmark."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
@@ -24,14 +23,14 @@ from tasks.simulate import simulate_task
 from tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BenchmarkConfig, cost_subsample, di_frame, di_row, extraction_plan,
+from trainspotter.evaluation.benchmark import (BenchmarkConfig, best_valid, compare_configurations,
+                                               cost_subsample, di_configs, di_frame, di_row, extraction_plan,
                                                header_line, mia_rows, pvalue_row, render_markdown, split_passages,
                                                store_table)
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.errors import InputError
 from trainspotter.evaluation.mia import METHODS, as_petal
 from trainspotter.report import benchmark_html, power_plot, roc_plot
-from trainspotter.stats.sequential import TestConfig
 from trainspotter.evaluation.testbed import PRESETS
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's folder
@@ -92,40 +91,44 @@ def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
     return rows, curves
 
 
+PAPER = "ons/mmd-paper"  # BADI's configuration, the baseline every saving is measured against
+
+
 def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
     """Per access: the sequential test's TPR (members vs held-out) and FPR (non-members vs
-    held-out) per strategy × payoff × α, and the fixed-n p-value baseline; one child run each."""
+    held-out) of every strategy × payoff at every α from one Monte Carlo pass per side, and
+    the fixed-n p-value baseline; one child run each."""
     folder = artifacts_root() / "benchmark" / config.testbed
+    tests = di_configs(config)
     rows, power = [], {}
     for access in config.di_access:
         pos = store_table(di_frame(table, "member", access), folder)
         neg = store_table(di_frame(table, "nonmember", access), folder)
-        for strategy, payoff, alpha in itertools.product(config.strategies, config.payoffs, config.alphas):
-            test = TestConfig(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=config.lambda_max,
-                              seed=config.seed)
-            tpr = simulate_task(pos, test, config.trials, config.n_max, False, config.seed)
-            fpr = simulate_task(neg, test, config.trials, config.n_max, False, config.seed)
-            row = di_row(access, strategy, payoff, alpha, tpr, fpr)
-            label = f"di/{access}/{strategy}/{payoff}/a={alpha:g}"
-            with mlflow.start_run(experiment_id=experiment, run_name=label, nested=True) as child:
-                mlflow.log_params({"kind": "di", "access": access, "trials": config.trials,
-                                   "n_max": config.n_max, **flatten(test)})
-                _log_metrics({k: row[k] for k in ("tpr", "fpr", "mean_stop", "std_stop", "pairs", "trials")})
-                log_steps(child.info.run_id, {"power": tpr["power_curve"], "power_control": fpr["power_curve"]})
-            power.setdefault((access, alpha), {})[f"{strategy}/{payoff}"] = tpr["power_curve"]
-            rows.append(row | {"run_id": child.info.run_id})
+        tprs = simulate_task(pos, tests, config.trials, config.n_max, False, config.seed, config.alphas)
+        fprs = simulate_task(neg, tests, config.null_trials or config.trials, config.n_max, False, config.seed,
+                             config.alphas)
+        for test, tpr, fpr in zip(tests, tprs, fprs):
+            for alpha in config.alphas:
+                rows.append(di_row(access, test, alpha, tpr, fpr))
+                power.setdefault((access, alpha), {})[rows[-1]["test"]] = tpr["by_alpha"][str(alpha)]["power_curve"]
         pv_pos = pvalue_task(pos, config.trials, config.n_max, list(config.alphas), config.seed)
-        pv_neg = pvalue_task(neg, config.trials, config.n_max, list(config.alphas), config.seed)
-        for alpha in config.alphas:
-            row = pvalue_row(access, alpha, pv_pos, pv_neg)
-            with mlflow.start_run(experiment_id=experiment, run_name=f"di/{access}/pvalue/a={alpha:g}",
-                                  nested=True) as child:
-                mlflow.log_params({"kind": "di-pvalue", "access": access, "alpha": alpha,
-                                   "trials": config.trials, "n_max": config.n_max, "n_shuffles": 4})
-                _log_metrics({k: row[k] for k in ("tpr", "fpr", "pairs", "trials")})
-            rows.append(row | {"run_id": child.info.run_id})
-        logger.info("DI %s-box: %d sequential configurations + the p-value baseline", access,
-                    len(config.strategies) * len(config.payoffs) * len(config.alphas))
+        pv_neg = pvalue_task(neg, config.null_trials or config.trials, config.n_max, list(config.alphas), config.seed)
+        rows += [pvalue_row(access, alpha, pv_pos, pv_neg) for alpha in config.alphas]
+        logger.info("DI %s-box: %d sequential configurations × %d levels + the p-value baseline", access,
+                    len(tests), len(config.alphas))
+    compare_configurations(rows, PAPER, seed=config.seed)
+    for row in rows:
+        row.pop("stop_times", None)  # per-trial detail: used for the paired savings, not stored
+        label = f"di/{row['access']}/{row['test']}/a={row['alpha']:g}"
+        with mlflow.start_run(experiment_id=experiment, run_name=label, nested=True) as child:
+            mlflow.log_params({"kind": "di" if row["payoff"] else "di-pvalue", "access": row["access"],
+                               "test": row["test"], "alpha": row["alpha"], "trials": row["trials"],
+                               "null_trials": row["null_trials"], "n_max": config.n_max})
+            _log_metrics({k: row.get(k) for k in ("tpr", "fpr", "fpr_binom_p", "mean_pairs", "mean_stop",
+                                                  "std_stop", "saving", "pairs", "trials")})
+            if row["payoff"]:
+                log_steps(child.info.run_id, {"power": power[(row["access"], row["alpha"])][row["test"]]})
+        row["run_id"] = child.info.run_id
     return rows, power
 
 
@@ -158,15 +161,17 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
         n1 = int((table["split"] == "member").sum())
         n0 = int((table["split"] == "nonmember").sum())
         files = {"table": out / "benchmark.md", "roc": out / "roc.png", "summary": out / "results.json"}
-        files["table"].write_text(render_markdown(f"Benchmark: testbed `{config.testbed}`", header, methods, di))
+        best = [b for b in (best_valid(di, alpha) for alpha in config.alphas) if b is not None]
+        files["table"].write_text(render_markdown(f"Benchmark: testbed `{config.testbed}`", header, methods, di,
+                                                  best))
         roc_plot(curves, files["roc"], title=f"ROC, {n1} members vs {n0} non-members ({config.testbed})",
                  n_nonmembers=n0, n_members=n1)
-        for (access, alpha), curve in power.items():  # one plot per access and α: ≤ 9 curves each
+        for (access, alpha), curve in power.items():  # one plot per access and α
             files[f"power_{access}_a{alpha:g}"] = power_plot(
                 curve, out / f"power_{access}_a{alpha:g}.png",
                 title=f"Sequential power, {access}-box features, α = {alpha:g} (members vs held-out)")
         summary = {"header": header, "config": config.model_dump(mode="json"), "parent_run_id": parent.info.run_id,
-                   "methods": methods, "di": di}
+                   "methods": methods, "di": di, "best_valid": best}
         files["summary"].write_text(json.dumps(summary, indent=1, default=str))
         files["report"] = out / "report.html"
         files["report"].write_text(benchmark_report_html(files), encoding="utf-8")

@@ -57,6 +57,8 @@ def benchmark_cmd(
     testbed: Optional[str] = typer.Option(None, help="Testbed name (default tiny); built if needed."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (default all)."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration (200)."),
+    null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
+                                                                "configuration (default: --trials)."),
     n_max: Optional[int] = typer.Option(None, min=4, help="At most this many pairs per DI trial (default all)."),
     strategies: Optional[str] = typer.Option(None, help="DI betting strategies (default ons,kelly,mixture)."),
     payoffs: Optional[str] = typer.Option(None, help="DI payoffs (default mmd,ks,diff)."),
@@ -87,7 +89,8 @@ def benchmark_cmd(
         alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
     except ValueError:
         raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
-    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "trials": trials, "n_max": n_max,
+    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "trials": trials, "null_trials": null_trials,
+                         "n_max": n_max,
                          "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": _csv(access),
                          "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
                          "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed,

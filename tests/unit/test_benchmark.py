@@ -6,7 +6,8 @@ import pandas as pd
 import pydantic
 import pytest
 
-from trainspotter.evaluation.benchmark import BenchmarkConfig, PeakRSS, di_frame, pvalue_baseline, render_markdown
+from trainspotter.evaluation.benchmark import (BenchmarkConfig, PeakRSS, best_valid, censored_stops, di_frame,
+                                               paired_saving, pvalue_baseline, render_markdown)
 
 
 def test_config_validation():
@@ -74,4 +75,27 @@ def test_markdown_table():
     assert md.startswith("# T\n\nheader line\n")
     assert "(3 members vs 4 non-members)" in md
     assert "| LOSS | gray | 0.900 [0.800, 0.950] | 0.500 |" in md and "| 0.0100 | 2.0 |" in md
-    assert "| gray | ons/mmd | 0.05 | 1.000 | 0.000 | 12.0 ± 3.0 | 50 | 10 |" in md
+    assert "| gray | ons/mmd | 0.05 | 1.000 | 0.000 | — | — | — | 12.0 ± 3.0 | 50 | 10 (10) |" in md
+
+
+def test_censored_pairs_and_paired_saving_by_hand():
+    # a non-rejection (0) counts as the N_max = 40 pairs it used
+    np.testing.assert_array_equal(censored_stops([10, 0, 20], 40), [10.0, 40.0, 20.0])
+    s = paired_saving([10, 0, 20], [20, 30, 0], 40, n_boot=500)
+    assert s["saving"] == pytest.approx(1 - (70 / 3) / 30)  # means 23.33 vs 30
+    assert s["saving_ci_low"] < s["saving_ci_high"]
+    assert paired_saving([5, 5], [5, 5], 10)["saving"] == 0.0
+
+
+def test_best_valid_skips_configurations_whose_fpr_is_significantly_above_alpha():
+    def row(test, access, pairs, p):
+        return {"test": test, "access": access, "alpha": 0.05, "mean_pairs": pairs, "fpr_binom_p": p,
+                "tpr": 1.0, "fpr": 0.05}
+
+    rows = [row("A", "gray", 100, 0.5), row("A", "black", 120, 0.6),
+            row("B", "gray", 80, 0.5), row("B", "black", 90, 0.01),  # fastest, but FPR above α in black
+            row("C", "gray", 110, 0.9), row("C", "black", 115, 0.9)]
+    best = best_valid(rows, 0.05)
+    assert best["test"] == "A" and best["mean_pairs"] == 110.0
+    assert best_valid([r for r in rows if r["test"] == "B"], 0.05) is None
+    assert best_valid(rows, 0.01) is None  # no rows at that level

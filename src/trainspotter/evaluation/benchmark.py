@@ -45,11 +45,11 @@ from trainspotter.evaluation.metrics import method_metrics, roc
 from trainspotter.data import load_passages
 from trainspotter.evaluation.mia import METHODS, Extraction, as_petal, merge_extractions, method_scores
 from trainspotter.stats.pvalue import di_pvalue
-from trainspotter.stats.sequential import split_features
+from trainspotter.stats.sequential import TestConfig, split_features
 
 __all__ = ["BenchmarkConfig", "PeakRSS", "evaluate_method", "method_cost", "method_costs", "warm_up", "di_frame",
            "pvalue_baseline", "header_line", "render_markdown", "DI_ACCESS", "SPLITS", "extraction_plan",
-           "split_passages", "mia_rows", "cost_subsample", "store_table", "di_row", "pvalue_row"]
+           "split_passages", "mia_rows", "cost_subsample", "store_table", "di_row", "pvalue_row", "di_configs", "censored_stops", "paired_saving", "compare_configurations", "best_valid"]
 
 DI_ACCESS = ("gray", "black")
 SPLITS = ("member", "nonmember", "heldout")
@@ -61,6 +61,7 @@ class BenchmarkConfig(BaseModel):
     testbed: str = "tiny"
     methods: tuple[str, ...] = tuple(METHODS)
     trials: int = Field(200, ge=1)  # Monte Carlo trials per DI configuration (BADI: 1000)
+    null_trials: int | None = Field(None, ge=1)  # negative-control (FPR) trials; None = trials
     n_max: int | None = Field(None, ge=4)  # pairs per trial; None = all available
     alphas: tuple[float, ...] = (0.05, 0.01)
     strategies: tuple[str, ...] = STRATEGIES
@@ -313,20 +314,86 @@ def di_frame(table: pd.DataFrame, suspect_split: str, access: str) -> pd.DataFra
     return out
 
 
-def di_row(access: str, strategy: str, payoff: str, alpha: float, tpr: dict, fpr: dict) -> dict:
-    """One sequential DI configuration's table row from its two Monte Carlo results
-    (members vs held-out: power and stopping times; non-members vs held-out: FPR)."""
-    return {"access": access, "test": f"{strategy}/{payoff}", "strategy": strategy, "payoff": payoff,
-            "alpha": alpha, "tpr": tpr["rejection_rate"], "fpr": fpr["rejection_rate"],
-            "mean_stop": tpr["mean_stop"], "std_stop": tpr["std_stop"], "fpr_mean_stop": fpr["mean_stop"],
-            "pairs": tpr["pairs"], "trials": tpr["trials"]}
+def di_configs(config: BenchmarkConfig) -> list[TestConfig]:
+    """Every payoff × strategy of the benchmark (levels: ``config.alphas``, one pass)."""
+    return [TestConfig(alpha=config.alphas[0], strategy=s, payoff=p, lambda_max=config.lambda_max,
+                       seed=config.seed) for p in config.payoffs for s in config.strategies]
+
+
+def censored_stops(stops, n: int) -> np.ndarray:
+    """Pairs to decision per trial with a non-rejection counted as the N_max pairs it used
+    (what an audit capped at N_max pays), so configurations are compared on all trials."""
+    stops = np.asarray(stops)
+    return np.where(stops > 0, stops, n).astype(float)
+
+
+def paired_saving(stops: list[int], reference: list[int], n: int, n_boot: int = 2000, seed: int = 0) -> dict:
+    """1 − mean(censored stops) / mean(censored reference stops) on the same trial streams
+    (paired: trial i of both saw the same pairs), with a percentile bootstrap 95% CI over
+    trials."""
+    a, b = censored_stops(stops, n), censored_stops(reference, n)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(n_boot, len(a)))
+    boot = 1.0 - a[idx].mean(axis=1) / b[idx].mean(axis=1)
+    return {"saving": float(1.0 - a.mean() / b.mean()), "saving_ci_low": float(np.quantile(boot, 0.025)),
+            "saving_ci_high": float(np.quantile(boot, 0.975))}
+
+
+def di_row(access: str, test: TestConfig, alpha: float, tpr: dict, fpr: dict) -> dict:
+    """One sequential DI configuration's row at level ``alpha`` from its two Monte Carlo
+    results (members vs held-out: power and stopping times; non-members vs held-out: FPR,
+    with a one-sided binomial test of H: FPR ≤ α)."""
+    from scipy.stats import binomtest
+
+    pos, neg = tpr["by_alpha"][str(alpha)], fpr["by_alpha"][str(alpha)]
+    k = int(round(neg["rejection_rate"] * fpr["trials"]))
+    return {"access": access, "test": f"{test.strategy}/{test.payoff}", "strategy": test.strategy,
+            "payoff": test.payoff, "alpha": alpha, "tpr": pos["rejection_rate"], "fpr": neg["rejection_rate"],
+            "fpr_binom_p": float(binomtest(k, fpr["trials"], alpha, alternative="greater").pvalue),
+            "mean_stop": pos["mean_stop"], "std_stop": pos["std_stop"],
+            "mean_pairs": float(censored_stops(pos["stop_times"], tpr["pairs"]).mean()),
+            "fpr_mean_stop": neg["mean_stop"], "pairs": tpr["pairs"], "trials": tpr["trials"],
+            "null_trials": fpr["trials"], "stop_times": pos["stop_times"]}
+
+
+def compare_configurations(rows: list[dict], reference: str, n_boot: int = 2000, seed: int = 0) -> None:
+    """Add to every sequential row its ``paired_saving`` against the ``reference`` test
+    (e.g. "ons/mmd-paper", the paper's) of the same access and α."""
+    ref = {(r["access"], r["alpha"]): r for r in rows if r["test"] == reference}
+    for r in rows:
+        base = ref.get((r["access"], r["alpha"]))
+        if base is not None and "stop_times" in r:
+            r.update(paired_saving(r["stop_times"], base["stop_times"], r["pairs"], n_boot, seed))
+
+
+def best_valid(rows: list[dict], alpha: float, level: float = 0.05) -> dict | None:
+    """The configuration with the fewest censored pairs to decision, averaged over the
+    accesses benchmarked, among those whose negative-control FPR is not significantly
+    above α in any access (one-sided binomial p ≥ ``level``). How the default preset is
+    chosen."""
+    cells: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["alpha"] == alpha and "mean_pairs" in r:
+            cells.setdefault(r["test"], []).append(r)
+    valid = {k: v for k, v in cells.items() if all(r["fpr_binom_p"] >= level for r in v)}
+    if not valid:
+        return None
+    test = min(valid, key=lambda k: np.mean([r["mean_pairs"] for r in valid[k]]))
+    return {"test": test, "alpha": alpha, "mean_pairs": float(np.mean([r["mean_pairs"] for r in valid[test]])),
+            "rows": [{k: r.get(k) for k in ("access", "mean_pairs", "tpr", "fpr", "fpr_binom_p", "saving",
+                                            "saving_ci_low", "saving_ci_high")} for r in valid[test]]}
 
 
 def pvalue_row(access: str, alpha: float, pos: dict, neg: dict) -> dict:
     """The fixed-n p-value baseline's table row at ``alpha`` from ``pvalue_baseline`` results."""
+    from scipy.stats import binomtest
+
+    fpr = neg["rejection_rate"][str(alpha)]
+    k = int(round(fpr * neg["trials"]))
     return {"access": access, "test": "p-value (fixed n)", "strategy": "pvalue", "payoff": None,
-            "alpha": alpha, "tpr": pos["rejection_rate"][str(alpha)], "fpr": neg["rejection_rate"][str(alpha)],
-            "mean_stop": None, "std_stop": None, "pairs": pos["pairs"], "trials": pos["trials"]}
+            "alpha": alpha, "tpr": pos["rejection_rate"][str(alpha)], "fpr": fpr,
+            "fpr_binom_p": float(binomtest(k, neg["trials"], alpha, alternative="greater").pvalue),
+            "mean_stop": None, "std_stop": None, "pairs": pos["pairs"], "trials": pos["trials"],
+            "null_trials": neg["trials"]}
 
 
 def pvalue_baseline(df: pd.DataFrame, trials: int, n_max: int | None, alphas=(0.05, 0.01),
@@ -362,7 +429,8 @@ def _ci(m: dict, key: str) -> str:
     return _f(m[key]) + ("" if lo is None else f" [{_f(lo)}, {_f(hi)}]")
 
 
-def render_markdown(title: str, header: str, methods: list[dict], di: list[dict]) -> str:
+def render_markdown(title: str, header: str, methods: list[dict], di: list[dict],
+                    best: list[dict] | None = None) -> str:
     """The benchmark tables: per-sample methods (value [95% bootstrap CI]) with cost, and
     DI configurations with TPR, negative-control FPR and pairs to decision."""
     lines = [f"# {title}", "", header, ""]
@@ -388,14 +456,27 @@ def render_markdown(title: str, header: str, methods: list[dict], di: list[dict]
         lines.append("")
     if di:
         lines += ["## Dataset inference (members vs held-out; FPR: non-members vs held-out)", "",
-                  "Monte Carlo over random orders of at most N_max pairs (BADI Sec. 5.1, App. D). "
-                  "Pairs to decision: mean ± std over rejecting member trials. The p-value rows use "
+                  "Monte Carlo over random orders of at most N_max pairs (BADI Sec. 5.1, App. D); every "
+                  "configuration sees the same trial streams. Pairs to decision: mean over all member "
+                  "trials with a non-rejection counted as N_max (censored), and mean ± std over rejecting "
+                  "trials. Saving: 1 − pairs / pairs of the paper's ons/mmd-paper on the same trials, "
+                  "[95% paired bootstrap CI]. Binomial p: one-sided test of FPR ≤ α. The p-value rows use "
                   "a fixed n = N_max per trial (Maini et al., BADI App. A.8).", "",
-                  "| access | test | α | TPR | FPR (negative control) | pairs to decision | N_max | trials |",
-                  "|---" * 8 + "|"]
+                  "| access | test | α | TPR | FPR (negative control) | binomial p | pairs to decision "
+                  "(censored) | saving vs paper | rejecting: mean ± std | N_max | trials (control) |",
+                  "|---" * 11 + "|"]
         for r in di:
             stop = "—" if r.get("mean_stop") is None else f"{r['mean_stop']:.1f} ± {r['std_stop']:.1f}"
+            saving = "—" if r.get("saving") is None else \
+                f"{r['saving']:+.1%} [{r['saving_ci_low']:+.1%}, {r['saving_ci_high']:+.1%}]"
             lines.append(f"| {r['access']} | {r['test']} | {r['alpha']:g} | {_f(r['tpr'])} | {_f(r['fpr'])} "
-                         f"| {stop} | {r['pairs']} | {r['trials']} |")
+                         f"| {_f(r.get('fpr_binom_p'))} | {_f(r.get('mean_pairs'), 1)} | {saving} | {stop} "
+                         f"| {r['pairs']} | {r['trials']} ({r.get('null_trials', r['trials'])}) |")
         lines.append("")
+    for b in best or []:
+        per = "; ".join(f"{r['access']}: {r['mean_pairs']:.1f} pairs, saving {r['saving']:+.1%} "
+                        f"[{r['saving_ci_low']:+.1%}, {r['saving_ci_high']:+.1%}], FPR {r['fpr']:.4f} "
+                        f"(binomial p {r['fpr_binom_p']:.3g})" for r in b["rows"])
+        lines += [f"**Best valid configuration at α = {b['alpha']:g}** (fewest censored pairs to decision "
+                  f"averaged over accesses, FPR not significantly above α): `{b['test']}` — {per}.", ""]
     return "\n".join(lines)
