@@ -95,7 +95,16 @@ PRESETS = {
                              validation=50, target_epochs=3, target_lr=1e-4, target_batch_size=8),
 }
 PRESETS["smollm2-lora"] = PRESETS["smollm2"].model_copy(update={"name": "smollm2-lora", "lora": True})
-PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", n_per_split=1000)
+# Pre-training contamination: 1000 member passages (2008 blocks, 13% of the training tokens;
+# the corpus is the other 7033 leads, 13268 blocks) seen once, in one epoch from scratch.
+# Recipes tried (per-sample AUROC, 1000 members vs 1000 non-members, first 64-token chunk;
+# RefL = target/reference loss ratio, Min-K%++ at k = 20%; ~6 CPU-min each, 1 thread):
+#   hidden 128, 1 epoch (chosen): RefL 0.618, Min-K%++ 0.559, LOSS 0.513 (final loss 4.93)
+#   hidden 64, 2 epochs:          RefL 0.730, Min-K%++ 0.591, LOSS 0.545 (final loss 4.23)
+# The chosen one keeps "seen once" literal and sits in the 0.5-0.65 range reported for
+# pre-training data, where dataset inference needs hundreds of pairs.
+PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", n_per_split=1000,
+                                         pretrain_epochs=1)
 # A seconds-scale variant of the pre-training recipe for tests.
 PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
