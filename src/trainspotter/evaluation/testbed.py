@@ -15,14 +15,17 @@ LoRA adapters instead (α 32, dropout 0.05; EZ-MIA Sec. 5.3), merged into the sa
 target so every backend loads it as a plain model.
 
 Testbed ``tiny-pretrain`` (``mode="pretrain"``): the weak-signal regime of a real audit,
-data seen once in pre-training. The member passages are mixed, once each, into a
-pre-training corpus many times larger (the other Wikipedia leads); the target is a small
+data seen once in pre-training. The 1000 member passages are mixed, once each, into a
+pre-training corpus ~6.6 times larger (the other 7033 Wikipedia leads: members are 13% of
+the training tokens; the manifest records the counts); the target is a small
 LM trained from scratch on corpus + members, the reference the same recipe (same seed,
 tokenizer, epochs, and the same visiting order with the member blocks left out) on the
 corpus alone. Non-members and held-out are IID splits of the same passages that neither
 model ever sees (their whole passages are kept out of the corpus). Per-sample membership
 signals are then weak (AUROC well below the fine-tuned testbeds' ~1.0), as in the
 pre-training-contamination literature, so dataset inference needs hundreds of pairs.
+``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``DESCRIPTIONS`` holds
+one line per preset (for ``trainspotter testbed --help``).
 """
 
 from __future__ import annotations
