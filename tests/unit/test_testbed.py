@@ -117,3 +117,97 @@ def test_concurrent_builds_of_one_testbed_build_it_once(tmp_path, monkeypatch):
     for t in threads:
         t.join(10)
     assert calls == ["race"]
+
+
+def test_a_held_build_lock_times_out_naming_the_lock_file(tmp_path, monkeypatch):
+    """A build that cannot get the lock in ``lock_timeout`` s fails with one line naming the
+    lock file, without building."""
+    from filelock import FileLock
+
+    from trainspotter.errors import InputError
+    from trainspotter.evaluation import testbed
+
+    monkeypatch.setattr(testbed, "_build", lambda *a: pytest.fail("built without the lock"))
+    config = PRESETS["mini"].model_copy(update={"name": "held"})
+    lock_file = tmp_path / "testbeds" / ".held.lock"
+    lock_file.parent.mkdir(parents=True)
+    with FileLock(lock_file):  # another holder (its own file handle, as another process has)
+        with pytest.raises(InputError, match=f"build lock {lock_file}"):
+            build_testbed(config, tmp_path, lock_timeout=0.2)
+
+
+@pytest.fixture(scope="module")
+def pretrain_build(tmp_path_factory):
+    """`mini-pretrain` built in a fresh root, recording what each model was trained on."""
+    from trainspotter.evaluation import testbed
+
+    seen = []
+    real = testbed.train_causal_lm
+
+    def recording(model, blocks, **kwargs):
+        seen.append((blocks.clone(), kwargs["order"].clone()))
+        return real(model, blocks, **kwargs)
+
+    root = tmp_path_factory.mktemp("pretrain")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(testbed, "train_causal_lm", recording)
+        out = build_testbed(PRESETS["mini-pretrain"], root)
+    (ref_blocks, ref_order), (tgt_blocks, tgt_order) = seen  # reference is trained first
+    return out, load_manifest("mini-pretrain", root), {
+        "reference": ref_blocks[ref_order], "target": tgt_blocks[tgt_order]}
+
+
+def _passage_chunks(out, ids, length):
+    """Every full `length`-token chunk (BOS first) of the named Wikipedia passages, re-tokenised
+    with the testbed's tokenizer, as tuples."""
+    from transformers import AutoTokenizer
+
+    from trainspotter.assets import wikipedia_leads
+
+    tok = AutoTokenizer.from_pretrained(out / "target")
+    text = {r["id"]: r["text"] for r in wikipedia_leads()}
+    chunks = []
+    for i in ids:
+        ids_ = tok(text[i], add_special_tokens=False)["input_ids"]
+        chunks += [tuple([tok.bos_token_id] + ids_[s:s + length])
+                   for s in range(0, len(ids_) - length + 1, length)]
+    return chunks
+
+
+def test_pretrain_members_are_trained_once_per_epoch_by_the_target_only(pretrain_build):
+    from collections import Counter
+
+    out, manifest, trained = pretrain_build
+    config = PRESETS["mini-pretrain"]
+    members = _passage_chunks(out, manifest["splits"]["member"], config.chunk_tokens)
+    assert len(members) == manifest["member_blocks"] >= config.n_per_split  # >= 1 chunk each
+    target = Counter(map(tuple, trained["target"].tolist()))
+    reference = Counter(map(tuple, trained["reference"].tolist()))
+    assert all(target[c] == config.pretrain_epochs for c in members)
+    assert not any(reference[c] for c in members)
+    # the reference saw exactly the target's blocks minus the members'
+    assert target - reference == Counter({c: config.pretrain_epochs for c in members})
+
+
+def test_pretrain_nonmember_and_heldout_passages_are_in_neither_corpus(pretrain_build):
+    out, manifest, trained = pretrain_build
+    outside = manifest["splits"]["nonmember"] + manifest["splits"]["heldout"]
+    assert not set(outside) & set(manifest["corpus"])
+    assert not set(manifest["splits"]["member"]) & set(manifest["corpus"])
+    chunks = set(_passage_chunks(out, outside, PRESETS["mini-pretrain"].chunk_tokens))
+    assert len(chunks) >= len(outside)
+    for role in ("target", "reference"):
+        assert not chunks & set(map(tuple, trained[role].tolist())), role
+
+
+def test_pretrain_manifest_member_fraction_is_the_member_share_of_trained_tokens(pretrain_build):
+    out, manifest, trained = pretrain_build
+    members = set(_passage_chunks(out, manifest["splits"]["member"],
+                                  PRESETS["mini-pretrain"].chunk_tokens))
+    target = trained["target"]
+    member_rows = sum(tuple(row) in members for row in target.tolist())
+    assert manifest["member_fraction"] == pytest.approx(member_rows / len(target), rel=1e-12)
+    per_epoch = len(target) // manifest["epochs"]
+    assert manifest["member_tokens"] + manifest["corpus_tokens"] == per_epoch * target.shape[1]
+    assert manifest["corpus_tokens"] == trained["reference"].numel() // manifest["epochs"]
+    assert manifest["target_steps"] == -(-len(target) // PRESETS["mini-pretrain"].batch_size)

@@ -13,11 +13,23 @@ recipe (App. A, Table 4: AdamW, lr 1e-4, 3 epochs, keeping the epoch checkpoint 
 the lowest loss on a disjoint validation split). ``lora=True`` fine-tunes rank-16
 LoRA adapters instead (α 32, dropout 0.05; EZ-MIA Sec. 5.3), merged into the saved
 target so every backend loads it as a plain model.
+
+Testbed ``tiny-pretrain`` (``mode="pretrain"``): the weak-signal regime of a real audit,
+data seen once in pre-training. The 1000 member passages are mixed, once each, into a
+pre-training corpus ~6.6 times larger (the other 7033 Wikipedia leads: members are 13% of
+the training tokens; the manifest records the counts); the target is a small
+LM trained from scratch on corpus + members, the reference the same recipe (same seed,
+tokenizer, epochs, and the same visiting order with the member blocks left out) on the
+corpus alone. Non-members and held-out are IID splits of the same passages that neither
+model ever sees (their whole passages are kept out of the corpus). Per-sample membership
+signals are then weak (AUROC well below the fine-tuned testbeds' ~1.0), as in the
+pre-training-contamination literature, so dataset inference needs hundreds of pairs.
+``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``DESCRIPTIONS`` holds
+one line per preset (for ``trainspotter testbed --help``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
@@ -28,11 +40,13 @@ from pathlib import Path
 from typing import Literal
 
 import torch
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
 
 from trainspotter import __version__
 from trainspotter.assets import wikipedia_leads
 from trainspotter.config import artifacts_root, fingerprint
+from trainspotter.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +60,10 @@ class TestbedConfig(BaseModel):
 
     name: str = "tiny"
     base: Literal["scratch", "smollm2"] = "scratch"  # train a small LM, or start from SmolLM2
+    # finetune: target = reference fine-tuned on the members alone (memorised);
+    # pretrain: target and reference trained from scratch on a corpus with / without the
+    # members mixed in once (scratch base only; the weak-signal regime)
+    mode: Literal["finetune", "pretrain"] = "finetune"
     seed: int = 0
     chunk_tokens: int = 64  # every passage is cut to this many tokens
     n_per_split: int = 500  # member / non-member / held-out passages each
@@ -54,8 +72,10 @@ class TestbedConfig(BaseModel):
     layers: int = 2
     heads: int = 4
     batch_size: int = 32
-    reference_steps: int = 600  # pre-training steps on the disjoint text
-    reference_lr: float = 3e-3
+    reference_steps: int = 600  # pre-training steps on the disjoint text (finetune mode)
+    reference_lr: float = 3e-3  # peak LR of pre-training (both models in pretrain mode)
+    pretrain_epochs: int = Field(1, ge=1)  # pretrain mode: passes over corpus (+ members)
+    corpus_passages: int | None = None  # pretrain mode: cap on corpus passages (None: all left)
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
     target_batch_size: int = 16
@@ -78,6 +98,33 @@ PRESETS = {
                              validation=50, target_epochs=3, target_lr=1e-4, target_batch_size=8),
 }
 PRESETS["smollm2-lora"] = PRESETS["smollm2"].model_copy(update={"name": "smollm2-lora", "lora": True})
+# Pre-training contamination: 1000 member passages (2008 blocks, 13% of the training tokens;
+# the corpus is the other 7033 leads, 13268 blocks) seen once, in one epoch from scratch.
+# Recipes tried (per-sample AUROC, 1000 members vs 1000 non-members, first 64-token chunk;
+# RefL = target/reference loss ratio, Min-K%++ at k = 20%; ~6 CPU-min each, 1 thread):
+#   hidden 128, 1 epoch (chosen): RefL 0.618, Min-K%++ 0.559, LOSS 0.513 (final loss 4.93)
+#   hidden 64, 2 epochs:          RefL 0.730, Min-K%++ 0.591, LOSS 0.545 (final loss 4.23)
+# The chosen one keeps "seen once" literal and sits in the 0.5-0.65 range reported for
+# pre-training data, where dataset inference needs hundreds of pairs.
+PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", n_per_split=1000,
+                                         pretrain_epochs=1)
+# A seconds-scale variant of the pre-training recipe for tests.
+PRESETS["mini-pretrain"] = TestbedConfig(
+    name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
+    corpus_passages=400, pretrain_epochs=2)
+
+DESCRIPTIONS = {
+    "tiny": "small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
+            "passages (members memorised; strong signal)",
+    "mini": "seconds-scale version of tiny, for tests",
+    "smollm2": "SmolLM2-135M fully fine-tuned on 200 members for 3 epochs (EZ-MIA recipe; "
+               "strong signal)",
+    "smollm2-lora": "SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
+    "tiny-pretrain": "small LM trained from scratch on a Wikipedia corpus with 1000 members "
+                     "mixed in once, reference without them (pre-training contamination; "
+                     "weak signal, DI needs hundreds of pairs)",
+    "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
+}
 
 
 def testbed_dir(name: str, root: Path | None = None) -> Path:
@@ -110,20 +157,26 @@ def train_tokenizer(texts: list[str], vocab_size: int):
                                    pad_token=BOS, add_bos_token=True)
 
 
-def train_causal_lm(model, blocks: torch.Tensor, *, steps: int, batch_size: int, lr: float,
-                    seed: int, epochs: bool = False,
+def train_causal_lm(model, blocks: torch.Tensor, *, steps: int = 0, batch_size: int, lr: float,
+                    seed: int, epochs: bool = False, order: torch.Tensor | None = None,
                     progress: Callable[[int, int, float], None] | None = None,
                     optimizer: torch.optim.Optimizer | None = None) -> float:
     """AdamW on next-token loss over fixed-length ``blocks``; returns the last loss.
 
     ``epochs=False`` samples ``steps`` random batches (pre-training, one-cycle LR);
-    ``epochs=True`` makes ``steps`` full shuffled passes (fine-tuning, constant LR).
+    ``epochs=True`` makes ``steps`` full shuffled passes (fine-tuning, constant LR);
+    ``order`` gives the block indices to visit instead, in batches (pre-training on a
+    corpus, one-cycle LR).
     ``optimizer`` continues an existing AdamW (fine-tuning one epoch per call).
     """
     gen = torch.Generator().manual_seed(seed)
     opt = optimizer or torch.optim.AdamW([q for q in model.parameters() if q.requires_grad],
                                          lr=lr, weight_decay=0.0)
-    if epochs:
+    if order is not None:
+        batches = list(order.split(batch_size))
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=len(batches),
+                                                    pct_start=0.1)
+    elif epochs:
         batches = [b for _ in range(steps)
                    for b in torch.randperm(len(blocks), generator=gen).split(batch_size)]
         sched = None
@@ -153,14 +206,23 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool = False,
-                  progress: Callable[[str, int, int], None] | None = None) -> Path:
+                  progress: Callable[[str, int, int], None] | None = None,
+                  lock_timeout: float = 3600.0) -> Path:
     """Build (or reuse, when the cached one has the same config) a testbed; returns its dir.
-    Processes that ask for the same testbed at once wait for one build (a file lock)."""
+    Processes that ask for the same testbed at once wait for one build (a file lock), at
+    most ``lock_timeout`` seconds; then InputError names the lock file."""
     out = testbed_dir(config.name, root)
     key = fingerprint(config, __version__)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{config.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    lock_path = out.parent / f".{config.name}.lock"
+    try:
+        # OS-level lock (flock): released when its holder exits, even when it crashes.
+        lock = FileLock(lock_path, timeout=lock_timeout).acquire()
+    except Timeout:
+        raise InputError(f"testbed {config.name!r}: another process still holds the build lock "
+                         f"{lock_path} after {lock_timeout:g} s; wait for that build to finish "
+                         f"or stop it, then retry") from None
+    with lock:
         manifest = load_manifest(config.name, root)
         if manifest and manifest.get("fingerprint") == key and not force:
             return out
@@ -206,7 +268,11 @@ def _build(config: TestbedConfig, out: Path, key: str,
     def report(stage):
         return (lambda i, total, loss: progress(stage, i, total)) if progress else None
 
-    if config.base == "scratch":
+    if config.mode == "pretrain":
+        if config.base != "scratch":
+            raise ValueError("mode='pretrain' trains both models from scratch (base='scratch')")
+        trained = _pretrain(config, tokenizer, encoded, order, chosen, head, out, report)
+    elif config.base == "scratch":
         # Reference pre-training text: every other passage, cut into L-token blocks.
         ref_blocks = torch.tensor([head + encoded[i][s:s + L] for i in order if i not in used
                                    for s in range(0, len(encoded[i]) - L + 1, L)])
@@ -217,15 +283,17 @@ def _build(config: TestbedConfig, out: Path, key: str,
         trained = {"reference_blocks": len(ref_blocks), "reference_final_loss": ref_loss}
     else:
         trained = {"reference": "SmolLM2-135M-Instruct (packaged gguf, dequantised to fp32)"}
-    _save(model, tokenizer, out / "reference")
-    if config.base == "scratch":
-        trained["target_final_loss"] = train_causal_lm(
-            model, blocks["member"], steps=config.target_epochs, batch_size=config.target_batch_size,
-            lr=config.target_lr, seed=config.seed + 1, epochs=True, progress=report("target"))
-    else:
-        model, trained["epochs"] = _finetune(model, blocks["member"], blocks[VALIDATION], config,
-                                             report("target"))
-    _save(model, tokenizer, out / "target")
+    if config.mode == "finetune":
+        _save(model, tokenizer, out / "reference")
+        if config.base == "scratch":
+            trained["target_final_loss"] = train_causal_lm(
+                model, blocks["member"], steps=config.target_epochs,
+                batch_size=config.target_batch_size, lr=config.target_lr, seed=config.seed + 1,
+                epochs=True, progress=report("target"))
+        else:
+            model, trained["epochs"] = _finetune(model, blocks["member"], blocks[VALIDATION],
+                                                 config, report("target"))
+        _save(model, tokenizer, out / "target")
 
     manifest = {
         "name": config.name, "fingerprint": key, "config": config.model_dump(),
@@ -233,13 +301,58 @@ def _build(config: TestbedConfig, out: Path, key: str,
         "torch_threads": torch.get_num_threads(),
         "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
         **trained,
-        "ground_truth": {"member": "in the target's fine-tuning data",
+        "ground_truth": {"member": "in the target's fine-tuning data" if config.mode == "finetune"
+                         else "mixed once into the target's pre-training corpus, not the reference's",
                          "nonmember": "never trained on", "heldout": "never trained on"}
         | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _chunks(tokens: list[int], head: list[int], length: int) -> list[list[int]]:
+    """Every full ``length``-token chunk of a passage from its start, BOS first (the way
+    passages are scored); a tail shorter than ``length`` is dropped."""
+    return [head + tokens[s:s + length] for s in range(0, len(tokens) - length + 1, length)]
+
+
+def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order: list[int],
+              chosen: dict[str, list[int]], head: list[int], out: Path, report) -> dict:
+    """Pre-training contamination: the target is trained from scratch on the corpus plus the
+    whole member passages (each block once per epoch), the reference identically (same
+    initial weights, same block order) with the member blocks left out. The corpus is every
+    passage outside the splits, so no part of a non-member or held-out passage is trained on."""
+    L = config.chunk_tokens
+    used = {i for ids in chosen.values() for i in ids}
+    corpus_ids = [i for i in order if i not in used][:config.corpus_passages]
+    corpus = [c for i in corpus_ids for c in _chunks(encoded[i], head, L)]
+    members = [c for i in chosen["member"] for c in _chunks(encoded[i], head, L)]
+    blocks = torch.tensor(corpus + members)  # rows from len(corpus) on are member blocks
+    gen = torch.Generator().manual_seed(config.seed)
+    visits = {"target": torch.cat([torch.randperm(len(blocks), generator=gen)
+                                   for _ in range(config.pretrain_epochs)])}
+    visits["reference"] = visits["target"][visits["target"] < len(corpus)]
+    trained = {}
+    for role in ("reference", "target"):
+        torch.manual_seed(config.seed)  # the same initial weights for both
+        model = _scratch_model(config, len(tokenizer), tokenizer.bos_token_id)
+        trained[f"{role}_final_loss"] = train_causal_lm(
+            model, blocks, order=visits[role], batch_size=config.batch_size,
+            lr=config.reference_lr, seed=config.seed, progress=report(role))
+        trained[f"{role}_steps"] = math.ceil(len(visits[role]) / config.batch_size)
+        _save(model, tokenizer, out / role)
+    block_tokens = blocks.shape[1]  # BOS + L
+    corpus_tokens, member_tokens = len(corpus) * block_tokens, len(members) * block_tokens
+    return trained | {
+        "epochs": config.pretrain_epochs,
+        "corpus_passages": len(corpus_ids),
+        "corpus_blocks": len(corpus), "member_blocks": len(members),
+        "corpus_tokens": corpus_tokens, "member_tokens": member_tokens,
+        # per epoch; every block has the same length, so this is also the share of blocks
+        "member_fraction": member_tokens / (corpus_tokens + member_tokens),
+        "corpus": [wikipedia_leads()[i]["id"] for i in corpus_ids],
+    }
 
 
 def _scratch_model(config: TestbedConfig, vocab: int, bos: int):
