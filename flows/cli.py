@@ -17,12 +17,13 @@ from rich.table import Table
 from flows.cli_common import JSON, REFRESH, Access, Payoff, Strategy, choice, emit_json, input_error
 from flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import InputError
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, describe
+from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 
 app = typer.Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
-testbed_app = typer.Typer(help="Built-in testbeds with known ground truth.", no_args_is_help=True)
+testbed_app = typer.Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
+    f"{name}: {text}" for name, text in TESTBEDS.items()), no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
 ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -71,7 +72,7 @@ def assets(json_out: bool = JSON) -> None:
 
 
 @testbed_app.command("build")
-def testbed_build(name: str = typer.Argument("tiny", help="Preset: tiny (demo) or mini (tests)."),
+def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join(TESTBEDS) + "."),
                   force: bool = typer.Option(False, help="Rebuild even if cached."),
                   json_out: bool = JSON) -> None:
     """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""

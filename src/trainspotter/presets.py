@@ -1,7 +1,8 @@
-"""Named settings of the sequential test (TestConfig field overrides) for an audit.
+"""Named settings of the sequential test (TestConfig field overrides) for an audit, and the
+built-in testbeds' one-line descriptions.
 
-Kept apart from trainspotter.audit (which imports torch through the feature config) so
-the CLI can name them in ``--help`` cheaply. Explicit strategy/payoff/lambda_max win.
+Kept apart from trainspotter.audit and trainspotter.evaluation.testbed (which import torch)
+so the CLI can name them in ``--help`` cheaply. Explicit strategy/payoff/lambda_max win.
 """
 
 PRESETS: dict[str, dict] = {
@@ -15,3 +16,17 @@ def describe(name: str) -> str:
     """'badi (ons strategy, mmd payoff, λ_max 0.8)' for help texts."""
     p = PRESETS[name]
     return f"{name} ({p['strategy']} strategy, {p['payoff']} payoff, λ_max {p['lambda_max']:g})"
+
+
+TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.PRESETS)
+    "tiny": "small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
+            "passages (members memorised; strong signal)",
+    "mini": "seconds-scale version of tiny, for tests",
+    "smollm2": "SmolLM2-135M fully fine-tuned on 200 members for 3 epochs (EZ-MIA recipe; "
+               "strong signal)",
+    "smollm2-lora": "SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
+    "tiny-pretrain": "small LM trained from scratch on a Wikipedia corpus with 1000 members "
+                     "mixed in once, reference without them (pre-training contamination; "
+                     "weak signal, DI needs hundreds of pairs)",
+    "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
+}

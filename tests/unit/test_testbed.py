@@ -211,3 +211,10 @@ def test_pretrain_manifest_member_fraction_is_the_member_share_of_trained_tokens
     assert manifest["member_tokens"] + manifest["corpus_tokens"] == per_epoch * target.shape[1]
     assert manifest["corpus_tokens"] == trained["reference"].numel() // manifest["epochs"]
     assert manifest["target_steps"] == -(-len(target) // PRESETS["mini-pretrain"].batch_size)
+
+
+def test_every_testbed_preset_is_described_for_the_cli():
+    from trainspotter.evaluation.testbed import PRESETS
+    from trainspotter.presets import TESTBEDS
+
+    assert list(TESTBEDS) == list(PRESETS) and all(len(v) > 20 for v in TESTBEDS.values())

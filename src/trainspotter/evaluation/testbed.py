@@ -24,8 +24,8 @@ corpus alone. Non-members and held-out are IID splits of the same passages that 
 model ever sees (their whole passages are kept out of the corpus). Per-sample membership
 signals are then weak (AUROC well below the fine-tuned testbeds' ~1.0), as in the
 pre-training-contamination literature, so dataset inference needs hundreds of pairs.
-``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``DESCRIPTIONS`` holds
-one line per preset (for ``trainspotter testbed --help``).
+``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``trainspotter.presets.TESTBEDS``
+holds one line per preset (for ``trainspotter testbed --help``, without importing torch).
 """
 
 from __future__ import annotations
@@ -113,18 +113,6 @@ PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
     corpus_passages=400, pretrain_epochs=2)
 
-DESCRIPTIONS = {
-    "tiny": "small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
-            "passages (members memorised; strong signal)",
-    "mini": "seconds-scale version of tiny, for tests",
-    "smollm2": "SmolLM2-135M fully fine-tuned on 200 members for 3 epochs (EZ-MIA recipe; "
-               "strong signal)",
-    "smollm2-lora": "SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
-    "tiny-pretrain": "small LM trained from scratch on a Wikipedia corpus with 1000 members "
-                     "mixed in once, reference without them (pre-training contamination; "
-                     "weak signal, DI needs hundreds of pairs)",
-    "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
-}
 
 
 def testbed_dir(name: str, root: Path | None = None) -> Path:
