@@ -42,23 +42,12 @@ _API_PARAMS = {"tokenizer": str, "key_env": str, "mode": str, "batch": int, "top
 def parse_api_spec(spec: str):
     """``openai:MODEL@BASE_URL[?k=v&...]`` -> APIConfig (no network, no tokenizer loading)."""
     import re
-    from urllib.parse import parse_qsl
-
     from trainspotter.backends.openai_compat import MODES, APIConfig
 
     m = re.fullmatch(r"openai:(?P<model>[^?]+?)@(?P<url>https?://[^?]+)(?:\?(?P<query>.*))?", spec)
     if not m:
         raise InputError(f"model spec {spec!r}: expected openai:MODEL@http(s)://HOST[:PORT]/PATH[?k=v&...]")
-    kwargs: dict = {}
-    for key, value in parse_qsl(m["query"] or "", keep_blank_values=True):
-        if key not in _API_PARAMS:
-            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
-                             f"(expected one of {', '.join(_API_PARAMS)})")
-        try:
-            kwargs[key] = _API_PARAMS[key](value)
-        except ValueError:
-            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not a "
-                             f"{_API_PARAMS[key].__name__}") from None
+    kwargs = _query_options(spec, m["query"] or "", _API_PARAMS)
     if "price" in kwargs:
         price = kwargs.pop("price")
         kwargs.setdefault("price_prompt", price)
@@ -83,25 +72,33 @@ def _existing(spec: str, path: str) -> Path:
     return p
 
 
+def _query_options(spec: str, query: str, params: dict) -> dict:
+    """The ``k=v&...`` options of a model spec, each converted by ``params[k]`` (an unknown
+    key or a bad value is an InputError naming the spec and the option)."""
+    from urllib.parse import parse_qsl
+
+    opts: dict = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in params:
+            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
+                             f"(expected one of {', '.join(params)})")
+        try:
+            opts[key] = params[key](value)
+        except ValueError:
+            kind = params[key].__name__
+            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not "
+                             f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}") from None
+    return opts
+
+
 def parse_local_spec(spec: str) -> tuple[str, dict]:
     """``hf:PATH?k=v&...`` / ``testbed:NAME?k=v&...`` -> (spec without the query, options).
     Options are validated here (unknown key, bad value: InputError naming spec and key)."""
     import re
-    from urllib.parse import parse_qsl
-
     import torch
 
     base, _, query = spec.partition("?")
-    opts: dict = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key not in _LOCAL_PARAMS:
-            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
-                             f"(expected one of {', '.join(_LOCAL_PARAMS)})")
-        try:
-            opts[key] = _LOCAL_PARAMS[key](value)
-        except ValueError:
-            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not an "
-                             f"{_LOCAL_PARAMS[key].__name__}") from None
+    opts = _query_options(spec, query, _LOCAL_PARAMS)
     if opts.get("dtype", "float32") not in DTYPES:
         raise InputError(f"model spec {spec!r}: option dtype={opts['dtype']!r} is not one of {', '.join(DTYPES)}")
     if opts.get("batch_size", 1) < 1:
