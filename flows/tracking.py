@@ -88,6 +88,21 @@ def local_artifact(run_id: str, path: str, uri: str | None = None) -> str:
                                                tracking_uri=tracking_uri(uri))
 
 
+def dataset_source(artifact_uri: str, uri: str | None = None):
+    """A dataset source MLflow can resolve for an artifact: the URI itself for file and cloud
+    stores; for a tracking server's proxied ``mlflow-artifacts:`` URIs (which no resolver
+    reads), the server's HTTP download address of the same file."""
+    from urllib.parse import urlparse
+
+    from mlflow.data.http_dataset_source import HTTPDatasetSource
+
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme != "mlflow-artifacts":
+        return artifact_uri
+    server = f"http://{parsed.netloc}" if parsed.netloc else tracking_uri(uri).rstrip("/")
+    return HTTPDatasetSource(f"{server}/api/2.0/mlflow-artifacts/artifacts{parsed.path}")
+
+
 def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> dict:
     """An audit's outputs in the active run: features.parquet (also a logged input),
     wealth.png, config.yaml, summary.json, report.html; returns where they are."""
@@ -105,7 +120,7 @@ def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> di
                                                      result.feature_weights))
         mlflow.log_artifacts(str(out))
     artifacts = mlflow.get_artifact_uri()
-    log_dataset(features, "features", f"{artifacts}/features.parquet", context="features")
+    log_dataset(features, "features", dataset_source(f"{artifacts}/features.parquet", uri), context="features")
     local = {k: local_artifact(where["run_id"], name, uri) for k, name in
              (("plot", "wealth.png"), ("report", "report.html"))}
     return {"artifacts": artifacts} | local
