@@ -5,10 +5,10 @@ One run measures, with fresh random draws (seeded):
 A. Diagnosis on scalar score streams X = s·N(δ, 1), Y = s·N(0, 1) at score
    scales s: size of the edge v_t = g_t(X_t) − g_t(Y_t), tanh saturation,
    projection activity and the x² share of the witness, for the paper's
-   witness on raw scores ("mmd-paper") and on past-standardised scores
-   ("mmd", the fix), plus their power.
+   witness on raw scores ("mmd") and on past-standardised scores
+   ("mmd-std", the fix), plus their power.
 B. Power on scalar score streams: TPR and mean pairs to decision (censored at
-   N_max, bootstrap 95% CI) of mmd-paper, mmd, diff and ks with ONS and the
+   N_max, bootstrap 95% CI) of mmd, mmd-std, diff and ks with ONS and the
    mixture strategy.
 C. The full online test on synthetic weak-signal features (p N(0, I)
    features, the first `--shifted` shifted by δ for suspects): scores come
@@ -44,7 +44,7 @@ from trainspotter.stats.sequential import SequentialTest, TestConfig
 from trainspotter.stats.simulation import stop_times
 
 RESULTS = Path(__file__).parent / "results"
-PAYOFFS = ("mmd-paper", "mmd", "diff", "ks")
+PAYOFFS = ("mmd", "mmd-std", "diff", "ks")
 STRATEGIES = ("ons", "mixture")
 MARKER = "<!-- measured by benchmarks/bench_mmd.py below; text above is kept -->"
 
@@ -115,7 +115,7 @@ def check_against_sequential_test(epochs: int, rng) -> None:
     X, Y = rng.normal(size=(2, 3, 40, 5))
     X[:, :, :2] += 0.5
     sx, sy = pipeline_scores(X, Y, epochs, seed=3)
-    for name in ("mmd", "mmd-paper"):
+    for name in ("mmd-std", "mmd"):
         test = SequentialTest(5, TestConfig(payoff=name, epochs=epochs, seed=3), batch=3)
         for t in range(40):
             test.update(X[:, t], Y[:, t])
@@ -123,7 +123,7 @@ def check_against_sequential_test(epochs: int, rng) -> None:
 
 
 def type1_rows(setting: str, X, Y, alpha: float) -> list[dict]:
-    u = payoff_stream("mmd", X, Y)
+    u = payoff_stream("mmd-std", X, Y)
     rows = []
     for strategy in STRATEGIES:
         k = int((stop_times(u, strategy, 0.8, alpha) > 0).sum())
@@ -169,7 +169,7 @@ def main() -> None:
     diag = []
     for s in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0):
         X, Y = s * rng.normal(d, 1, (B, n)), s * rng.normal(0, 1, (B, n))
-        for name in ("mmd-paper", "mmd"):
+        for name in ("mmd", "mmd-std"):
             u, dg = payoff_stream(name, X, Y, diag=True)
             v = dg["v"]
             st = stop_times(u, "ons", 0.8, args.alpha)
@@ -228,7 +228,7 @@ def main() -> None:
     sx, sy = weak
     n = args.n_max
     windows = [(a, min(b, n)) for a, b in ((0, 10), (10, 50), (50, 200), (200, 500), (500, n)) if a < n]
-    u_paper, u_fix = payoff_stream("mmd-paper", sx, sy), payoff_stream("mmd", sx, sy)
+    u_paper, u_fix = payoff_stream("mmd", sx, sy), payoff_stream("mmd-std", sx, sy)
     scale_rows = [{"rounds": f"{a + 1}–{b}", "sd_score": float(np.concatenate([sx[:, a:b], sy[:, a:b]], 1).std(axis=1).mean()),
                    "mean_diff": float((sx[:, a:b] - sy[:, a:b]).mean()),
                    "mean_u_paper": float(u_paper[:, a:b].mean()), "mean_abs_u_paper": float(np.abs(u_paper[:, a:b]).mean()),
@@ -250,8 +250,8 @@ def main() -> None:
               "|---|---|---|---|---|---|"]
     lines += [fmt_row(r) for r in rows]
     lines += ["", f"Weak-signal pipeline (δ = {args.delta}): score scale and mean payoff by round window (all trials)\n",
-              "| rounds | sd of scores | mean sx − sy | mmd-paper mean u | mmd-paper mean abs u | mmd mean u | "
-              "mmd mean abs u | diff mean u |", "|" + "---|" * 8]
+              "| rounds | sd of scores | mean sx − sy | mmd mean u | mmd mean abs u | mmd-std mean u | "
+              "mmd-std mean abs u | diff mean u |", "|" + "---|" * 8]
     for r in scale_rows:
         lines.append(f"| {r['rounds']} | {r['sd_score']:.3f} | {r['mean_diff']:.3f} | {r['mean_u_paper']:.4f} | "
                      f"{r['mean_abs_u_paper']:.3f} | {r['mean_u_mmd']:.4f} | {r['mean_abs_u_mmd']:.3f} | "
@@ -278,7 +278,7 @@ def main() -> None:
     t1 += type1_rows(f"pipeline p={args.features}, no shift", np.concatenate(sx), np.concatenate(sy), args.alpha)
     out["type1"] = t1
     print(f"D done {time.perf_counter() - t0:.0f} s", flush=True)
-    lines += ["", "## D. Type-I error of the fixed payoff (`mmd`) on fresh null streams",
+    lines += ["", "## D. Type-I error of the standardised payoff (`mmd-std`) on fresh null streams",
               f"X and Y i.i.d. from the same law; one-sided binomial test of the rejection rate vs α = {args.alpha} "
               "(scipy.stats.binomtest, alternative='greater'); a small p would mean excess Type-I error.\n",
               "| null stream | strategy | trials | pairs | rejections | rate | binomial p |", "|" + "---|" * 7]

@@ -91,7 +91,7 @@ def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
     return rows, curves
 
 
-PAPER = "ons/mmd-paper"  # BADI's configuration, the baseline every saving is measured against
+PAPER = "ons/mmd"  # BADI's configuration, the baseline every saving is measured against
 
 
 def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:

@@ -132,7 +132,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           strategy: Optional[Strategy] = choice(Strategy, "strategy", None,
                                                 "Betting strategy (default: from the preset)."),
           payoff: Optional[Payoff] = choice(Payoff, "payoff", None, "Payoff u_t (default: from the "
-                                            "preset; mmd-paper is BADI's witness on raw scores)."),
+                                            "preset; mmd is BADI's witness, mmd-std the same on standardised scores)."),
           lambda_max: Optional[float] = typer.Option(None, help="Largest stake λ_max in (0, 1) "
                                                                 "(default: from the preset)."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),

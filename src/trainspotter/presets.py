@@ -6,7 +6,7 @@ so the CLI can name them in ``--help`` cheaply. Explicit strategy/payoff/lambda_
 """
 
 PRESETS: dict[str, dict] = {
-    "badi": {"strategy": "ons", "payoff": "mmd-paper", "lambda_max": 0.8},  # the paper (BADI Sec. 4, App. C)
+    "badi": {"strategy": "ons", "payoff": "mmd", "lambda_max": 0.8},  # the paper (BADI Sec. 4, App. C)
     "default": {"strategy": "mixture", "payoff": "diff", "lambda_max": 0.8},
 }
 DEFAULT_PRESET = "default"  # the one place to change the default (after a benchmark)

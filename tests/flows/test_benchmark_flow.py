@@ -13,7 +13,7 @@ from trainspotter.evaluation.mia import METHODS
 # ~1 minute on 2 busy cores (plus the session's mini testbed build): 12 passages per split,
 # one perturbation kind, 8 (control: 10) trials of at most 12 pairs, two DI tests per access, 4 timed passages
 REDUCED = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--strategies", "ons",
-           "--payoffs", "mmd-paper,diff", "--null-trials", "10", "--alphas", "0.05", "--cost-samples", "4", "--cost-repeats", "1",
+           "--payoffs", "mmd,diff", "--null-trials", "10", "--alphas", "0.05", "--cost-samples", "4", "--cost-repeats", "1",
            "--n-boot", "200", "--perturbations", "deletion"]
 
 
@@ -37,7 +37,7 @@ def test_report_files(bench):
     assert '"limit":12' in header and '"trials":8' in header  # the configuration
     for m in METHODS.values():
         assert f"| {m.label} | {m.access} | " in md
-    assert "| gray | ons/mmd-paper | 0.05 |" in md and "| black | p-value (fixed n) | 0.05 |" in md
+    assert "| gray | ons/mmd | 0.05 |" in md and "| black | p-value (fixed n) | 0.05 |" in md
     assert json.loads((out / "results.json").read_text())["parent_run_id"] == res["parent_run_id"]
     for png in ("roc.png", "power_gray_a0.05.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
@@ -65,16 +65,16 @@ def test_members_separate_and_costs_are_measured(bench):
 def test_dataset_inference_reports_tpr_and_negative_control_fpr(bench):
     res, _ = bench
     di = {(r["access"], r["test"]): r for r in res["di"]}
-    assert set(di) == {(a, t) for a in ("gray", "black") for t in ("ons/mmd-paper", "ons/diff", "p-value (fixed n)")}
+    assert set(di) == {(a, t) for a in ("gray", "black") for t in ("ons/mmd", "ons/diff", "p-value (fixed n)")}
     for r in di.values():
         assert r["pairs"] == 12 and r["trials"] == 8 and r["null_trials"] == 10 and r["alpha"] == 0.05
         assert 0 <= r["tpr"] <= 1 and 0 <= r["fpr"] <= 1 and 0 <= r["fpr_binom_p"] <= 1
     for a in ("gray", "black"):  # savings are paired against the paper's configuration
-        assert di[(a, "ons/mmd-paper")]["saving"] == 0.0
+        assert di[(a, "ons/mmd")]["saving"] == 0.0
         diff = di[(a, "ons/diff")]
         assert diff["saving_ci_low"] <= diff["saving"] <= diff["saving_ci_high"]
         assert 1 <= diff["mean_pairs"] <= 12 and "stop_times" not in diff
-    assert res["best_valid"][0]["test"] in ("ons/mmd-paper", "ons/diff")
+    assert res["best_valid"][0]["test"] in ("ons/mmd", "ons/diff")
     # 6 + 6 test rows (half of 12 pairs) of near-perfectly separated gray features: the fixed-n t-test rejects
     assert di[("gray", "p-value (fixed n)")]["tpr"] >= 0.75
 
@@ -101,7 +101,7 @@ def test_mlflow_parent_and_child_runs(bench):
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
         assert run.data.metrics["fpr"] == pytest.approx(r["fpr"])
         assert run.data.metrics["tpr"] == pytest.approx(r["tpr"])
-    seq = next(r for r in res["di"] if r["test"] == "ons/mmd-paper")
+    seq = next(r for r in res["di"] if r["test"] == "ons/mmd")
     power = client.get_metric_history(seq["run_id"], "power")
     assert len(power) == 12 and max(p.value for p in power) == pytest.approx(seq["tpr"])
 

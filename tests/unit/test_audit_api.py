@@ -137,7 +137,7 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
 
 @pytest.mark.parametrize("option, expected", [
     (["--preset", "nope"], "error: option --preset: 'nope' is not one of badi, default"),
-    (["--payoff", "nope"], "error: option --payoff 'nope': expected one of mmd, ks, diff, mmd-paper"),
+    (["--payoff", "nope"], "error: option --payoff 'nope': expected one of mmd, ks, diff, mmd-std"),
     (["--lambda-max", "1.5"], "error: option --lambda-max: Input should be less than 1"),
 ])
 def test_cli_rejects_bad_test_options_in_one_line(mini_testbed, option, expected):

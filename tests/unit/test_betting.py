@@ -144,13 +144,13 @@ def test_mmd_witness_on_vectors_is_antisymmetric_and_learns_direction():
 
 
 def test_standardised_mmd_witness_matches_hand_computation():
-    """Payoff "mmd": the paper's witness on x̃ = (x − μ)/σ of past rounds (p = 1, γ = c = 1).
+    """Payoff "mmd-std": the paper's witness on x̃ = (x − μ)/σ of past rounds (p = 1, γ = c = 1).
 
     Every number below is derived by hand from K(a, b) = (ab + 1)² only.
     """
     K = lambda a, b: (a * b + 1) ** 2  # noqa: E731
-    wit = make_payoff("mmd")
-    assert isinstance(wit, MMDWitness) and wit.standardise and wit.name == "mmd"
+    wit = make_payoff("mmd-std")
+    assert isinstance(wit, MMDWitness) and wit.standardise and wit.name == "mmd-std"
     # Round 1: g_1 = 0 → v_1 = 0 whatever the scale.
     assert wit.edge(1.0, 0.0) == 0.0 and wit.payoff(1e6, -1e6) == 0.0
     wit.update(1.0, 0.0)
@@ -189,7 +189,7 @@ def _mmd_payoffs(name, X, Y, batch=None):
 def test_standardised_mmd_is_antisymmetric_bounded_and_scale_free():
     rng = np.random.default_rng(6)
     X, Y = rng.standard_cauchy(size=(2, 4, 60)) * 1e4  # heavy tails, huge scale
-    wit = make_payoff("mmd", batch=4)
+    wit = make_payoff("mmd-std", batch=4)
     for t in range(60):
         u, u_swapped = wit.payoff(X[:, t], Y[:, t]), wit.payoff(Y[:, t], X[:, t])
         np.testing.assert_array_equal(u, -u_swapped)      # swapping X_t and Y_t negates u_t
@@ -198,18 +198,18 @@ def test_standardised_mmd_is_antisymmetric_bounded_and_scale_free():
     # One common affine map a·s + b (a > 0) of all scores leaves every payoff unchanged,
     # so the payoff no longer depends on the scale of the scorer's logits …
     X, Y = rng.normal(size=(2, 40)) + [[0.5], [0.0]]
-    u = _mmd_payoffs("mmd", X, Y)[0]
-    np.testing.assert_allclose(_mmd_payoffs("mmd", 1e-3 * X + 7.0, 1e-3 * Y + 7.0)[0], u, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(_mmd_payoffs("mmd", 50.0 * X - 3.0, 50.0 * Y - 3.0)[0], u, rtol=1e-7, atol=1e-9)
+    u = _mmd_payoffs("mmd-std", X, Y)[0]
+    np.testing.assert_allclose(_mmd_payoffs("mmd-std", 1e-3 * X + 7.0, 1e-3 * Y + 7.0)[0], u, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(_mmd_payoffs("mmd-std", 50.0 * X - 3.0, 50.0 * Y - 3.0)[0], u, rtol=1e-7, atol=1e-9)
     # … which the paper's raw witness does not do.
-    assert np.max(np.abs(_mmd_payoffs("mmd-paper", 1e-3 * X, 1e-3 * Y)[0] - _mmd_payoffs("mmd-paper", X, Y)[0])) > 0.1
+    assert np.max(np.abs(_mmd_payoffs("mmd", 1e-3 * X, 1e-3 * Y)[0] - _mmd_payoffs("mmd", X, Y)[0])) > 0.1
 
 
 def test_standardised_mmd_payoff_uses_only_past_rounds():
     """u_t = tanh(⟨w_t, φ(x̃_t) − φ(ỹ_t)⟩) with μ, σ = mean and population sd of all past values."""
     rng = np.random.default_rng(7)
     X, Y = rng.normal(size=(2, 25)) * 3.0 + 1.0
-    wit = make_payoff("mmd")
+    wit = make_payoff("mmd-std")
     for t in range(25):
         past = np.concatenate([X[:t], Y[:t]])
         if t >= 1:
@@ -223,7 +223,7 @@ def test_standardised_mmd_payoff_uses_only_past_rounds():
     assert wit.n == 50 and wit.t == 25
 
 
-@pytest.mark.parametrize("name", ["mmd", "mmd-paper"])
+@pytest.mark.parametrize("name", ["mmd-std", "mmd"])
 def test_mmd_save_load_continuation_is_exact_and_batch_equals_single(name):
     rng = np.random.default_rng(8)
     X, Y = rng.normal(size=(2, 3, 40)) * 0.05
@@ -259,7 +259,7 @@ def test_standardised_mmd_type1_on_null_streams():
     rng = np.random.default_rng(9)
     T, n, alpha = 600, 300, 0.05
     Z = np.concatenate([rng.standard_cauchy(size=(2, T // 2, n)), 1e-3 * rng.normal(size=(2, T // 2, n))], axis=1)
-    u = _mmd_payoffs("mmd", Z[0], Z[1], batch=T)[0]
+    u = _mmd_payoffs("mmd-std", Z[0], Z[1], batch=T)[0]
     for strategy in ("ons", "mixture"):
         k = int((wealth_path(u, strategy, 0.8) >= 1 / alpha).any(axis=1).sum())
         p = binomtest(k, T, alpha, alternative="greater").pvalue
@@ -271,9 +271,9 @@ def test_standardised_mmd_decides_on_small_scores_where_the_raw_witness_stalls()
     rng = np.random.default_rng(10)
     X, Y = 0.01 * rng.normal(1.0, 1.0, size=(200, 100)), 0.01 * rng.normal(0.0, 1.0, size=(200, 100))
     tpr = {name: (wealth_path(_mmd_payoffs(name, X, Y, batch=200)[0], "ons", 0.8) >= 20).any(axis=1).mean()
-           for name in ("mmd", "mmd-paper")}
-    assert tpr["mmd-paper"] == 0.0
-    assert tpr["mmd"] > 0.8
+           for name in ("mmd-std", "mmd")}
+    assert tpr["mmd"] == 0.0
+    assert tpr["mmd-std"] > 0.8
 
 
 def test_ks_witness_threshold_and_payoff():

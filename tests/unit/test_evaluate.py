@@ -96,7 +96,7 @@ def test_simulate_many_shares_the_scorer_without_changing_any_configuration():
     gives alone, and a trial's stop equals the shipped SequentialTest on that trial's pairs."""
     df = _table(150, 150, shift=0.4, seed=8)
     configs = [TestConfig(payoff="diff", strategy="mixture"), TestConfig(payoff="mmd", strategy="ons"),
-               TestConfig(payoff="ks", strategy="kelly"), TestConfig(payoff="mmd-paper", scorer="paper", epochs=3)]
+               TestConfig(payoff="ks", strategy="kelly"), TestConfig(payoff="mmd", scorer="paper", epochs=3)]
     many = simulate_many(df, configs, trials=6, n_max=100, seed=4, alphas=(0.1,))
     for config, got in zip(configs, many):
         assert got == simulate(df, config, trials=6, n_max=100, seed=4, alphas=(0.1,))

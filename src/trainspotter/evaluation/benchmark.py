@@ -357,7 +357,7 @@ def di_row(access: str, test: TestConfig, alpha: float, tpr: dict, fpr: dict) ->
 
 def compare_configurations(rows: list[dict], reference: str, n_boot: int = 2000, seed: int = 0) -> None:
     """Add to every sequential row its ``paired_saving`` against the ``reference`` test
-    (e.g. "ons/mmd-paper", the paper's) of the same access and α."""
+    (e.g. "ons/mmd", the paper's) of the same access and α."""
     ref = {(r["access"], r["alpha"]): r for r in rows if r["test"] == reference}
     for r in rows:
         base = ref.get((r["access"], r["alpha"]))
@@ -459,7 +459,7 @@ def render_markdown(title: str, header: str, methods: list[dict], di: list[dict]
                   "Monte Carlo over random orders of at most N_max pairs (BADI Sec. 5.1, App. D); every "
                   "configuration sees the same trial streams. Pairs to decision: mean over all member "
                   "trials with a non-rejection counted as N_max (censored), and mean ± std over rejecting "
-                  "trials. Saving: 1 − pairs / pairs of the paper's ons/mmd-paper on the same trials, "
+                  "trials. Saving: 1 − pairs / pairs of the paper's ons/mmd on the same trials, "
                   "[95% paired bootstrap CI]. Binomial p: one-sided test of FPR ≤ α. The p-value rows use "
                   "a fixed n = N_max per trial (Maini et al., BADI App. A.8).", "",
                   "| access | test | α | TPR | FPR (negative control) | binomial p | pairs to decision "
