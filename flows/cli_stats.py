@@ -20,13 +20,19 @@ from rich.table import Table
 from flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_error
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
+from trainspotter.presets import DEFAULT_PRESET, PRESETS
 from trainspotter.stats.simulation import simulate
 from trainspotter.stats.sequential import TestConfig, run_test
 
 _console = Console()
 
-STRATEGY = choice(Strategy, "strategy", "ons", "Betting strategy.")
-PAYOFF = choice(Payoff, "payoff", "mmd", "Payoff: mmd (paper), ks (one-sided KS) or diff.")
+_DEFAULT = PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
+STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], "Betting strategy (ons is the paper's).")
+PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], "Payoff: mmd (the paper's kernel-MMD witness), mmd-std "
+                                                       "(on standardised scores), ks (one-sided KS) or diff.")
+LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help="Stake cap, in (0, 1).")
+SCORER = typer.Option("online", help="Online scoring model: online (Newton step on running statistics, "
+                                     "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
 
 
 def _config(**kw) -> TestConfig:
@@ -66,11 +72,12 @@ def test_cmd(
     alpha: float = typer.Option(0.05, help="Significance level; reject when the wealth reaches 1/alpha."),
     strategy: Strategy = STRATEGY,
     payoff: Payoff = PAYOFF,
-    lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
+    lambda_max: float = LAMBDA_MAX,
+    scorer: str = SCORER,
     json_out: bool = JSON,
 ) -> None:
     """Run the anytime-valid sequential test on a features table."""
-    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max)
+    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer)
     df = read_features(features)
     out = _with_file(features, lambda: run_test(df, config))
     if json_out:
@@ -95,12 +102,14 @@ def simulate_cmd(
     alpha: float = typer.Option(0.05, help="Significance level."),
     strategy: Strategy = STRATEGY,
     payoff: Payoff = PAYOFF,
-    lambda_max: float = typer.Option(0.8, help="Stake cap, in (0, 1)."),
+    lambda_max: float = LAMBDA_MAX,
+    scorer: str = SCORER,
     seed: int = typer.Option(0, help="Seed of the trial orders."),
     json_out: bool = JSON,
 ) -> None:
     """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
-    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, seed=seed)
+    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer,
+                     seed=seed)
     df = read_features(features)
     out = _with_file(features, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
     if json_out:
