@@ -38,7 +38,15 @@ def tracking_uri(uri: str | None = None) -> str:
 def use_experiment(name: str, uri: str | None = None) -> str:
     """Point MLflow at the store and make sure ``name`` exists with artifacts under artifacts/."""
     uri = tracking_uri(uri)
+    # mlflow.set_tracking_uri also writes $MLFLOW_TRACKING_URI, which tracking_uri() reads as
+    # the user's own choice: keep the user's value, so one audit's explicit server does not
+    # become every later audit's default in the same process (a notebook).
+    user = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
+    if user is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = user
     experiment = mlflow.get_experiment_by_name(name)
     if experiment is None:
         folder = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

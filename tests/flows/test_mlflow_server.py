@@ -71,6 +71,10 @@ def test_audit_logs_to_a_tracking_server(server, mini_testbed):
     assert list((home / "store").rglob("report.html"))
     steps = client.get_metric_history(run.info.run_id, "wealth")
     assert len(steps) == result["pairs_used"]
+    # the explicit server does not become the process's default for later audits
+    from flows.tracking import tracking_uri
+
+    assert "MLFLOW_TRACKING_URI" not in os.environ and tracking_uri().startswith("sqlite:///")
     # the features table is a logged input whose source is the server's download address of it
     import json
 
