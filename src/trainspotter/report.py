@@ -136,13 +136,14 @@ def benchmark_html(markdown_text: str, figures: list[tuple[str, bytes]]) -> str:
 
 def power_plot(curves: dict[str, list[float]], path: Path, title: str = "") -> Path:
     """Sequential power curves Power(t) = P(T ≤ t) (BADI App. D.5), one per configuration."""
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
-    for label, curve in curves.items():
-        ax.plot(np.arange(1, len(curve) + 1), curve, lw=1.4, label=label)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=120)
+    colours = plt.get_cmap("tab20" if len(curves) > 10 else "tab10").colors  # one colour per curve
+    for i, (label, curve) in enumerate(curves.items()):
+        ax.plot(np.arange(1, len(curve) + 1), curve, lw=1.4, label=label, color=colours[i % len(colours)])
     ax.set_xlabel("pairs t")
     ax.set_ylabel("P(rejected by t)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title or "Sequential power")
+    ax.set_title(title or "Sequential power", fontsize=9)
     ax.legend(loc="best", fontsize=7)
     return _save(fig, path)
 
