@@ -77,8 +77,8 @@ def _table(tmp_path: Path) -> str:
 def _keys(tmp_path: Path) -> dict[str, str]:
     table = _table(tmp_path)
     return {"extract": _extract_key(tmp_path),
-            "simulate": simulate_cache_key(None, {"features": table, "config": TestConfig(), "trials": 10,
-                                                  "n_max": None, "null": False, "seed": 0}),
+            "simulate": simulate_cache_key(None, {"features": table, "configs": [TestConfig()], "trials": 10,
+                                                  "n_max": None, "null": False, "seed": 0, "alphas": ()}),
             "pvalue": pvalue_cache_key(None, {"features": table, "trials": 10, "n_max": None,
                                               "alphas": [0.05], "seed": 0})}
 

@@ -202,8 +202,10 @@ def evaluate_method(name: str, df: pd.DataFrame, labels, folds: int = 5, seed: i
 
 class PeakRSS:
     """``with PeakRSS() as m: ...`` then ``m.peak_mb``: the peak increase of this process's
-    resident set size over its value at entry, sampled every ``interval`` seconds in a
-    background thread (psutil). ``peak_mb`` is None when psutil is not installed."""
+    resident set size over its value at entry. On Linux the kernel's own high-water mark
+    (VmHWM, reset on entry through /proc/self/clear_refs) makes it exact; elsewhere, or where
+    the reset is refused, psutil samples RSS every ``interval`` seconds in a background thread,
+    which can miss a short-lived peak. ``peak_mb`` is None when neither is available."""
 
     def __init__(self, interval: float = 0.005):
         self.interval, self.peak_mb = interval, None
@@ -214,24 +216,41 @@ class PeakRSS:
         else:
             self._proc = psutil.Process()
 
+    @staticmethod
+    def _hwm() -> int | None:
+        """VmHWM in bytes, or None off Linux."""
+        try:
+            status = Path("/proc/self/status").read_text()
+        except OSError:
+            return None
+        line = next((ln for ln in status.splitlines() if ln.startswith("VmHWM:")), None)
+        return int(line.split()[1]) * 1024 if line else None
+
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
             self._peak = max(self._peak, self._proc.memory_info().rss)
 
     def __enter__(self) -> "PeakRSS":
-        if self._proc is not None:
-            self._base = self._peak = self._proc.memory_info().rss
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
+        if self._proc is None:
+            return self
+        try:  # "5" resets the peak RSS to the current RSS (Linux ≥ 4.0)
+            Path("/proc/self/clear_refs").write_text("5")
+            self._exact = self._hwm() is not None
+        except OSError:
+            self._exact = False
+        self._base = self._peak = self._proc.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._proc is not None:
-            self._stop.set()
-            self._thread.join()
-            self._peak = max(self._peak, self._proc.memory_info().rss)
-            self.peak_mb = (self._peak - self._base) / 2**20
+        if self._proc is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._peak = max(self._peak, self._proc.memory_info().rss, (self._hwm() or 0) if self._exact else 0)
+        self.peak_mb = (self._peak - self._base) / 2**20
 
 
 def warm_up(passages: list[dict], target, reference, base: FeatureConfig | None = None) -> None:
