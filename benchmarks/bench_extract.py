@@ -1,17 +1,24 @@
-"""Query budget and throughput of feature extraction (trainspotter.features.extract.extract).
+"""Query budget, throughput and stage shares of feature extraction
+(trainspotter.features.extract.extract), on a built testbed or on any local model.
 
-On a built testbed (default `tiny`: 64-token passages, target + reference LMs):
+* counts what each configuration asks of each model per passage (wrapping the
+  backends): the full set (access=both) must be 1 + 6 target forward passes, 1
+  reference forward pass and 1 + 6 suffix generations per passage, and nothing more;
+* times each configuration against bare forward passes (the model call alone, same
+  length-sorted batches, batch size, dtype and threads) and reports two ratios of
+  tokens/s: to ONE bare target pass over the passages, and to the bare passes over
+  every text the configuration must score on either model (1.0 = no overhead at all);
+* splits the wall time into stages: model scoring (forward + per-position statistics),
+  suffix generation, perturbation, MiniLM token embeddings, BERTScore, the rest;
+* runs the full set twice: with a cold MiniLM token table (every extraction embeds its
+  token strings again: how it was before the table was shared and persisted) and with the
+  persisted table warmed by an earlier run (the flows' default now).
 
-* counts what the full feature set (access=both: gray + black, six perturbations,
-  suffix generation) asks of each model, per passage, by wrapping the backends —
-  it must be 1 + 6 target forward passes, 1 reference forward pass and 1 + 6
-  suffix generations per passage, and nothing more;
-* times extraction against a bare target forward pass (`target.score`) over the
-  same texts with the same backend batch size, and reports extraction tokens/s as
-  a ratio to the bare pass (passage tokens / wall time), for the full set and for
-  cheaper configurations. Model/MiniLM/WordNet loading is done first and not timed.
+Model, MiniLM, BERTScore and WordNet loading is done first and not timed; every time is
+the minimum over ``--repeats`` interleaved repeats (the machine is shared).
 
     python benchmarks/bench_extract.py [--testbed tiny] [--passages 64] [--batch-size 16]
+    python benchmarks/bench_extract.py --model artifacts/models/smollm2-135m --passages-from tiny-pretrain
 """
 
 from __future__ import annotations
@@ -19,155 +26,204 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 RESULTS = Path(__file__).parent / "results"
+STAGES = ("score", "generate", "perturb", "token embeddings", "BERTScore")
 
 
-class TimedCounting:
-    """CountingBackend plus the wall time spent inside each kind of call."""
+class Stopwatch:
+    """Seconds spent per stage; ``wrap`` times a function under a stage name."""
 
-    def __init__(self, inner):
+    def __init__(self):
+        self.s = dict.fromkeys(STAGES, 0.0)
+
+    def wrap(self, stage, fn):
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.s[stage] += time.perf_counter() - t
+        return timed
+
+
+class Recording:
+    """CountingBackend that also times its calls and keeps every scored text."""
+
+    def __init__(self, inner, watch: Stopwatch):
         from trainspotter.features.extract import CountingBackend
 
         self.c = CountingBackend(inner)
-        self.fingerprint, self.tokenizer = inner.fingerprint, inner.tokenizer
-        self.score_s = self.generate_s = 0.0
+        self.fingerprint, self.tokenizer, self.encode = inner.fingerprint, inner.tokenizer, inner.encode
+        self.texts: list[str] = []
+        self.score = watch.wrap("score", self._score)
+        self.generate = watch.wrap("generate", self.c.generate)
 
-    def encode(self, text):
-        return self.c.encode(text)
+    def _score(self, texts):
+        self.texts += texts
+        return self.c.score(texts)
 
-    def score(self, texts):
-        t = time.perf_counter()
-        out = self.c.score(texts)
-        self.score_s += time.perf_counter() - t
-        return out
 
-    def generate(self, prefixes, n):
-        t = time.perf_counter()
-        out = self.c.generate(prefixes, n)
-        self.generate_s += time.perf_counter() - t
-        return out
+def bare_forward(backend, texts: list[str]) -> float:
+    """Seconds of the model call alone over ``texts``, batched exactly as HFBackend.score."""
+    import torch
+
+    encoded = [backend.encode(t) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for s in range(0, len(order), backend.batch_size):
+            idx = order[s:s + backend.batch_size]
+            width = max(len(encoded[i]) for i in idx)
+            ids = torch.zeros((len(idx), width), dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                ids[row, :len(encoded[i])] = torch.tensor(encoded[i])
+                mask[row, :len(encoded[i])] = 1
+            backend.model(input_ids=ids.to(backend.device), attention_mask=mask.to(backend.device)).logits
+    return time.perf_counter() - start
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--testbed", default="tiny")
+    ap.add_argument("--testbed", default="tiny", help="target + reference + passages (built if needed)")
+    ap.add_argument("--model", help="a local model folder used as both target and reference "
+                                    "(throughput does not depend on what it was trained on)")
+    ap.add_argument("--passages-from", help="testbed whose member/heldout passages to use with --model")
     ap.add_argument("--passages", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=3, help="Timings are the minimum over repeats "
-                                                               "(the machine is shared).")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
 
+    import trainspotter.features.extract as X
     from trainspotter.backends import HFBackend
     from trainspotter.data import load_passages
-    from trainspotter.features.extract import extract
+    from trainspotter.evaluation.testbed import PRESETS, build_testbed
     from trainspotter.features.features import FeatureConfig
     from trainspotter.features.perturb import synonyms
-    from trainspotter.features.probability import bert_scorer, minilm
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.features.probability import TokenEmbeddings, bert_scorer, minilm
 
     t0 = time.perf_counter()
-    root = build_testbed(PRESETS[args.testbed])
+    if args.model:
+        root = build_testbed(PRESETS[args.passages_from or "tiny"])
+        target_dir = reference_dir = Path(args.model)
+        name = target_dir.name
+    else:
+        root = build_testbed(PRESETS[args.testbed])
+        target_dir, reference_dir, name = root / "target", root / "reference", args.testbed
     half = args.passages // 2
     ps = ([dict(p, set="member") for p in load_passages(root / "member.jsonl")[:half]]
           + [dict(p, set="heldout") for p in load_passages(root / "heldout.jsonl")[:args.passages - half]])
-    target = HFBackend(root / "target", batch_size=args.batch_size)
-    reference = HFBackend(root / "reference", batch_size=args.batch_size)
+    target = HFBackend(target_dir, device="cpu", batch_size=args.batch_size, dtype=args.dtype)
+    reference = HFBackend(reference_dir, device="cpu", batch_size=args.batch_size, dtype=args.dtype)
     minilm(), bert_scorer(), synonyms("warm")
     load_s = time.perf_counter() - t0
     texts = [p["text"] for p in ps]
     n_tokens = sum(len(target.encode(t)) - 1 for t in texts)
-
     target.score(texts[: args.batch_size])  # warm-up
+    bare_s = min(bare_forward(target, texts) for _ in range(args.repeats))
 
-    def bare() -> float:
-        t = time.perf_counter()
-        target.score(texts)
-        return time.perf_counter() - t
-
-    bare_s = min(bare() for _ in range(args.repeats))
-
-    runs = {}
-    configs = {
-        "full set (both, 6 perturbations, suffixes)": ("both", FeatureConfig(batch_size=args.batch_size)),
-        "black, no suffix generation": ("black", FeatureConfig(batch_size=args.batch_size, sequence=False)),
-        "gray, 6 perturbations": ("gray", FeatureConfig(batch_size=args.batch_size)),
-        "gray, no perturbations": ("gray", FeatureConfig(batch_size=args.batch_size, perturbations=False)),
+    tmp = Path(tempfile.mkdtemp(prefix="bench-extract-"))
+    warm_table = str(tmp / "warm.npz")
+    fresh = iter(range(10**6))
+    configs = {  # name: (access, config factory, with reference)
+        "full set, cold token table (before)": ("both", lambda: FeatureConfig(
+            batch_size=args.batch_size, embedding_cache=str(tmp / f"cold{next(fresh)}.npz")), True),
+        "full set, persisted token table (now)": ("both", lambda: FeatureConfig(
+            batch_size=args.batch_size, embedding_cache=warm_table), True),
+        "black, no suffix generation": ("black", lambda: FeatureConfig(
+            batch_size=args.batch_size, sequence=False, embedding_cache=warm_table), True),
+        "gray, 6 perturbations": ("gray", lambda: FeatureConfig(batch_size=args.batch_size), True),
+        "gray lean (no perturbations)": ("gray", lambda: FeatureConfig(
+            batch_size=args.batch_size, perturbations=False), True),
+        "gray lean, target only": ("gray", lambda: FeatureConfig(
+            batch_size=args.batch_size, perturbations=False), False),
     }
-    for name, (access, cfg) in configs.items():
+    # untimed: fill the persisted table as an earlier audit of these passages would have
+    X.extract(ps, target, reference, "both", FeatureConfig(batch_size=args.batch_size, embedding_cache=warm_table))
+    X.token_table(warm_table).save()
+
+    originals = (X.perturb, X.bertscore_f1, TokenEmbeddings.ensure)
+    runs = {}
+    for name_c, (access, make, with_ref) in configs.items():
         best = None
-        for _ in range(args.repeats):  # min over repeats, each against the same fresh counters
-            tgt, ref = TimedCounting(target), TimedCounting(reference)
+        for _ in range(args.repeats):
+            watch = Stopwatch()
+            X.perturb = watch.wrap("perturb", originals[0])
+            X.bertscore_f1 = watch.wrap("BERTScore", originals[1])
+            TokenEmbeddings.ensure = watch.wrap("token embeddings", originals[2])
+            tgt = Recording(target, watch)
+            ref = Recording(reference, watch) if with_ref else None
             t = time.perf_counter()
-            df = extract(ps, tgt, ref, access, cfg)
+            df = X.extract(ps, tgt, ref, access, make())
             wall = time.perf_counter() - t
+            X.perturb, X.bertscore_f1, TokenEmbeddings.ensure = originals
             if best is None or wall < best[0]:
-                best = (wall, tgt, ref)
-            bare_s = min(bare_s, bare())  # interleaved, so load changes hit both sides
-        wall, tgt, ref = best
+                best = (wall, tgt, ref, watch)
+        wall, tgt, ref, watch = best
+        needed = bare_forward(target, tgt.texts) + (bare_forward(reference, ref.texts) if ref else 0.0)
+        bare_s = min(bare_s, bare_forward(target, texts))  # interleaved, so load changes hit both sides
         n = len(ps)
-        runs[name] = {
-            "access": access, "features": df.shape[1] - 2, "seconds": round(wall, 2),
+        shares = {k: round(v / wall, 3) for k, v in watch.s.items()}
+        shares["rest"] = round(1 - sum(watch.s.values()) / wall, 3)
+        runs[name_c] = {
+            "access": access, "reference": with_ref, "features": df.shape[1] - 2, "seconds": round(wall, 2),
             "target_forward_passes_per_passage": tgt.c.scored_texts / n,
-            "reference_forward_passes_per_passage": ref.c.scored_texts / n,
+            "reference_forward_passes_per_passage": ref.c.scored_texts / n if ref else 0,
             "generations_per_passage": tgt.c.generated_prefixes / n,
             "generated_tokens_per_passage": tgt.c.generated_tokens / n,
-            "reference_generations": ref.c.generate_calls,
-            "score_calls": tgt.c.score_calls + ref.c.score_calls, "generate_calls": tgt.c.generate_calls,
-            "seconds_in_score": round(tgt.score_s + ref.score_s, 2),
-            "seconds_in_generate": round(tgt.generate_s, 2),
+            "bare_needed_seconds": round(needed, 2), "stage_shares": shares,
             "tokens_per_s": round(n_tokens / wall, 1),
             "ratio_to_bare_forward": round(bare_s / wall, 4),
+            "ratio_to_needed_forwards": round(needed / wall, 4),
         }
-        print(name, json.dumps(runs[name]))
+        print(name_c, json.dumps(runs[name_c]), flush=True)
 
-    result = {"testbed": args.testbed, "passages": len(ps), "passage_tokens": n_tokens,
-              "batch_size": args.batch_size, "load_seconds_untimed": round(load_s, 1),
-              "bare_forward_seconds": round(bare_s, 3), "bare_tokens_per_s": round(n_tokens / bare_s, 1),
-              "cpu_threads": int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or os.cpu_count(),
-              "runs": runs}
+    import torch
+
+    result = {"date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", "model": name,
+              "vocab": len(target.tokenizer), "passages": len(ps), "passage_tokens": n_tokens,
+              "batch_size": args.batch_size, "dtype": args.dtype, "torch_threads": torch.get_num_threads(),
+              "load_seconds_untimed": round(load_s, 1), "bare_forward_seconds": round(bare_s, 3),
+              "bare_tokens_per_s": round(n_tokens / bare_s, 1), "repeats": args.repeats, "runs": runs}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "extract.json").write_text(json.dumps(result, indent=1))
+    stem = "extract" if name == "tiny" else f"extract_{name}"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    cmd = (f"python benchmarks/bench_extract.py --model {args.model} --passages-from {args.passages_from}"
+           if args.model else f"python benchmarks/bench_extract.py --testbed {args.testbed}")
     lines = [
-        "# Feature extraction: query budget and throughput",
-        "",
-        f"`python benchmarks/bench_extract.py --testbed {args.testbed} --passages {len(ps)} "
-        f"--batch-size {args.batch_size}` on a shared 2-core CPU machine (busy with other jobs; "
-        f"every time is the minimum of {args.repeats} interleaved repeats); {n_tokens} passage tokens "
-        f"(64-token passages). Bare target forward pass over the same texts, batch size "
-        f"{args.batch_size}: {bare_s:.2f} s = {n_tokens / bare_s:.0f} tokens/s. Model, MiniLM, "
-        f"BERTScore and WordNet loading ({load_s:.0f} s incl. testbed) not timed.",
-        "",
-        "| configuration | features | target fwd / passage | reference fwd / passage | "
-        "generations / passage (tokens) | s in score / generate / total | tokens/s | ratio to bare fwd |",
-        "|---|---|---|---|---|---|---|---|",
+        f"# Feature extraction on `{name}`: query budget, throughput, stage shares", "",
+        f"{result['date']} · `{cmd} --passages {len(ps)} --batch-size {args.batch_size} --dtype {args.dtype}` · "
+        f"CPU, {result['torch_threads']} torch threads, vocabulary {result['vocab']} · every time the minimum of "
+        f"{args.repeats} interleaved repeats · {n_tokens} passage tokens. Bare target forward over the passages: "
+        f"{bare_s:.2f} s = {n_tokens / bare_s:.0f} tokens/s. Loading ({load_s:.0f} s) not timed.", "",
+        "| configuration | features | target fwd / passage | reference fwd / passage | generations / passage "
+        "(tokens) | seconds | tokens/s | ratio to one bare target fwd | ratio to the bare fwds it needs |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in runs.items():
-        lines.append(f"| {name} | {r['features']} | {r['target_forward_passes_per_passage']:g} | "
+    for name_c, r in runs.items():
+        lines.append(f"| {name_c} | {r['features']} | {r['target_forward_passes_per_passage']:g} | "
                      f"{r['reference_forward_passes_per_passage']:g} | {r['generations_per_passage']:g} "
-                     f"({r['generated_tokens_per_passage']:g}) | {r['seconds_in_score']} / "
-                     f"{r['seconds_in_generate']} / {r['seconds']} | {r['tokens_per_s']} | "
-                     f"{r['ratio_to_bare_forward']} |")
-    lines += [
-        "",
-        "Forward passes per passage are counted by wrapping both backends "
-        "(`trainspotter.features.extract.CountingBackend`): one per text variant per model — the original "
-        "and its six perturbations on the target, the original on the reference — plus one greedy "
-        "suffix generation per prefix variant (original + six perturbed prefixes, 16 new tokens each "
-        "for 64-token passages), and no other model call. The rest of the time is local: "
-        "perturbations, MiniLM token embeddings (each distinct token string once), BERTScore.",
-        "",
-        "The ratio to a bare forward pass follows the query budget: 8 forward passes "
-        "(7 target + 1 reference, perturbed texts are often longer in tokens) give about "
-        "1/8 = 0.125 or less before any local work; black-box features add MiniLM token embeddings, "
-        "and the suffix generations (7 × 16 incremental decoding steps per passage, each a "
-        "forward pass over a batch) plus BERTScore dominate the full set.",
-    ]
-    (RESULTS / "extract.md").write_text("\n".join(lines) + "\n")
+                     f"({r['generated_tokens_per_passage']:g}) | {r['seconds']} | {r['tokens_per_s']} | "
+                     f"{r['ratio_to_bare_forward']} | {r['ratio_to_needed_forwards']} |")
+    lines += ["", "Share of wall time per stage (score = forward passes + per-position statistics):", "",
+              "| configuration | " + " | ".join(STAGES) + " | rest |", "|---|" + "---|" * (len(STAGES) + 1)]
+    for name_c, r in runs.items():
+        lines.append(f"| {name_c} | " + " | ".join(f"{r['stage_shares'][k]:.1%}" for k in STAGES + ("rest",))
+                     + " |")
+    lines += ["", "The ratio to the bare forwards it needs divides the time of the model calls alone, "
+              "over exactly the texts the configuration scored on each model (perturbed variants "
+              "included), by the configuration's wall time: 1.0 would be no overhead at all. Suffix "
+              "generation is not in that baseline (it is a model call of its own kind), so it "
+              "counts as overhead there."]
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -4,10 +4,11 @@ re-queries no model."""
 from prefect import task
 
 from trainspotter.backends import load_backend, spec_fingerprint
-from trainspotter.config import code_digest, fingerprint
+from trainspotter.config import artifacts_root, code_digest, fingerprint
 from trainspotter.errors import BudgetExhausted
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
+from trainspotter.features.probability import default_token_table_path
 
 
 def _retry_unless_budget(task, task_run, state) -> bool:
@@ -44,7 +45,11 @@ def chunk_cache_key(context, parameters) -> str:
       retry_condition_fn=_retry_unless_budget, task_run_name="extract[{chunk}]", tags=["model-calls"])
 def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
-    """Feature rows of one chunk of passages (one row per passage, library ``extract``)."""
+    """Feature rows of one chunk of passages (one row per passage, library ``extract``).
+    Black-box features read and extend the MiniLM token table persisted under artifacts/."""
+    if access != "gray" and features.embedding_cache is None:
+        table = default_token_table_path(artifacts_root())
+        features = features.model_copy(update={"embedding_cache": str(table)})
     df = extract(passages, load_backend(model), load_backend(reference) if reference else None,
                  access, features)
     return df.to_dict("records")

@@ -170,3 +170,21 @@ def test_feature_config_rejects_bad_values():
         F.FeatureConfig(perturbation_kinds=("paraphrase",))
     with pytest.raises(ValueError):
         F.FeatureConfig(estimator="magic")
+
+
+def test_token_tables_saved_by_two_runs_merge_and_are_shared_in_process(tmp_path):
+    path = tmp_path / "cache" / "tok.npz"
+    first, second = P.TokenEmbeddings(FakeEncoder(), path), P.TokenEmbeddings(FakeEncoder(), path)
+    first.ensure(["a", "b"])
+    second.ensure(["c"])
+    first.save()
+    second.save()  # must keep the strings `first` saved meanwhile
+    third = P.TokenEmbeddings(FakeEncoder(), path)
+    assert sorted(third.index) == ["a", "b", "c"] and third.encoded == 0
+    assert third.similarity(["c"], ["b"]) == pytest.approx([1 / math.sqrt(2)])
+    mtime = path.stat().st_mtime_ns
+    third.save()  # nothing new: the file is not rewritten
+    assert path.stat().st_mtime_ns == mtime and sorted(p.name for p in path.parent.iterdir()) == \
+        ["tok.npz", "tok.npz.lock"]  # no temporary file left behind
+    assert P.token_table(path) is P.token_table(str(path)) and P.token_table() is P.token_table(None)
+    assert P.token_table(path) is not P.token_table()

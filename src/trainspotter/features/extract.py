@@ -29,8 +29,8 @@ from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, catalog, suffix_length, token_level_row
 from trainspotter.features.perturb import perturb
-from trainspotter.features.probability import (TokenEmbeddings, TokenStrings, bertscore_f1, estimate_logprobs,
-                          petal_fit)
+from trainspotter.features.probability import (TokenStrings, bertscore_f1, estimate_logprobs, petal_fit,
+                                               token_table)
 
 Access = Literal["gray", "black", "both"]
 
@@ -40,7 +40,7 @@ class _Context:
 
     def __init__(self, target: Backend, reference: Backend | None, config: FeatureConfig):
         self.config = config
-        self.embeddings = TokenEmbeddings(path=config.embedding_cache)
+        self.embeddings = token_table(config.embedding_cache)
         self.t_strings = TokenStrings(target.tokenizer)
         self.r_strings = TokenStrings(reference.tokenizer) if reference is not None else None
 

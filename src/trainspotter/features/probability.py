@@ -13,19 +13,24 @@ true token x_t, sim(x_t, x̂_t) = cosine of their all-MiniLM-L6-v2 embeddings:
   test predictable), and use sim (Eq. 4), not log sim (B.2), since sim can be ≤ 0.
 
 Token embeddings: each distinct token *string* is embedded once and kept in a table
-(in memory; optionally saved to / loaded from an ``.npz`` file), never per occurrence.
+shared by every extraction in the process (flows persist it as an ``.npz`` under
+``artifacts/cache/``), never per occurrence.
 Sequence-level similarity (App. B.1) is BERTScore F1 with MiniLM's 6 layers,
 since RoBERTa weights are not available offline.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 ESTIMATORS = ("sigmoid", "raw", "petal")
+_TABLES_LOCK = threading.Lock()
 SIGMOID_SCALE = 2.0  # App. A.6: of 0.5, 2, 10, the factor 2 separates best
 
 
@@ -67,8 +72,9 @@ class TokenEmbeddings:
     """Unit-norm MiniLM embeddings of token strings, each computed once and cached.
 
     ``encoder`` is anything with ``encode(list[str]) -> array`` (tests pass a fake);
-    by default the shared MiniLM. ``path``: optional ``.npz`` cache (loaded now,
-    written by ``save``)."""
+    by default the shared MiniLM. ``path``: optional ``.npz`` table, loaded now and
+    merged into on ``save`` (several processes may share one file). Thread-safe: rows
+    are only ever appended, so an index never moves."""
 
     def __init__(self, encoder=None, path: str | Path | None = None):
         self._encoder = encoder
@@ -76,20 +82,26 @@ class TokenEmbeddings:
         self.index: dict[str, int] = {}
         self._rows: list[np.ndarray] = []
         self._matrix: np.ndarray | None = None
+        self._lock = threading.RLock()
         self.encoded = 0  # strings actually sent to the encoder (for tests/benchmarks)
+        self._unsaved = False
         if self.path and self.path.exists():
-            data = np.load(self.path, allow_pickle=False)
+            self._load()
+
+    def _load(self) -> None:
+        with np.load(self.path, allow_pickle=False) as data:
             self.add(list(data["strings"]), data["vectors"])
 
     def add(self, strings: list[str], vectors: np.ndarray) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1, norms)
-        for s, v in zip(strings, vectors):
-            if s not in self.index:
-                self.index[s] = len(self._rows)
-                self._rows.append(v)
-        self._matrix = None
+        with self._lock:
+            for s, v in zip(strings, vectors):
+                if s not in self.index:
+                    self.index[s] = len(self._rows)
+                    self._rows.append(v)
+            self._matrix = None
 
     def ensure(self, strings) -> None:
         """Embed, in one batch, the strings not yet in the table."""
@@ -99,11 +111,13 @@ class TokenEmbeddings:
             self.add(missing, enc.encode(missing, batch_size=256, convert_to_numpy=True,
                                          show_progress_bar=False))
             self.encoded += len(missing)
+            self._unsaved = True
 
     def matrix(self) -> np.ndarray:
-        if self._matrix is None:
-            self._matrix = np.stack(self._rows) if self._rows else np.zeros((0, 1), np.float32)
-        return self._matrix
+        with self._lock:
+            if self._matrix is None:
+                self._matrix = np.stack(self._rows) if self._rows else np.zeros((0, 1), np.float32)
+            return self._matrix
 
     def similarity(self, a: list[str], b: list[str]) -> np.ndarray:
         """Cosine similarity of a[i] and b[i] for every i (exactly 1 where equal)."""
@@ -117,11 +131,42 @@ class TokenEmbeddings:
         return np.clip(sim, -1.0, 1.0)
 
     def save(self) -> None:
-        if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp.npz")
-            np.savez(tmp, strings=np.array(list(self.index), dtype=str), vectors=self.matrix())
-            tmp.replace(self.path)
+        """Merge with what other runs saved meanwhile and replace the file atomically,
+        under a file lock (no run loses another's strings); nothing new, nothing written."""
+        if not (self.path and self._unsaved):
+            return
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(f"{self.path}.lock", timeout=120), self._lock:
+            if self.path.exists():
+                self._load()
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.stem, suffix=".tmp.npz")
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, strings=np.array(list(self.index), dtype=str), vectors=self.matrix())
+            os.replace(tmp, self.path)
+            self._unsaved = False
+
+
+_TABLES: dict[str | None, TokenEmbeddings] = {}
+
+
+def token_table(path: str | Path | None = None) -> TokenEmbeddings:
+    """The process's MiniLM token table for ``path`` (None: in memory only), shared by
+    every ``extract`` call: token strings recur across chunks, flows and tokenizers."""
+    key = str(Path(path).resolve()) if path else None
+    with _TABLES_LOCK:
+        if key not in _TABLES:
+            _TABLES[key] = TokenEmbeddings(path=key)
+        return _TABLES[key]
+
+
+def default_token_table_path(root: Path) -> Path:
+    """Where flows persist the token table: one file per MiniLM weights under ``root``."""
+    from trainspotter.assets import minilm_dir
+    from trainspotter.backends.hf import weights_fingerprint
+
+    return root / "cache" / f"minilm-tokens-{weights_fingerprint(minilm_dir())}.npz"
 
 
 class TokenStrings:
