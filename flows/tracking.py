@@ -89,10 +89,19 @@ def log_dataset(df, name: str, source: str, context: str) -> None:
     mlflow.log_input(dataset, context=context)
 
 
-def local_artifact(run_id: str, path: str, uri: str | None = None) -> str:
-    """A local path of one artifact: the file itself for a file store, a downloaded copy
-    when the tracking URI is a server (``mlflow-artifacts:``, S3, ...)."""
-    return mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path,
+def local_artifact(artifact_uri: str, run_id: str, path: str, uri: str | None = None) -> str:
+    """A local path of one artifact: the file in the store itself for a file store; for a
+    server or cloud store a copy under artifacts/downloads/<run id>/ (MLflow's own download
+    would land in a fresh temporary folder that nobody cleans up or finds again)."""
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme in ("", "file"):
+        return str(Path(url2pathname(parsed.path)) / path)
+    dst = artifacts_root() / "downloads" / run_id
+    dst.mkdir(parents=True, exist_ok=True)
+    return mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, dst_path=str(dst),
                                                tracking_uri=tracking_uri(uri))
 
 
@@ -129,7 +138,7 @@ def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> di
         mlflow.log_artifacts(str(out))
     artifacts = mlflow.get_artifact_uri()
     log_dataset(features, "features", dataset_source(f"{artifacts}/features.parquet", uri), context="features")
-    local = {k: local_artifact(where["run_id"], name, uri) for k, name in
+    local = {k: local_artifact(artifacts, where["run_id"], name, uri) for k, name in
              (("plot", "wealth.png"), ("report", "report.html"))}
     return {"artifacts": artifacts} | local
 

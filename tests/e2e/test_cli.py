@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +68,8 @@ def test_audit_json_on_user_files(tmp_path, mini_testbed):
     result = json.loads(out.stdout)
     assert result["reject"] is True and result["pairs_used"] <= 40
     assert result["e_value"] >= 20 and os.path.exists(result["plot"])
+    # the plot is the run's own artifact in the file store, not a temporary copy
+    assert Path(result["plot"]).as_uri() == result["artifacts"] + "/wealth.png"
 
 
 def test_serve_json_reports_where_it_listens(mini_testbed):

@@ -51,7 +51,7 @@ def server(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_audit_logs_to_a_tracking_server(server, mini_testbed):
+def test_audit_logs_to_a_tracking_server(server, mini_testbed, artifacts):
     from flows.audit import AuditConfig, audit_flow
 
     url, home = server
@@ -60,7 +60,8 @@ def test_audit_logs_to_a_tracking_server(server, mini_testbed):
                          reference="testbed:mini/reference")
     result = audit_flow(config, tracking_uri=url)
     assert result["reject"] and result["artifacts"].startswith("mlflow-artifacts:")
-    report = Path(result["report"])  # downloaded from the server: a real local file
+    report = Path(result["report"])  # downloaded from the server: a real local file, kept with the run
+    assert report.parent == artifacts / "downloads" / result["run_id"]
     assert report.is_file() and "<html" in report.read_text().lower()
     assert Path(result["plot"]).read_bytes()[:4] == b"\x89PNG"
     client = MlflowClient(url)

@@ -45,25 +45,12 @@ class TestConfig(pydantic.BaseModel):
     trim: float = pydantic.Field(0.025, ge=0.0, lt=0.5)
     seed: int = 0
 
-    @pydantic.field_validator("strategy")
+    @pydantic.field_validator("strategy", "scorer", "payoff")
     @classmethod
-    def _strategy(cls, v: str) -> str:
-        if v not in STRATEGIES:
-            raise ValueError(f"unknown strategy {v!r}; choose one of {', '.join(STRATEGIES)}")
-        return v
-
-    @pydantic.field_validator("scorer")
-    @classmethod
-    def _scorer(cls, v: str) -> str:
-        if v not in SCORERS:
-            raise ValueError(f"unknown scorer {v!r}; choose one of {', '.join(SCORERS)}")
-        return v
-
-    @pydantic.field_validator("payoff")
-    @classmethod
-    def _payoff(cls, v: str) -> str:
-        if v not in PAYOFFS:
-            raise ValueError(f"unknown payoff {v!r}; choose one of {', '.join(PAYOFFS)}")
+    def _known(cls, v: str, info: pydantic.ValidationInfo) -> str:
+        names = {"strategy": STRATEGIES, "scorer": SCORERS, "payoff": PAYOFFS}[info.field_name]
+        if v not in names:
+            raise ValueError(f"unknown {info.field_name} {v!r}; choose one of {', '.join(names)}")
         return v
 
 
