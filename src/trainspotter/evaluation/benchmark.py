@@ -235,10 +235,13 @@ class PeakRSS:
             return self
         try:  # "5" resets the peak RSS to the current RSS (Linux ≥ 4.0)
             Path("/proc/self/clear_refs").write_text("5")
-            self._exact = self._hwm() is not None
         except OSError:
-            self._exact = False
-        self._base = self._peak = self._proc.memory_info().rss
+            pass
+        hwm, self._base = self._hwm(), self._proc.memory_info().rss
+        # trust the kernel's mark only where the reset took effect (sandboxed kernels such
+        # as gVisor accept the write, or lack VmHWM, without resetting anything)
+        self._exact = hwm is not None and hwm - self._base < 16 * 2**20
+        self._peak = self._base
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
