@@ -65,8 +65,9 @@ def start_server():
 def key_stored_nowhere(request, artifacts, secret_scan):
     """After every API test: the key is in no file under the artifacts folder (nor under the
     test's tmp_path, where some tests keep their query cache or artifacts)."""
+    # tmp_path is requested here, at setup, so that it is torn down after this check
+    roots = [artifacts] + ([request.getfixturevalue("tmp_path")] if "tmp_path" in request.fixturenames else [])
     yield
     keys = {API_KEY, getattr(request.module, "SECRET", API_KEY)}
-    roots = [artifacts] + ([request.getfixturevalue("tmp_path")] if "tmp_path" in request.fixturenames else [])
     hits = [str(p) for root in roots for key in keys for p in secret_scan(root, key)]
     assert not hits, f"API key found in {hits}"
