@@ -156,8 +156,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
         raise InputError(f"option --features: {features!r} is not one of {', '.join(FEATURE_SETS)}")
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
-    for path in (suspect, heldout):
-        load_passages(path)
+    passages = {path: load_passages(path) for path in (suspect, heldout)}
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
@@ -174,6 +173,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
+    _check_audit_data(config, passages[suspect], passages[heldout])
     from flows.audit import audit_flow
     from tasks.cache import refreshing
 
@@ -182,6 +182,27 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     if json_out:
         return emit_json(result)
     _print_results([result], f"Audit {name!r} (α = {alpha})")
+
+
+def _check_audit_data(config, suspect: list[dict], heldout: list[dict]) -> None:
+    """Before any model is loaded: the sets are disjoint, and a fresh audit has enough pairs
+    to be able to reject at all (otherwise every query would be spent on a foregone "keep H0")."""
+    from trainspotter.data import check_disjoint
+    from trainspotter.stats.sequential import min_pairs_to_reject
+
+    check_disjoint(config.suspect, suspect, config.heldout, heldout)
+    if config.ledger:
+        return  # a continued audit starts from the stored wealth, which may need fewer pairs
+    need = min_pairs_to_reject(config.test)
+    plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
+    pairs, path = min((len(suspect), config.suspect), (len(heldout), config.heldout))
+    where = f"{path}: {plural(pairs, 'passage')}, so {plural(pairs, 'pair')} at most"
+    if config.max_pairs is not None and config.max_pairs < pairs:
+        pairs, where = config.max_pairs, f"option --max-pairs: {plural(config.max_pairs, 'pair')}"
+    if pairs < need:
+        raise InputError(f"{where}, but the test needs at least {need} to be able to reject at "
+                         f"alpha={config.test.alpha:g} with lambda_max={config.test.lambda_max:g}; "
+                         f"give more passages or a larger alpha")
 
 
 @ledger_app.command("show")
@@ -237,13 +258,23 @@ from flows.cli_benchmark import benchmark_cmd  # noqa: E402
 app.command("benchmark")(benchmark_cmd)
 
 
+def _error(message: str, status: int = 2):
+    console.print("error: " + " ".join(message.split()), markup=False, highlight=False, soft_wrap=True)
+    sys.exit(status)
+
+
 def main() -> None:
     try:
-        app()
+        status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:
-        console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-
+        _error(str(e))
+    except typer.TyperException as e:  # bad or missing option value, unknown option or command
+        if type(e).__name__ == "NoArgsIsHelpError":
+            sys.exit(e.exit_code)  # the help is already printed
+        _error(e.format_message(), e.exit_code)
+    except typer.Abort:
+        _error("aborted", 130)
+    sys.exit(status if isinstance(status, int) else 0)
 
 if __name__ == "__main__":
     main()

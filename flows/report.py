@@ -15,7 +15,14 @@ from trainspotter.report import html_report
 def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Path:
     """Write ``out`` for an audit run (from its summary.json and wealth.png) or a benchmark
     parent run (from benchmark.md and its ROC and power plots), and log it to the run."""
-    client = MlflowClient(default_uri(tracking_uri))
+    out = Path(out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise InputError(f"--out {out}: " + ("is a folder" if out.is_dir() else f"folder {out.parent} does not exist"))
+    uri = default_uri(tracking_uri)
+    store = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if store is not None and not store.is_file():  # MlflowClient would create an empty store
+        raise InputError(f"run {run_id}: not found ({store} does not exist: no run was recorded there)")
+    client = MlflowClient(uri)
     client.get_run(run_id)  # raises a clear MlflowException for an unknown id
     names = {a.path for a in client.list_artifacts(run_id)}
     fetch = lambda name: Path(client.download_artifacts(run_id, name))  # noqa: E731

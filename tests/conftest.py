@@ -26,3 +26,21 @@ def mini_testbed(artifacts) -> Path:
     from trainspotter.evaluation.testbed import PRESETS, build_testbed
 
     return build_testbed(PRESETS["mini"])
+
+
+def find_secret(root: Path, secret: str) -> list[Path]:
+    """Every file under ``root`` (recursively: SQLite DBs and their -wal/-journal files, the
+    MLflow store, Prefect results, reports, logs) whose bytes contain ``secret`` as UTF-8
+    or UTF-16 text."""
+    needles = [secret.encode(), secret.encode("utf-16-le")]
+    root = Path(root)
+    if not root.exists():
+        return []
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+                  and any(n in p.read_bytes() for n in needles))
+
+
+@pytest.fixture(scope="session")
+def secret_scan():
+    """``find_secret(root, secret)``: the files under root that hold the secret."""
+    return find_secret

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from trainspotter.data import Passage, load_passages, make_pairs
+from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger
@@ -288,6 +288,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         raise TypeError("pass either an AuditConfig or keyword settings, not both")
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = load_passages(config.suspect), load_passages(config.heldout)
+    check_disjoint(config.suspect, suspect, config.heldout, heldout)
     if not config.ledger:
         return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch)
     with ledger_lock(config.name):

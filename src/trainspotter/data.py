@@ -122,6 +122,23 @@ def load_passages(path: str | Path) -> list[Passage]:
     return rows
 
 
+def check_disjoint(suspect_path: str | Path, suspect: list[Passage], heldout_path: str | Path,
+                   heldout: list[Passage]) -> None:
+    """Raise InputError if a passage (whitespace-normalised text) is in both sets: a pair
+    whose two sides are the same text has u_t = 0 and, worse, held-out passages that were
+    trained on break the exchangeability under H0 that the test relies on."""
+    norm = lambda text: " ".join(text.split())  # noqa: E731
+    held = {}
+    for p in heldout:
+        held.setdefault(norm(p["text"]), p["id"])
+    shared = [(p["id"], held[key]) for p in suspect if (key := norm(p["text"])) in held]
+    if shared:
+        (sid, hid), n = shared[0], len(shared)
+        raise InputError(f"{suspect_path} and {heldout_path}: {n} passage{'s' * (n > 1)} in both sets "
+                         f"(e.g. suspect id {sid!r} = held-out id {hid!r}); the sets must be disjoint, "
+                         f"or the test's exchangeability under H0 does not hold")
+
+
 def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,
                max_pairs: int | None = None) -> list[tuple[Passage, Passage]]:
     """Pairs Z_t = (X_t, Y_t) (BADI Sec. 4): each side shuffled with its own seeded

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+API_KEY = "sk-test-SECRET-12345"  # the fake key the API tests put in the environment
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -57,3 +59,15 @@ def server(mini_testbed):
 def start_server():
     """The `running_server` context manager, for tests that need their own server."""
     return running_server
+
+
+@pytest.fixture(autouse=True)
+def key_stored_nowhere(request, artifacts, secret_scan):
+    """After every API test: the key is in no file under the artifacts folder (nor under the
+    test's tmp_path, where some tests keep their query cache or artifacts)."""
+    # tmp_path is requested here, at setup, so that it is torn down after this check
+    roots = [artifacts] + ([request.getfixturevalue("tmp_path")] if "tmp_path" in request.fixturenames else [])
+    yield
+    keys = {API_KEY, getattr(request.module, "SECRET", API_KEY)}
+    hits = [str(p) for root in roots for key in keys for p in secret_scan(root, key)]
+    assert not hits, f"API key found in {hits}"

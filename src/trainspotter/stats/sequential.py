@@ -13,6 +13,7 @@ pair t is fitted on pairs < t):
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -23,10 +24,17 @@ from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payof
 from trainspotter.errors import InputError
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 
-__all__ = ["TestConfig", "TestResult", "SequentialTest", "run_test", "split_features"]
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "split_features"]
 
 SET_COLUMN = "set"
 SET_LABELS = ("suspect", "heldout")
+
+
+def min_pairs_to_reject(config: "TestConfig") -> int:
+    """The fewest pairs after which a fresh test can possibly reject: every round multiplies
+    the wealth by 1 + λ_t u_t ≤ 1 + λ_max (|λ_t| ≤ λ_max, |u_t| ≤ 1), so W_t ≥ 1/α needs
+    t ≥ log(1/α) / log(1 + λ_max)."""
+    return math.ceil(math.log(1 / config.alpha) / math.log1p(config.lambda_max) - 1e-12)
 
 
 class TestConfig(pydantic.BaseModel):
