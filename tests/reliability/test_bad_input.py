@@ -21,9 +21,9 @@ import pytest
 CLI = [sys.executable, "-m", "flows.cli"]
 
 
-def run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True,
-                          env=os.environ.copy(), timeout=300)
+def run(*args, artifacts: Path | None = None):
+    env = os.environ | ({"TRAINSPOTTER_ARTIFACTS": str(artifacts)} if artifacts else {})
+    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def snapshot(root: Path) -> dict:
@@ -191,11 +191,21 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def own_artifacts(tmp_path_factory, artifacts, mini_testbed) -> Path:
+    """An artifacts folder only this battery writes to (a Prefect server left by an earlier
+    test may still touch the shared one's database), seeing the shared testbeds."""
+    root = tmp_path_factory.mktemp("bad-input-artifacts")
+    (root / "testbeds").symlink_to(artifacts / "testbeds", target_is_directory=True)
+    return root
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_clear_line(case, f, artifacts):
+def test_bad_input_is_one_clear_line(case, f, own_artifacts):
     make_args, expected = CASES[case]
+    artifacts = own_artifacts
     before = snapshot(artifacts)
-    out = run(*make_args(f))
+    out = run(*make_args(f), artifacts=artifacts)
     assert out.returncode == 2, (out.returncode, out.stdout[-500:], out.stderr[-2000:])
     assert "Traceback" not in out.stdout + out.stderr
     lines = out.stderr.splitlines()
