@@ -81,7 +81,9 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
     if name not in PRESETS:
         raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
     from flows.testbed import testbed_flow
+    from tasks import start_prefect_api
 
+    start_prefect_api()
     path = testbed_flow(name, force=force)
     manifest = load_manifest(name)
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
@@ -104,7 +106,9 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
     if testbed not in PRESETS:
         raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
     from flows.demo import demo_flow
+    from tasks import start_prefect_api
 
+    start_prefect_api()
     results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
                         tracking_uri=tracking_uri)
     if json_out:
@@ -175,8 +179,10 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
     _check_audit_data(config, passages[suspect], passages[heldout])
     from flows.audit import audit_flow
+    from tasks import start_prefect_api
     from tasks.cache import refreshing
 
+    start_prefect_api()
     with refreshing(refresh):
         result = audit_flow(config, tracking_uri)
     if json_out:

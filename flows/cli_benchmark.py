@@ -99,9 +99,11 @@ def benchmark_cmd(
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
 
     from flows.benchmark import benchmark_flow
+    from tasks import start_prefect_api
     from tasks.cache import refreshing
 
     with refreshing(refresh):
+        start_prefect_api()
         res = benchmark_flow(cfg, tracking_uri=tracking_uri)
     if json_out:
         return emit_json(res)

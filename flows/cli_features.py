@@ -74,6 +74,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
     from flows.extract import ExtractConfig, run_extract
+    from tasks import start_prefect_api
     from tasks.cache import refreshing
 
     flow_config = ExtractConfig(data=str(data), model=model, reference=reference, access=access.value,
@@ -82,6 +83,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
             refreshing(refresh):
         task = bar.add_task("extracting features", total=len(passages))
+        start_prefect_api()
         result = run_extract(flow_config, dask=dask, dask_address=dask_address,
                              progress=lambda done, total: bar.update(task, completed=done))
     if json_out:

@@ -3,6 +3,7 @@ batch by batch, from an audit), logged datasets, artifacts, git tag."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -47,13 +48,27 @@ def use_experiment(name: str, uri: str | None = None) -> str:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     else:
         os.environ["MLFLOW_TRACKING_URI"] = user
-    experiment = mlflow.get_experiment_by_name(name)
-    if experiment is None:
+    # Processes started together on one SQLite store would each create its tables (MLflow's
+    # migrations collide: "table _alembic_tmp_... already exists") and each create a missing
+    # experiment (the second fails): the first touch of the store is one process at a time.
+    with store_lock(uri):
+        experiment = mlflow.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
         folder = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         embedded = uri.startswith("sqlite:///") and uri.endswith(str(artifacts_root() / "mlflow.db"))
         location = (artifacts_root() / "mlruns" / folder).as_uri() if embedded else None
         return mlflow.create_experiment(name, artifact_location=location)
-    return experiment.experiment_id
+
+
+def store_lock(uri: str):
+    """An inter-process lock beside a SQLite tracking store (``mlflow.db.lock``); none for
+    servers (they serialise their own writes)."""
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    from filelock import FileLock
+
+    return FileLock(uri.removeprefix("sqlite:///").split("?")[0] + ".lock")
 
 
 def log_steps(run_id: str, series: dict[str, list[float]], first_step: int = 1) -> None:

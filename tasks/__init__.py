@@ -30,4 +30,21 @@ def configure_environment() -> None:
     os.makedirs(os.environ["PREFECT_HOME"], exist_ok=True)
 
 
+def start_prefect_api() -> None:
+    """Start Prefect's temporary API server (when no ``PREFECT_API_URL`` is set) holding a
+    file lock beside its database, so that processes started together (parallel audits on
+    one artifacts folder) migrate and open the shared SQLite database one at a time: started
+    together, the servers' migrations collide and a server fails to start. Flows started
+    afterwards in this process use this server (Prefect keeps one per process)."""
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return
+    from filelock import FileLock
+    from prefect.server.api.server import SubprocessASGIServer
+
+    with FileLock(os.path.join(os.environ["PREFECT_HOME"], "server-start.lock")):
+        SubprocessASGIServer().start()
+
+
 configure_environment()

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
-from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger
+from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.presets import DEFAULT_PRESET, PRESETS  # named TestConfig overrides
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
@@ -292,6 +292,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     if not config.ledger:
         return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch)
     with ledger_lock(config.name):
+        sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
         check_setup(ledger, setup_of(config))
         # Only pairs never bet on before may enter the continued e-process.

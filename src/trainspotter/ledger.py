@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -83,6 +84,18 @@ def save_ledger(ledger: dict, root: Path | None = None) -> Path:
     tmp.write_text(json.dumps(ledger))
     os.replace(tmp, path)
     return path
+
+
+def sweep_temps(name: str, root: Path | None = None) -> list[Path]:
+    """Remove the temp files that saves of ``name`` killed before their rename left behind
+    (``NAME.tmpPID``; never read, the ledger itself is intact). Call it holding
+    ``ledger_lock(name)``: no other save of this ledger can then be under way."""
+    path = ledger_path(name, root)
+    pattern = re.compile(re.escape(path.stem) + r"\.tmp\d+")
+    stale = [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)] if path.parent.exists() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def history(ledger: dict) -> list[dict]:
