@@ -546,6 +546,12 @@ class OpenAIBackend:
         if best is None or best[0] > ECHO_TOLERANCE:
             raise Unsupported(f"echo log-probs match no position of a plain logprobs request "
                               f"(prompt {prompt!r}, token {j})")
+        value, token = lp["token_logprobs"][j + best[1]], lp["tokens"][j]
+        if token in want and (value is None or abs(value - want[token]) > ECHO_TOLERANCE):
+            # rows right, values not: llama-cpp-python 0.3.36 puts at token j the row predicting
+            # token j+1 and that row's log-prob of token j (the token fed, not the one predicted)
+            raise Unsupported("echo's token log-probs do not match its top-k rows (echo ignored: "
+                              "its values are not the prompt's log-probs)")
         if best[1]:
             log.warning("%s: echo log-probs are one position off (shift %+d); realigned",
                         self.config.base_url, best[1])
