@@ -16,7 +16,7 @@ from rich.table import Table
 
 from flows.cli_common import JSON, REFRESH, Access, Payoff, Strategy, choice, emit_json, input_error
 from flows.cli_stats import simulate_cmd, test_cmd
-from trainspotter.errors import InputError
+from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 
 app = typer.Typer(help="Was this dataset used to train that language model? "
@@ -274,6 +274,8 @@ def main() -> None:
         status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:
         _error(str(e))
+    except APIRequestError as e:  # an API server failed or refused every mode (retries spent)
+        _error(str(e), 1)
     except typer.TyperException as e:  # bad or missing option value, unknown option or command
         if type(e).__name__ == "NoArgsIsHelpError":
             sys.exit(e.exit_code)  # the help is already printed

@@ -21,26 +21,42 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
                                                    "truncated/malformed), for testing clients."),
               fail_sleep: float = typer.Option(5.0, help="Seconds an injected timeout sleeps."),
               seed: int = typer.Option(0, help="Seed of the fault injection."),
+              list_prompts: bool = typer.Option(True, "--list-prompts/--no-list-prompts",
+                                                help="--no-list-prompts: answer a list of several prompts "
+                                                     "with HTTP 500, as llama-cpp-python's server does."),
+              echo_logprobs: str = typer.Option("ok", help="ok; shifted: echo's log-probs one position "
+                                                           "early (off by one); none: echo returns the "
+                                                           "prompt text without its log-probs."),
+              ignore_logprobs: bool = typer.Option(False, help="Accept `logprobs` and return none."),
+              chat_only: bool = typer.Option(False, help="Serve only /v1/chat/completions "
+                                                         "(/v1/completions answers 404)."),
               json_out: bool = typer.Option(False, "--json", help="Once listening, print the base URL, "
                                                                   "host, port and model name as one JSON "
                                                                   "line on stdout.")) -> None:
     """Serve a local model as an OpenAI-compatible API (/v1/models, /v1/completions with
-    logprobs and echo, /v1/chat/completions)."""
+    logprobs and echo, /v1/chat/completions); the quirk switches imitate servers that
+    differ from the reference, for testing clients."""
     from trainspotter.backends import resolve_spec
-    from trainspotter.backends.serve import serve
+    from trainspotter.backends.serve import ECHO_LOGPROBS, Quirks, serve
+    from trainspotter.errors import InputError
 
     resolve_spec(spec)  # bad specs end as one clear line
+    if echo_logprobs not in ECHO_LOGPROBS:
+        raise InputError(f"--echo-logprobs {echo_logprobs!r}: expected one of {', '.join(ECHO_LOGPROBS)}")
+    quirks = Quirks(list_prompts=list_prompts, echo_logprobs=echo_logprobs, ignore_logprobs=ignore_logprobs,
+                    chat_only=chat_only)
 
     def ready(bound_host: str, bound_port: int) -> None:
         url = f"http://{bound_host}:{bound_port}/v1"
         if json_out:  # one line, so a script can read it while the server keeps running
             typer.echo(json.dumps({"url": url, "host": bound_host, "port": bound_port,
-                                   "model": model_name or spec, "spec": spec}))
+                                   "model": model_name or spec, "spec": spec, "quirks": quirks.active()}))
         else:
-            typer.echo(f"serving {spec} at {url}", err=True)
+            typer.echo(f"serving {spec} at {url}" + (f" with quirks {quirks.active()}" if quirks.active() else ""),
+                       err=True)
 
     serve(spec, host=host, port=port, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep,
-          model_name=model_name, ready=ready)
+          model_name=model_name, ready=ready, quirks=quirks)
 
 
 @cache_app.command("stats")

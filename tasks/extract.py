@@ -12,10 +12,13 @@ from trainspotter.features.probability import default_token_table_path
 
 
 def _retry_unless_budget(task, task_run, state) -> bool:
-    """Retry transient failures, never a spent budget (the next try would fail the same)."""
+    """Retry transient failures, never a spent budget or a server that refuses every mode
+    the API backend can use (the next try would fail the same)."""
+    from trainspotter.backends.openai_compat import Incompatible, Unsupported
+
     try:
         state.result()
-    except BudgetExhausted:
+    except (BudgetExhausted, Incompatible, Unsupported):
         return False
     except Exception:
         return True

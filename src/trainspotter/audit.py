@@ -94,6 +94,7 @@ class AuditResult(BaseModel):
     baseline_p_value: float | None  # fixed-n DI p-value, comparison only (BADI App. A.8)
     feature_weights: dict[str, float]  # scorer weights on normalised features (App. A.5)
     usage: dict[str, float] | None = None  # API backends only
+    api: dict[str, dict] | None = None  # API backends only: "MODEL@URL" -> how it was queried (mode, ...)
     saved_by_stopping: dict[str, float] | None = None
     ledger: str | None = None  # path of the saved evidence ledger
     history: dict[str, list[float]]  # this run's steps t0+1..t: wealth, lambda, u, score_x, score_y
@@ -120,6 +121,7 @@ class UsageMeter:
     earlier audits in the same process."""
 
     COUNTS = ("requests", "total_tokens", "cost")
+    API_KEYS = ("mode", "summary", "list_prompts", "batch", "top_logprobs", "echo_shift")
 
     def __init__(self, specs: list[str | None]):
         from trainspotter.backends import load_backend  # imports torch: only when auditing
@@ -130,7 +132,8 @@ class UsageMeter:
     def report(self, pairs_queried: int, pairs_skipped: int) -> dict:
         """{} for local models; else ``usage`` (this audit's requests, tokens, cost, cache
         hits, retries) and ``saved_by_stopping``: the pairs never queried, priced at this
-        audit's average per queried pair."""
+        audit's average per queried pair; ``api``: how each API was queried (its mode, from
+        ``describe()``)."""
         if not self.backends:
             return {}
         used: dict[str, float] = {}
@@ -139,7 +142,9 @@ class UsageMeter:
                 used[key] = used.get(key, 0) + value - before.get(key, 0)
         per_pair = {k: used.get(k, 0) / pairs_queried if pairs_queried else 0.0 for k in self.COUNTS}
         saved = {"pairs": pairs_skipped} | {k: per_pair[k] * pairs_skipped for k in self.COUNTS}
-        return {"usage": used, "saved_by_stopping": saved}
+        api = {f"{d['model']}@{d['base_url']}": {k: d[k] for k in self.API_KEYS}
+               for d in (b.describe() for b in self.backends)}
+        return {"usage": used, "saved_by_stopping": saved, "api": api}
 
 
 class Auditor:

@@ -11,3 +11,8 @@ class BudgetExhausted(RuntimeError):
     Raised *before* the request is sent, so nothing is spent beyond the limit; answers
     already received stay in the query cache and a rerun with a larger budget resumes.
     """
+
+
+class APIRequestError(RuntimeError):
+    """An API request failed for good (retries spent, or the server rejected it); the
+    message names the request and the last error, never the key."""

@@ -68,6 +68,7 @@ REPORT_TEMPLATE = """<!doctype html>
 <tr><th>pairs queried this run</th><td class="num">{{ s.pairs_queried }}</td></tr>
 <tr><th>stop time</th><td class="num">{{ s.stop_time if s.stop_time is not none else '—' }}</td></tr>
 {% for k, v in (s.usage or {}).items() %}<tr><th>{{ k }}</th><td class="num">{{ v }}</td></tr>{% endfor %}
+{% for name, a in (s.api or {}).items() %}<tr><th>API mode of <code>{{ name }}</code></th><td>{{ a.summary }}</td></tr>{% endfor %}
 </table>
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">

@@ -20,14 +20,16 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_server(spec: str = "testbed:mini", fail_rate: float = 0.0, seed: int = 0,
-                   fail_sleep: float = 1.0, lifetime: float = 300.0):
-    """Yield (app, base_url); the server stops on exit or after `lifetime` seconds."""
+                   fail_sleep: float = 1.0, lifetime: float = 300.0, **quirks):
+    """Yield (app, base_url); the server stops on exit or after `lifetime` seconds.
+    ``quirks``: fields of ``serve.Quirks`` (a server that differs from the reference)."""
     import uvicorn
 
     from trainspotter.backends import load_backend
-    from trainspotter.backends.serve import create_app
+    from trainspotter.backends.serve import Quirks, create_app
 
-    app = create_app(load_backend(spec), "mini", fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep)
+    app = create_app(load_backend(spec), "mini", fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep,
+                     quirks=Quirks(**quirks))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical",
                                            timeout_graceful_shutdown=1))

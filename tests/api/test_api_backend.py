@@ -165,8 +165,9 @@ def test_persistent_faults_raise_one_clear_error(mini_testbed, start_server, tmp
         with pytest.raises(APIRequestError) as err:
             b.score(texts(1))
     msg = str(err.value)
-    assert "completions request (model 'mini', prompts 0..1" in msg and "3 attempts" in msg
-    assert SECRET not in msg and b.usage()["retries"] == 2
+    # the probe's list fails once (given up: rejected), then one prompt with 2 retries
+    assert "completions request (model 'mini', prompts 0..0" in msg and "3 attempts" in msg
+    assert SECRET not in msg and b.usage()["retries"] == 2 and b.usage()["rejected"] == 2
 
 
 def test_budget_on_cost(server, tmp_path):

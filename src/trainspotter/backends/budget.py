@@ -23,7 +23,7 @@ class Budget:
     price_completion_1k: float = 0.0  # price per 1,000 completion tokens
     used: dict = field(default_factory=lambda: {
         "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0,
-        "cache_hits": 0, "retries": 0})
+        "cache_hits": 0, "retries": 0, "rejected": 0})
 
     def cost_of(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.price_prompt_1k + completion_tokens * self.price_completion_1k) / 1000

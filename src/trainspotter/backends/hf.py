@@ -68,6 +68,23 @@ def token_stats(logits: torch.Tensor, target: torch.Tensor):
     return as_np(actual), z.argmax(-1).cpu().numpy(), as_np(mean_z - lse), as_np(var.clamp_min(0))
 
 
+def gguf_kwargs(path: Path) -> tuple[Path, dict]:
+    """(folder, from_pretrained kwargs) for a model folder or a ``.gguf`` file: transformers
+    reads a gguf through ``gguf_file=NAME`` relative to its folder."""
+    path = Path(path)
+    if path.suffix == ".gguf":
+        return path.parent, {"gguf_file": path.name}
+    return path, {}
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a local model folder, tokenizer folder or ``.gguf`` file (offline)."""
+    from transformers import AutoTokenizer
+
+    folder, kwargs = gguf_kwargs(Path(path))
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -78,20 +95,16 @@ class HFBackend:
 
     def __init__(self, path: str | Path, device: str | None = None, batch_size: int = 8,
                  max_length: int = 512, dtype: str = "float32"):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model path {path} does not exist")
-        if path.suffix == ".gguf":
-            kwargs = {"gguf_file": path.name}
-            path_dir = path.parent
-        else:
-            kwargs, path_dir = {}, path
+        path_dir, kwargs = gguf_kwargs(path)
         self.path = path
-        self.tokenizer = AutoTokenizer.from_pretrained(path_dir, local_files_only=True, **kwargs)
+        self.tokenizer = load_tokenizer(path)
         if dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"dtype {dtype!r}: expected float32, float16 or bfloat16")
         device = device or default_device()

@@ -7,6 +7,17 @@ row per prompt), stays within a ``Budget`` and survives faults (bounded retries 
 exponential backoff and jitter on 429, 5xx, timeouts, dropped connections and malformed
 bodies; the openai client's own retries are off so every retry is counted).
 
+Real servers differ (``_probe``, once per endpoint, the answer cached): some reject a
+list of prompts in one request (llama-cpp-python answers HTTP 500 to two), some ignore
+``echo`` or return its log-probs one position off, some ignore ``logprobs``, some serve
+only /v1/chat/completions. The probe tries the richest mode first and keeps what the
+server really does: one prompt per request where lists are refused (three failed lists
+while one prompt works, so a transient fault is not taken for a refusal; afterwards no
+list is sent, so the refusal is never retried as a fault), the echo offset measured
+against a plain ``logprobs`` request for the same position (``echo_shift``), the next
+mode when a feature is refused or silently missing, and one ``Incompatible`` error
+naming every refusal when no mode works. ``describe()`` says what was chosen.
+
 Spec: ``openai:MODEL@BASE_URL[?key=value&...]`` (see ``APIConfig`` for the keys), e.g.
 ``openai:mini@http://127.0.0.1:8000/v1?tokenizer=testbed:mini&mode=auto``. The API key is
 read from the environment variable ``key_env`` (default OPENAI_API_KEY; a dummy key is
@@ -48,6 +59,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import random
@@ -60,11 +72,16 @@ import numpy as np
 from trainspotter.backends.base import TokenScores
 from trainspotter.backends.budget import Budget
 from trainspotter.backends.cache import QueryCache, query_key
+from trainspotter.errors import APIRequestError
 
 MODES = ("auto", "label", "logprobs", "chat")
 CHAT_INSTRUCTION = ("Continue the following text exactly where it stops. "
                     "Reply with the continuation only, no commentary.")
+log = logging.getLogger(__name__)
 PROBE_PROMPTS = ["The cat sat on the", "Once upon a time"]
+PROBE_VERSION = 2  # bump when the probe learns something new: older cached answers are re-probed
+LIST_TRIES = 3  # failed lists (while one prompt works) that mean "this server takes no lists"
+ECHO_TOLERANCE = 0.1  # max |Δ log p| between echo's row and a plain request's for one position
 
 
 @dataclass
@@ -95,16 +112,20 @@ def api_fingerprint(model: str, base_url: str) -> str:
     return hashlib.sha256(json.dumps(["openai", model, base_url.rstrip("/")]).encode()).hexdigest()[:16]
 
 
-class APIRequestError(RuntimeError):
-    """A request failed for good (retries spent, or the server rejected it)."""
-
-
 class MalformedResponse(APIRequestError):
     """The server answered 200 with a body that is not a valid completion (retried)."""
 
 
 class Unsupported(APIRequestError):
     """The server rejected or ignored a feature (``echo``, ``logprobs``, a list prompt)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class Incompatible(APIRequestError):
+    """No mode works against this server: deterministic, so not worth retrying."""
 
 
 def _transient(err: Exception) -> bool:
@@ -120,14 +141,15 @@ class OpenAIBackend:
 
     def __init__(self, config: APIConfig, cache: QueryCache | None = None):
         import openai
-        from transformers import AutoTokenizer
+
+        from trainspotter.backends.hf import load_tokenizer
 
         if config.mode not in MODES:
             raise ValueError(f"mode {config.mode!r}: expected one of {', '.join(MODES)}")
         if not config.tokenizer:
             raise ValueError("an API backend needs a local tokenizer (tokenizer=PATH or a spec)")
         self.config = config
-        self.tokenizer = AutoTokenizer.from_pretrained(config.tokenizer, local_files_only=True)
+        self.tokenizer = load_tokenizer(config.tokenizer)  # a folder or a .gguf file
         self.fingerprint = api_fingerprint(config.model, config.base_url)
         self.cache = cache or QueryCache(config.cache)
         self.budget = Budget(config.max_requests, config.max_tokens, config.max_cost,
@@ -136,7 +158,9 @@ class OpenAIBackend:
                                     base_url=config.base_url, max_retries=0, timeout=config.timeout)
         self._rng = random.Random(config.seed)
         self.mode: str | None = None  # resolved on first use
-        self._list, self._k = True, config.top_logprobs
+        self._list, self._k, self._shift = True, config.top_logprobs, 0
+        self._probe_key = query_key(self.fingerprint, "probe", {"want": config.mode, "k": config.top_logprobs,
+                                                                  "v": PROBE_VERSION}, "")
         self.max_length = 512
 
     # ---- Backend protocol -------------------------------------------------------------
@@ -184,18 +208,29 @@ class OpenAIBackend:
 
     def usage(self) -> dict:
         """requests (answered), prompt/completion/total tokens, cost, cache_hits (prompts
-        answered from the cache), retries (failed attempts re-sent), http_requests."""
+        answered from the cache), retries (failed attempts re-sent), rejected (attempts the
+        server refused or answered without what was asked, after which that request shape was
+        dropped: probe trials, lists of prompts), http_requests (all of them). The budget
+        limits answered requests and their tokens (refused requests are not billed)."""
         u = dict(self.budget.used)
         u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
-        u["http_requests"] = u["requests"] + u["retries"]
+        u["http_requests"] = u["requests"] + u["retries"] + u["rejected"]
         return u
 
     def describe(self) -> dict:
+        """What this backend does against its server: ``mode`` (None until probed; a probe
+        cached by an earlier run counts, no request is sent), whether prompts go in lists,
+        ``echo_shift`` (echo's log-prob of token j read at position j + shift) and ``summary``."""
         c = self.config
-        return {"backend": "openai", "model": c.model, "base_url": c.base_url, "mode": self.mode,
-                "list_prompts": self._list, "top_logprobs": self._k if self.mode != "label" else None,
-                "batch": c.batch if self._list else 1, "tokenizer": c.tokenizer, "key_env": c.key_env,
-                "fingerprint": self.fingerprint}
+        if self.mode is None and (found := self.cache.get_many([self._probe_key]).get(self._probe_key)):
+            self._adopt(found)
+        d = {"backend": "openai", "model": c.model, "base_url": c.base_url, "mode": self.mode,
+             "list_prompts": self._list if self.mode not in (None, "chat") else False,
+             "top_logprobs": self._k if self.mode not in (None, "label") else None,
+             "echo_shift": self._shift if self.mode == "logprobs-echo" else None,
+             "batch": c.batch if self._list and self.mode != "chat" else 1, "tokenizer": c.tokenizer,
+             "key_env": c.key_env, "fingerprint": self.fingerprint}
+        return d | {"summary": _summary(d)}
 
     # ---- positions and mapping --------------------------------------------------------
 
@@ -247,7 +282,8 @@ class OpenAIBackend:
             got = np.zeros(len(prefs), dtype=bool)
             bad = np.zeros(len(prefs), dtype=bool)
             owner = self._align(ids, local_ends, lp["tokens"], offs, len(prompt))
-            for j, (tok, v, top) in enumerate(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"])):
+            values, tops = _shifted(lp["token_logprobs"], self._shift), _shifted(lp["top_logprobs"], self._shift)
+            for j, (tok, v, top) in enumerate(zip(lp["tokens"], values, tops)):
                 i = owner[j]
                 if i < 0:
                     continue
@@ -300,43 +336,65 @@ class OpenAIBackend:
             if key not in answers and key not in todo:
                 todo[key] = p
         self.budget.used["cache_hits"] += len(set(keys)) - len(todo)
-        batch = 1 if chat or not self._list else self.config.batch
-        items = list(todo.items())
-        for start in range(0, len(items), batch):
-            chunk = items[start:start + batch]
-            got = self._request(method, [p for _, p in chunk], params, first=start)
+        items, start = list(todo.items()), 0
+        while start < len(items):
+            chunk = items[start:start + (1 if chat or not self._list else self.config.batch)]
+            try:
+                got = self._request(method, [p for _, p in chunk], params, first=start)
+            except ListRefused:
+                self._list = False  # remembered for this endpoint; the chunk goes one by one
+                self.cache.put_many(self.fingerprint, "probe", {self._probe_key: self._found()})
+                continue
             new = {key: a for (key, _), a in zip(chunk, got)}
             self.cache.put_many(self.fingerprint, method, new)  # written as it arrives
             answers.update(new)
+            start += len(chunk)
         return [answers[k_] for k_ in keys]
 
-    def _request(self, method: str, prompts: list[str], params: dict, first: int = 0) -> list[dict]:
-        """One HTTP request with bounded retries; validated answers in prompt order."""
+    def _request(self, method: str, prompts: list[str], params: dict, first: int = 0,
+                 retries: int | None = None, refuse_after: int | None = None) -> list[dict]:
+        """One HTTP request with bounded retries (``retries``, default the config's);
+        validated answers in prompt order. ``refuse_after``: that many HTTP 500 in a row
+        read as a refusal (Unsupported), for probes of servers that answer an unsupported
+        feature with 500. Every failed attempt is counted: re-sent ones as retries, the one
+        given up on as rejected; an answer (200) without what was asked is charged like any
+        answer (it is billed) and raises Unsupported."""
         import openai
 
+        retries = self.config.retries if retries is None else retries
+        errors_500 = 0
         est_prompt = sum(len(self.tokenizer(p)["input_ids"]) + 1 for p in prompts)
         self.budget.check(est_prompt, params["max_tokens"] * len(prompts))
         where = (f"{method} request (model {self.config.model!r}, prompts {first}..{first + len(prompts) - 1}"
                  f" of this call)")
-        for attempt in range(self.config.retries + 1):
+        for attempt in range(retries + 1):
             try:
                 body = self._send(method, prompts, params)
                 answers = _validate(method, body, prompts, params, where)
                 break
-            except Unsupported:
+            except Unsupported:  # answered (and billed) without what was asked
+                self._charge(body, est_prompt, params["max_tokens"] * len(prompts))
                 raise
             except (openai.APIError, MalformedResponse) as err:
-                if not _transient(err):
-                    raise Unsupported(f"{where}: the server rejected it: {_describe(err)}") from None
-                if attempt == self.config.retries:
+                errors_500 = errors_500 + 1 if getattr(err, "status_code", None) == 500 else 0
+                if not _transient(err) or (refuse_after and errors_500 >= refuse_after):
+                    self.budget.used["rejected"] += 1
+                    kind = ListRefused if len(prompts) > 1 else Unsupported
+                    raise kind(f"{where}: the server rejected it{' every time' if errors_500 > 1 else ''}: "
+                               f"{_describe(err)}", getattr(err, "status_code", None)) from None
+                if attempt == retries:
+                    self.budget.used["rejected"] += 1
                     kind = MalformedResponse if isinstance(err, MalformedResponse) else APIRequestError
                     raise kind(f"{where}: failed after {attempt + 1} attempts; last: {_describe(err)}") from None
                 self.budget.used["retries"] += 1
                 time.sleep(self.config.backoff * 2 ** attempt * (1 + self._rng.random()))
-        usage = body.get("usage") or {}
-        self.budget.charge(usage.get("prompt_tokens", est_prompt),
-                           usage.get("completion_tokens", params["max_tokens"] * len(prompts)))
+        self._charge(body, est_prompt, params["max_tokens"] * len(prompts))
         return answers
+
+    def _charge(self, body: dict, est_prompt: int, est_completion: int) -> None:
+        """One answered request: the server's token counts, else the estimates."""
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        self.budget.charge(usage.get("prompt_tokens", est_prompt), usage.get("completion_tokens", est_completion))
 
     def _send(self, method: str, prompts: list[str], params: dict) -> dict:
         if method == "chat":
@@ -348,7 +406,7 @@ class OpenAIBackend:
         else:
             extra = {k: params[k] for k in ("logprobs", "echo") if params[k] not in (None, False)}
             raw = self.client.completions.with_raw_response.create(
-                model=params["model"], prompt=prompts if self._list else prompts[0],
+                model=params["model"], prompt=prompts if len(prompts) > 1 else prompts[0],
                 max_tokens=params["max_tokens"], temperature=0, **extra)
         try:
             body = json.loads(raw.text)
@@ -364,44 +422,176 @@ class OpenAIBackend:
         """Probe what the server supports once (cached per endpoint) and fall back."""
         if self.mode is not None:
             return
-        want = self.config.mode
-        key = query_key(self.fingerprint, "probe", {"want": want, "k": self.config.top_logprobs}, "")
-        found = self.cache.get_many([key]).get(key)
+        found = self.cache.get_many([self._probe_key]).get(self._probe_key)
         if found is None:
-            found = self._probe(want)
-            self.cache.put_many(self.fingerprint, "probe", {key: found})
+            found = self._probe(self.config.mode)
+            self.cache.put_many(self.fingerprint, "probe", {self._probe_key: found})
+        self._adopt(found)
+
+    def _adopt(self, found: dict) -> None:
         self.mode, self._list, self._k = found["mode"], found["list"], found["k"]
+        self._shift = found.get("shift", 0)
+
+    def _found(self) -> dict:
+        return {"mode": self.mode, "list": self._list, "k": self._k, "shift": self._shift}
 
     def _probe(self, want: str) -> dict:
+        """Try the modes ``want`` allows, richest first; the first that works is kept (with
+        whether lists of prompts work and echo's offset). Refusals (4xx, a list that fails
+        while one prompt works, log-probs or echo missing from a 200 answer) move on to the
+        next mode at once; transient faults are retried as usual, and a server that answers
+        nothing at all raises ``APIRequestError``. No mode: ``Incompatible``."""
         k0 = self.config.top_logprobs
-        trials = []  # (mode, list, k, echo)
+        trials = []  # (mode, k, echo)
         if want in ("auto", "logprobs"):
-            trials += [("logprobs-echo", True, k, True) for k in (k0, 1)]
-            trials += [("logprobs", True, k, False) for k in (k0, 1)]
+            ks = list(dict.fromkeys((k0, 1)))
+            trials += [("logprobs-echo", k, True) for k in ks] + [("logprobs", k, False) for k in ks]
         if want in ("auto", "label"):
-            trials += [("label", True, None, False), ("label", False, None, False)]
+            trials.append(("label", None, False))
         if want in ("auto", "chat"):
-            trials += [("chat", False, k0, False), ("chat", False, None, False)]
-        reasons = []
-        for mode, as_list, k, echo in trials:
-            self.mode, self._list = mode, as_list
+            trials += [("chat", k0, False), ("chat", None, False)]
+        reasons, skip = [], set()
+        self._lists_seen: bool | None = None
+        for mode, k, echo in trials:
             method = "chat" if mode == "chat" else "completions"
-            prompts = PROBE_PROMPTS if as_list else PROBE_PROMPTS[:1]
-            params = ({"model": self.config.model, "max_tokens": 1, "temperature": 0,
-                       "top_logprobs": k, "instruction": CHAT_INSTRUCTION} if method == "chat" else
-                      {"model": self.config.model, "max_tokens": 1, "temperature": 0, "logprobs": k,
-                       "echo": echo})
+            if method in skip or (method, k is not None) in skip or (echo and "echo" in skip):
+                continue
+            self.mode, self._k, self._shift = mode, k, 0
             try:
-                answers = self._request(method, prompts, params)
-                if echo and not all(len(a["logprobs"]["tokens"]) >= 3 for a in answers):
-                    raise Unsupported("echo ignored")  # e.g. a server that drops `echo` silently
-                return {"mode": mode, "list": as_list, "k": k}
+                self._probe_mode(method, k, echo)
+                self._list = bool(self._lists_seen) and method == "completions"
+                return self._found()
             except Unsupported as err:
-                reasons.append(f"{mode}{'' if as_list else '/single'}{'' if k is None else f'/k={k}'}: {err}")
+                reasons.append(f"{mode}{'' if k is None else f' (top-{k})'}: {err}")
+                if err.status in (404, 405):
+                    skip.add(method)  # no such endpoint: no other mode of it will work
+                elif "not returned" in str(err):
+                    skip.add((method, True))  # log-probs ignored: no k will bring them
+                elif "echo ignored" in str(err):
+                    skip.add("echo")
             finally:
                 self.mode = None
-        raise APIRequestError(f"server {self.config.base_url} supports none of the tried modes for "
-                              f"{want!r}: " + "; ".join(reasons))
+        self._list = True
+        raise Incompatible(f"server {self.config.base_url} (model {self.config.model!r}) supports none of "
+                           f"the modes tried for mode={want}: " + "; ".join(reasons))
+
+    def _probe_mode(self, method: str, k: int | None, echo: bool) -> None:
+        """One mode on the probe prompts; learns whether lists work (``_lists_seen``, None
+        while unknown). Raises Unsupported when the mode does not work."""
+        lists = self._lists_seen
+        params = self._params(method, 1, k, echo)
+        answers, listed = None, None
+        if method == "completions" and lists is not False:
+            try:
+                answers = self._request(method, PROBE_PROMPTS, params, retries=0)
+                lists = True
+            except ListRefused as err:  # a 4xx: the endpoint, the parameters or the list?
+                if err.status in (404, 405):
+                    raise
+                listed = err
+            except Unsupported:
+                raise  # answered, without what was asked: the mode, not the list, is refused
+            except APIRequestError as err:  # e.g. HTTP 500 (llama-cpp-python on a list)
+                listed = err
+        if answers is None:  # one prompt, usual retries (a feature answered by 500s is refused)
+            answers = self._request(method, PROBE_PROMPTS[:1], params, refuse_after=LIST_TRIES)
+            if method == "completions" and lists is None:  # one works: was the list refused?
+                lists = self._lists_work(params, listed)
+        self._lists_seen = lists
+        if echo:
+            self._shift = self._echo_shift(answers[0], PROBE_PROMPTS[0], k)
+
+    def _lists_work(self, params: dict, first: APIRequestError | None) -> bool:
+        """After a failed list while one prompt works: LIST_TRIES - 1 more lists, with the
+        usual backoff. Any answer: it was a transient fault (the failures count as retries);
+        all fail: lists are refused (they count as rejected) and none is sent again."""
+        for attempt in range(1, LIST_TRIES):
+            time.sleep(self.config.backoff * 2 ** (attempt - 1) * (1 + self._rng.random()))
+            try:
+                self._request("completions", PROBE_PROMPTS, params, retries=0)
+            except APIRequestError as err:
+                first = err
+                continue
+            moved = min(attempt, self.budget.used["rejected"])  # they were faults after all
+            self.budget.used["rejected"] -= moved
+            self.budget.used["retries"] += moved
+            return True
+        log.warning("%s refuses a list of prompts (%s): one prompt per request from now on",
+                    self.config.base_url, first)
+        return False
+
+    def _echo_shift(self, answer: dict, prompt: str, k: int) -> int:
+        """Where echo puts the log-probs of prompt token j: at j (shift 0, the OpenAI shape),
+        or one off. Measured on the prompt's last token: the plain ``logprobs`` answer for the
+        text before it is the distribution that predicts it; the echo row whose top-k matches
+        it (same top token, log-probs within ECHO_TOLERANCE) tells the shift. Echo without
+        prompt log-probs, or matching no row: Unsupported (the next mode is tried)."""
+        lp = answer["logprobs"]
+        offs, tops = lp["text_offset"], lp["top_logprobs"]
+        inside = [j for j, o in enumerate(offs) if 0 < o < len(prompt)]
+        if len(lp["tokens"]) < 3 or not inside or all(v is None for v in lp["token_logprobs"][:inside[-1] + 1]):
+            raise Unsupported("echo gives no log-probs for the prompt (echo ignored)")
+        j = inside[-1]
+        try:
+            plain = self._request("completions", [prompt[:offs[j]]], self._params("completions", 1, k, False))
+        except Unsupported:
+            return 0  # a plain request does not give log-probs: echo's own shape is taken as is
+        want = _first_top(plain[0])
+        best = None
+        for shift in (0, -1, 1):
+            row = tops[j + shift] if 0 <= j + shift < len(tops) else None
+            gap = _top_gap(want, row)
+            if gap is not None and (best is None or gap < best[0]):
+                best = (gap, shift)
+        if best is None or best[0] > ECHO_TOLERANCE:
+            raise Unsupported(f"echo log-probs match no position of a plain logprobs request "
+                              f"(prompt {prompt!r}, token {j})")
+        value, token = lp["token_logprobs"][j + best[1]], lp["tokens"][j]
+        if token in want and (value is None or abs(value - want[token]) > ECHO_TOLERANCE):
+            # rows right, values not: llama-cpp-python 0.3.36 puts at token j the row predicting
+            # token j+1 and that row's log-prob of token j (the token fed, not the one predicted)
+            raise Unsupported("echo's token log-probs do not match its top-k rows (echo ignored: "
+                              "its values are not the prompt's log-probs)")
+        if best[1]:
+            log.warning("%s: echo log-probs are one position off (shift %+d); realigned",
+                        self.config.base_url, best[1])
+        return best[1]
+
+    def _params(self, method: str, max_tokens: int, k: int | None, echo: bool) -> dict:
+        if method == "chat":
+            return {"model": self.config.model, "max_tokens": max_tokens, "temperature": 0,
+                    "top_logprobs": k, "instruction": CHAT_INSTRUCTION}
+        return {"model": self.config.model, "max_tokens": max_tokens, "temperature": 0, "logprobs": k,
+                "echo": echo}
+
+
+class ListRefused(Unsupported):
+    """The server refused a request with a list of prompts (HTTP 4xx)."""
+
+
+def _shifted(values: list, shift: int) -> list:
+    """values[j + shift] at j (None outside)."""
+    n = len(values)
+    return [values[j + shift] if 0 <= j + shift < n else None for j in range(n)]
+
+
+def _top_gap(want: dict | None, row: dict | None) -> float | None:
+    """Largest |Δ log p| over the tokens both top-k dicts name; None when their top tokens differ."""
+    if not want or not row or max(want, key=want.get) != max(row, key=row.get):
+        return None
+    return max(abs(want[t] - row[t]) for t in want.keys() & row.keys())
+
+
+def _summary(d: dict) -> str:
+    """One line for reports, e.g. ``logprobs-echo, 1 prompt/request, top-5 log-probs``."""
+    if d["mode"] is None:
+        return "not probed yet"
+    parts = [d["mode"], f"{d['batch']} prompts/request" if d["batch"] > 1 else "1 prompt/request"]
+    if d["top_logprobs"]:
+        parts.append(f"top-{d['top_logprobs']} log-probs")
+    if d["echo_shift"]:
+        parts.append(f"echo log-probs realigned by {d['echo_shift']:+d}")
+    return ", ".join(parts)
 
 
 def _nan_scores(ids: list[int], n: int) -> TokenScores:
@@ -469,8 +659,13 @@ def _chat_logprobs(choice: dict, params: dict, where: str, i: int) -> dict | Non
 
 
 def tokenizer_identity(path: str | Path) -> str:
-    """Digest of the tokenizer files (positions change when they do)."""
+    """Digest of the tokenizer files (positions change when they do); of a ``.gguf`` file,
+    the whole file (its tokenizer lives in the metadata)."""
     path = Path(path)
+    if path.is_file():
+        from trainspotter.backends.hf import weights_fingerprint
+
+        return weights_fingerprint(path)
     h = hashlib.sha256()
     files = {f for pat in ("*token*", "*vocab*", "*merges*", "*.model") for f in path.glob(pat)}
     for f in sorted(files):

@@ -18,6 +18,16 @@ round-trips); ``text_offset`` is the cumulative length of those strings.
 ``fail_rate`` injects faults before the model runs, drawn from a seeded RNG: 429, 500,
 a timeout (sleep ``fail_sleep`` s, then 504), a truncated body (the connection drops
 mid-response) and a malformed 200 body. ``app.state.stats`` counts requests.
+
+``Quirks`` make it behave like servers that differ from the reference, so clients can be
+tested against them (each is a switch of `trainspotter serve`):
+- ``list_prompts=False``: a list of more than one prompt is answered with HTTP 500, as
+  llama-cpp-python 0.3's server does (its handler asserts ``len(prompt) <= 1``);
+- ``echo_logprobs="shifted"``: echo's log-probs one position early (the entry of prompt
+  token j holds token j+1's log-prob and top-k; the last entry is null), an off-by-one;
+  ``"none"``: ``echo`` returns the prompt text but log-probs of the generated tokens only;
+- ``ignore_logprobs``: ``logprobs`` (completions and chat) is accepted and ignored (null);
+- ``chat_only``: /v1/completions answers 404, only /v1/chat/completions is served.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -34,6 +45,26 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 
 FAULTS = ("429", "500", "timeout", "truncated", "malformed")
+ECHO_LOGPROBS = ("ok", "shifted", "none")
+
+
+@dataclass(frozen=True)
+class Quirks:
+    """Ways real servers differ from the OpenAI reference (module docstring)."""
+
+    list_prompts: bool = True
+    list_status: int = 500  # the status of that refusal (llama-cpp-python: 500)
+    echo_logprobs: str = "ok"
+    ignore_logprobs: bool = False
+    chat_only: bool = False
+
+    def __post_init__(self):
+        if self.echo_logprobs not in ECHO_LOGPROBS:
+            raise ValueError(f"echo_logprobs {self.echo_logprobs!r}: expected one of {', '.join(ECHO_LOGPROBS)}")
+
+    def active(self) -> dict:
+        """The switches that differ from a well-behaved server."""
+        return {k: v for k, v in asdict(self).items() if v != getattr(Quirks, k)}
 
 
 class _Model:
@@ -82,7 +113,7 @@ class _Model:
 
 
 def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | None,
-                       echo: bool) -> tuple[dict, int, int]:
+                       echo: bool, echo_logprobs: str = "ok") -> tuple[dict, int, int]:
     ids = m.ids_of(prompt)
     added_bos = m.tok.bos_token_id is not None and ids[0] == m.tok.bos_token_id
     gen, logp = m.run(ids, max_tokens)
@@ -92,9 +123,10 @@ def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | 
                               "logprobs": None, "finish_reason": "length"}
     if k is not None:
         full = ids + gen
-        first = 0 if echo else len(ids)
+        echo_lp = echo and echo_logprobs != "none"  # "none": echoed text, generated log-probs only
+        first = 0 if echo_lp else len(ids)
         tokens, lps, tops, offsets = [], [], [], []
-        offset = 0 if echo else len(prompt_text)
+        offset = 0 if echo_lp else len(prompt_text)
         for j in range(first, len(full)):
             piece = m.piece(full[j])
             tokens.append(piece)
@@ -107,18 +139,22 @@ def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | 
             else:
                 lps.append(float(logp[j - 1, full[j]]))
                 tops.append(m.top(logp[j - 1], k) if k > 0 else {})
+        if echo_lp and echo_logprobs == "shifted":  # entry j holds token j+1's numbers
+            lps, tops = lps[1:] + [None], tops[1:] + [None]
         choice["logprobs"] = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops,
                               "text_offset": offsets}
     return choice, len(ids), len(gen)
 
 
 def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
-               fail_sleep: float = 5.0) -> FastAPI:
-    """FastAPI app serving ``backend`` (an HFBackend) under the name ``model_name``."""
+               fail_sleep: float = 5.0, quirks: Quirks = Quirks()) -> FastAPI:
+    """FastAPI app serving ``backend`` (an HFBackend) under the name ``model_name``,
+    behaving with ``quirks`` (module docstring)."""
     m = _Model(backend)
     rng, rng_lock = random.Random(seed), threading.Lock()
     app = FastAPI(title="trainspotter OpenAI-compatible server")
-    app.state.stats = {"requests": 0, "faults": {f: 0 for f in FAULTS}, "prompts": 0}
+    app.state.stats = {"requests": 0, "faults": {f: 0 for f in FAULTS}, "prompts": 0, "refused": 0}
+    app.state.quirks = quirks
     counter = iter(range(1, 1 << 62))
 
     def draw_fault() -> str | None:
@@ -136,8 +172,15 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
     def stats() -> dict:
         return app.state.stats
 
+    def refuse(status: int, message: str):
+        app.state.stats["refused"] += 1
+        return JSONResponse({"error": {"message": message, "type": "invalid_request_error"
+                                       if status < 500 else "internal_server_error"}}, status_code=status)
+
     @app.post("/v1/completions")
-    def completions(body: dict) -> dict:
+    def completions(body: dict):
+        if quirks.chat_only:
+            return refuse(404, "Not Found (this server only serves /v1/chat/completions)")
         prompt = body.get("prompt", "")
         if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
             prompts = [prompt]
@@ -145,14 +188,18 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
             prompts = prompt
         else:
             raise HTTPException(400, "prompt must be a string, a list of strings or token lists")
+        if not quirks.list_prompts and len(prompts) > 1:
+            return refuse(quirks.list_status, "")  # llama-cpp-python: `assert len(body.prompt) <= 1`
         max_tokens = int(body.get("max_tokens") if body.get("max_tokens") is not None else 16)
         k = body.get("logprobs")
         if k is not None and not 0 <= int(k) <= 20:
             raise HTTPException(400, "logprobs must be between 0 and 20")
+        if quirks.ignore_logprobs:
+            k = None
         choices, n_prompt, n_gen = [], 0, 0
         for i, p in enumerate(prompts):
             c, a, b = _completion_choice(m, i, p, max_tokens, None if k is None else int(k),
-                                         bool(body.get("echo", False)))
+                                         bool(body.get("echo", False)), quirks.echo_logprobs)
             choices.append(c)
             n_prompt, n_gen = n_prompt + a, n_gen + b
         app.state.stats["prompts"] += len(prompts)
@@ -167,7 +214,7 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
         if not users or not isinstance(users[-1].get("content"), str):
             raise HTTPException(400, "messages must end with a user message with text content")
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        k = int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
+        k = int(body.get("top_logprobs") or 0) if body.get("logprobs") and not quirks.ignore_logprobs else None
         c, n_prompt, n_gen = _completion_choice(m, 0, users[-1]["content"], max_tokens, k, False)
         logprobs = None
         if k is not None:
@@ -222,7 +269,7 @@ class FaultInjector:
 
 def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, fail_rate: float = 0.0,
           seed: int = 0, fail_sleep: float = 5.0, model_name: str | None = None,
-          ready: Callable[[str, int], None] | None = None) -> None:
+          ready: Callable[[str, int], None] | None = None, quirks: Quirks = Quirks()) -> None:
     """Serve ``spec`` (any spec ``load_backend`` turns into an HFBackend) with uvicorn.
     ``ready(host, port)`` is called once the socket listens (``port`` 0 picks a free one)."""
     import uvicorn
@@ -234,7 +281,8 @@ def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, fail_rate: float
     backend = load_backend(spec)
     if not isinstance(backend, HFBackend):
         raise InputError(f"model spec {spec!r}: serve needs a local model (hf:PATH or testbed:NAME)")
-    app = create_app(backend, model_name or spec, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep)
+    app = create_app(backend, model_name or spec, fail_rate=fail_rate, seed=seed, fail_sleep=fail_sleep,
+                     quirks=quirks)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
