@@ -26,7 +26,12 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
                                                      "with HTTP 500, as llama-cpp-python's server does."),
               echo_logprobs: str = typer.Option("ok", help="ok; shifted: echo's log-probs one position "
                                                            "early (off by one); none: echo returns the "
-                                                           "prompt text without its log-probs."),
+                                                           "prompt text without its log-probs; fed: each "
+                                                           "entry holds the next token's row and its "
+                                                           "log-prob of the token fed (llama-cpp-python)."),
+              empty_prompt: bool = typer.Option(True, "--empty-prompt/--no-empty-prompt",
+                                                help="--no-empty-prompt: answer the prompt \"\" with HTTP "
+                                                     "500, as llama-cpp-python does for models adding no BOS."),
               ignore_logprobs: bool = typer.Option(False, help="Accept `logprobs` and return none."),
               chat_only: bool = typer.Option(False, help="Serve only /v1/chat/completions "
                                                          "(/v1/completions answers 404)."),
@@ -44,7 +49,7 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
     if echo_logprobs not in ECHO_LOGPROBS:
         raise InputError(f"--echo-logprobs {echo_logprobs!r}: expected one of {', '.join(ECHO_LOGPROBS)}")
     quirks = Quirks(list_prompts=list_prompts, echo_logprobs=echo_logprobs, ignore_logprobs=ignore_logprobs,
-                    chat_only=chat_only)
+                    chat_only=chat_only, empty_prompt=empty_prompt)
 
     def ready(bound_host: str, bound_port: int) -> None:
         url = f"http://{bound_host}:{bound_port}/v1"

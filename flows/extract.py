@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from tasks.extract import extract_chunk
+from trainspotter.audit import UsageMeter
 from trainspotter.data import load_passages
 from trainspotter.features.features import FeatureConfig
 
@@ -58,9 +59,11 @@ def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | N
     df = pd.DataFrame(rows)
     df.to_parquet(out, index=False)
     logger.info("%d passages in %d chunks (%d cached) -> %s", len(df), len(chunks), cached, out)
-    return {"out": str(out), "rows": len(df), "chunks": len(chunks), "chunks_cached": cached,
-            "chunks_computed": len(chunks) - cached, "seconds": round(time.time() - start, 2),
-            "features": [c for c in df.columns if c not in ("id", "set")]}
+    result = {"out": str(out), "rows": len(df), "chunks": len(chunks), "chunks_cached": cached,
+              "chunks_computed": len(chunks) - cached, "seconds": round(time.time() - start, 2),
+              "features": [c for c in df.columns if c not in ("id", "set")]}
+    api = UsageMeter([config.model, config.reference]).modes()  # how each API was queried
+    return result | ({"api": api} if api else {})
 
 
 def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,

@@ -121,7 +121,8 @@ class UsageMeter:
     earlier audits in the same process."""
 
     COUNTS = ("requests", "total_tokens", "cost")
-    API_KEYS = ("mode", "summary", "list_prompts", "batch", "top_logprobs", "echo_shift")
+    API_KEYS = ("mode", "summary", "list_prompts", "batch", "top_logprobs", "echo_shift", "echo_values",
+                "empty_prompt")
 
     def __init__(self, specs: list[str | None]):
         from trainspotter.backends import load_backend  # imports torch: only when auditing
@@ -142,9 +143,13 @@ class UsageMeter:
                 used[key] = used.get(key, 0) + value - before.get(key, 0)
         per_pair = {k: used.get(k, 0) / pairs_queried if pairs_queried else 0.0 for k in self.COUNTS}
         saved = {"pairs": pairs_skipped} | {k: per_pair[k] * pairs_skipped for k in self.COUNTS}
-        api = {f"{d['model']}@{d['base_url']}": {k: d[k] for k in self.API_KEYS}
-               for d in (b.describe() for b in self.backends)}
-        return {"usage": used, "saved_by_stopping": saved, "api": api}
+        return {"usage": used, "saved_by_stopping": saved, "api": self.modes()}
+
+    def modes(self) -> dict:
+        """How each API was queried, by MODEL@URL (from ``describe()``: mode, lists, echo
+        alignment; read from the cached probe where this process sent no request)."""
+        return {f"{d['model']}@{d['base_url']}": {k: d[k] for k in self.API_KEYS}
+                for d in (b.describe() for b in self.backends)}
 
 
 class Auditor:

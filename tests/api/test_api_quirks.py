@@ -43,11 +43,14 @@ def cached_answers(cache_path) -> int:
 
 
 # (quirks, mode the backend must settle on, lists of prompts, echo shift)
+LLAMA_CPP = {"list_prompts": False, "echo_logprobs": "fed", "empty_prompt": False}  # llama-cpp-python 0.3.36
 CASES = {
-    "llama-cpp": ({"list_prompts": False}, "logprobs-echo", False, 0),
+    "llama-cpp-0.3.36": (LLAMA_CPP, "logprobs-echo", False, -1),
+    "lists-refused": ({"list_prompts": False}, "logprobs-echo", False, 0),
     "echo-shifted": ({"echo_logprobs": "shifted"}, "logprobs-echo", True, -1),
     "llama-cpp+echo-shifted": ({"list_prompts": False, "echo_logprobs": "shifted"}, "logprobs-echo", False, -1),
     "echo-none": ({"echo_logprobs": "none"}, "logprobs", True, None),
+    "echo-none+no-empty-prompt": ({"echo_logprobs": "none", "empty_prompt": False}, "logprobs", True, None),
     "ignore-logprobs": ({"ignore_logprobs": True}, "label", True, None),
     "chat-only": ({"chat_only": True}, "chat", False, None),
 }
@@ -68,14 +71,20 @@ def test_backend_adapts_to_each_quirk(case, start_server, tmp_path):
         d = b.describe()
         assert (d["mode"], d["list_prompts"], d["echo_shift"]) == (mode, lists, shift), d
         assert d["batch"] == (32 if lists else 1) and mode in d["summary"]
+        fed, empty = quirks.get("echo_logprobs") == "fed", quirks.get("empty_prompt", True)
+        # "" refused: position 1 is asked with the BOS text, which the local tokenizer has
+        assert d["empty_prompt"] == ("" if empty or mode == "chat" else b.tokenizer.bos_token)
+        assert d["echo_values"] == ({"logprobs-echo": not fed}.get(mode))
         # one request per text (echo) or per position, plus the probe; a prompt answered once
-        # is cached once
-        prompts = len(xs) if mode == "logprobs-echo" else len({p for x in xs for p in b._positions(x)[1]})
+        # is cached once; the probe caches the empty prefix's answer as score() asks it
+        prompts = (len(xs) + 1 if mode == "logprobs-echo" else
+                   len({p for x in xs for p in b._positions(x)[1]}))
         probe = b.usage()["http_requests"] - (-(-prompts // d["batch"]))
-        assert 1 <= probe <= 8, probe
+        assert 1 <= probe <= 12, probe
         assert cached_answers(tmp_path / "q.sqlite") == prompts
-        if not lists and mode != "chat":  # lists refused: 3 tries, never retried as faults
-            assert b.usage()["rejected"] == 3 and elapsed < 20
+        # lists refused, "" refused: 3 tries each, never retried as faults; chat: the 404
+        assert b.usage()["rejected"] == 3 * (not lists and mode != "chat") + 3 * (not empty) + (mode == "chat")
+        assert elapsed < 30
         # a second backend on the same cache asks nothing, not even the probe
         again = api(url, tmp_path / "q.sqlite")
         seen = app.state.stats["requests"]
@@ -88,12 +97,16 @@ def test_backend_adapts_to_each_quirk(case, start_server, tmp_path):
         np.testing.assert_array_equal(r.token_ids, w.token_ids)
         ok = comparable(b, x, w.argmax)
         assert ok.mean() > 0.9
+        if not empty:  # position 1 was asked as [BOS] + BOS text: another context than local's
+            assert np.isfinite(r.logprobs[0]) or mode == "label"
+            ok[0] = False
         np.testing.assert_array_equal(r.argmax[ok], w.argmax[ok])  # greedy tokens: every mode
-        if mode == "logprobs-echo":  # the full signal, realigned where echo is shifted
+        if mode == "logprobs-echo" and not fed:  # the full signal, realigned where echo is shifted
             np.testing.assert_allclose(r.logprobs, w.logprobs, atol=1e-4)
-        elif mode in ("logprobs", "chat"):  # top-5 of one prompt per position: exact when the
-            hit = np.abs(r.logprobs - w.logprobs) < 1e-4  # token is in it, censored above else
-            assert hit.mean() > 0.3 and (r.logprobs[ok] >= w.logprobs[ok] - 1e-4).all()
+        elif mode in ("logprobs", "logprobs-echo", "chat"):  # top-5 of each position's row: exact
+            hit = np.abs(r.logprobs - w.logprobs) < 1e-4  # when the token is in it, censored above else
+            assert hit[ok].mean() > 0.3 and (r.logprobs[ok] >= w.logprobs[ok] - 1e-4).all()
+            assert (hit | (r.logprobs > w.logprobs))[ok].all()
         else:
             assert np.isnan(r.logprobs).all()
 
@@ -197,3 +210,40 @@ def test_cli_audit_reports_the_mode(start_server, artifacts, tmp_path):
     assert quirky["usage"]["rejected"] == 3 and quirky["usage"]["retries"] == 0
     html = open(quirky["report"]).read()
     assert "API mode of" in html and api_quirky["summary"] in html and "realigned by -1" in html
+
+
+def test_no_form_of_the_empty_prefix_leaves_position_1_unknown(start_server, tmp_path):
+    """A server that answers "" with 500 and a tokenizer without BOS/EOS text to send
+    instead: position 1 is unknown (-1), every other position is asked, the summary says so,
+    and the refusal costs 3 tries once, not a retry per text."""
+    import copy
+
+    with start_server(empty_prompt=False) as (app, url):
+        b = api(url, tmp_path / "q.sqlite", mode="label")
+        b.tokenizer = copy.deepcopy(b.tokenizer)  # the loaded tokenizer is shared
+        b.tokenizer.bos_token = b.tokenizer.eos_token = None
+        got = b.score(texts(2))
+        assert b.describe()["empty_prompt"] is None and "position 1 unknown" in b.describe()["summary"]
+        assert b.usage()["rejected"] == app.state.stats["refused"] == 3 and b.usage()["retries"] == 0
+    for g in got:
+        assert g.argmax[0] == -1 and (g.argmax[1:] >= 0).mean() > 0.9  # -1 elsewhere: byte fragments
+
+
+def test_cli_extract_reports_the_mode(start_server, artifacts, tmp_path):
+    """`trainspotter extract --json` against the llama-cpp-python imitation says how the
+    server was queried (as the audit's JSON does)."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app as cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts(2))))
+    with start_server(**LLAMA_CPP) as (_, url):
+        out = CliRunner().invoke(cli, ["extract", "--data", str(data), "--model",
+                                       f"openai:mini@{url}?tokenizer=testbed:mini", "--access", "gray",
+                                       "--no-perturbations", "--out", str(tmp_path / "f.parquet"), "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    (api_mode,) = got["api"].values()
+    assert got["rows"] == 2 and api_mode["mode"] == "logprobs-echo" and api_mode["echo_values"] is False
+    assert api_mode["empty_prompt"] and "read from echo's top-k rows" in api_mode["summary"]

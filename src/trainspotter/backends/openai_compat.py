@@ -14,7 +14,10 @@ only /v1/chat/completions. The probe tries the richest mode first and keeps what
 server really does: one prompt per request where lists are refused (three failed lists
 while one prompt works, so a transient fault is not taken for a refusal; afterwards no
 list is sent, so the refusal is never retried as a fault), the echo offset measured
-against a plain ``logprobs`` request for the same position (``echo_shift``), the next
+against a plain ``logprobs`` request for the same position (``echo_shift``), echo's rows
+without its token log-probs where those belong to another row (llama-cpp-python pairs the
+row predicting token j+1 with its log-prob of token j: ``echo_values`` False), what to send
+for the empty prefix ("" or, where refused, the BOS text: ``_probe_empty``), the next
 mode when a feature is refused or silently missing, and one ``Incompatible`` error
 naming every refusal when no mode works. ``describe()`` says what was chosen.
 
@@ -38,7 +41,8 @@ caches the answer):
 
 Positions are those of the LOCAL tokenizer named by ``tokenizer=`` (base.py): the
 text is encoded as [BOS] x_1..x_n and position i is predicted from the prefix *text*
-``text[:end(x_{i-1})]`` (character offsets of the local tokens; "" for i = 1). The server
+``text[:end(x_{i-1})]`` (character offsets of the local tokens; "" for i = 1, sent as the
+BOS token's text to servers that refuse ""). The server
 tokenizes that string with its own tokenizer. An answer string s is mapped back to a
 local id by re-encoding prefix + s and taking the first token after the prefix's local
 ids (if the re-encoding does not start with them: the first local token of s; an empty
@@ -48,8 +52,8 @@ inside a multi-byte character either, so at positions after such a byte token th
 server sees a slightly different prefix (0.2% of positions on the testbed). With ``echo``, the server's prompt tokens
 are aligned to local tokens by character end offsets: each server token's log-prob goes
 to the local token containing its last character, so the sum over the text (the
-log-likelihood) is kept; local tokens that receive none get 0.0, tokens without a
-log-prob (the server's first token) give NaN. When the server uses the same tokenizer
+log-likelihood) is kept; local tokens that receive none get 0.0; positions echo gives no log-prob (the server's
+first token) are asked as in the plain ``logprobs`` mode. When the server uses the same tokenizer
 this is exactly one-to-one. ``mu``/``sigma2`` (mean and variance of log p under p) are
 estimated from the top-k log-probs plus one bucket spreading the remaining mass evenly
 over the other V - k tokens of the local vocabulary.
@@ -79,7 +83,7 @@ CHAT_INSTRUCTION = ("Continue the following text exactly where it stops. "
                     "Reply with the continuation only, no commentary.")
 log = logging.getLogger(__name__)
 PROBE_PROMPTS = ["The cat sat on the", "Once upon a time"]
-PROBE_VERSION = 2  # bump when the probe learns something new: older cached answers are re-probed
+PROBE_VERSION = 3  # bump when the probe learns something new: older cached answers are re-probed
 LIST_TRIES = 3  # failed lists (while one prompt works) that mean "this server takes no lists"
 ECHO_TOLERANCE = 0.1  # max |Δ log p| between echo's row and a plain request's for one position
 
@@ -159,6 +163,8 @@ class OpenAIBackend:
         self._rng = random.Random(config.seed)
         self.mode: str | None = None  # resolved on first use
         self._list, self._k, self._shift = True, config.top_logprobs, 0
+        self._empty: str | None = ""  # sent for the empty prefix (``_probe_empty``)
+        self._echo_values = True  # echo's token log-probs usable (else read from its top-k rows)
         self._probe_key = query_key(self.fingerprint, "probe", {"want": config.mode, "k": config.top_logprobs,
                                                                   "v": PROBE_VERSION}, "")
         self.max_length = 512
@@ -182,14 +188,19 @@ class OpenAIBackend:
             n = len(prefs)
             ts = _nan_scores(ids, n)
             for i in range(n):
-                a = next(answers)
-                ts.argmax[i] = self._to_local(ids[1:i + 1], prefs[i], a["text"])
-                top = _first_top(a)
-                if top:
-                    ts.logprobs[i] = top.get(pieces[i], min(top.values()))
-                    ts.mu[i], ts.sigma2[i] = self._moments(top)
+                self._fill(ts, i, ids, prefs[i], pieces[i], next(answers))
             out.append(ts)
         return out
+
+    def _fill(self, ts: TokenScores, i: int, ids: list[int], prefix: str, piece: str, a: dict | None) -> None:
+        """Position i from the answer to its prefix (None: not askable, left unknown)."""
+        if a is None:
+            return
+        ts.argmax[i] = self._to_local(ids[1:i + 1], prefix, a["text"])
+        top = _first_top(a)
+        if top:
+            ts.logprobs[i] = _lookup(top, piece, self._k)
+            ts.mu[i], ts.sigma2[i] = self._moments(top)
 
     def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
         """Greedy continuation ids of each prefix under the local tokenizer (re-encoded, so the
@@ -198,6 +209,9 @@ class OpenAIBackend:
         answers = self._ask(prefixes, max_tokens=max_new_tokens, k=None)
         out = []
         for prefix, a in zip(prefixes, answers):
+            if a is None:  # the empty prefix, which this server answers in no form
+                out.append([])
+                continue
             p = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
             full = self.tokenizer(prefix + a["text"], add_special_tokens=False)["input_ids"]
             out.append(full[len(p):] if full[:len(p)] == p else
@@ -228,6 +242,8 @@ class OpenAIBackend:
              "list_prompts": self._list if self.mode not in (None, "chat") else False,
              "top_logprobs": self._k if self.mode not in (None, "label") else None,
              "echo_shift": self._shift if self.mode == "logprobs-echo" else None,
+             "echo_values": self._echo_values if self.mode == "logprobs-echo" else None,
+             "empty_prompt": self._empty if self.mode not in (None, "chat") else "",
              "batch": c.batch if self._list and self.mode != "chat" else 1, "tokenizer": c.tokenizer,
              "key_env": c.key_env, "fingerprint": self.fingerprint}
         return d | {"summary": _summary(d)}
@@ -287,6 +303,8 @@ class OpenAIBackend:
                 i = owner[j]
                 if i < 0:
                     continue
+                if not self._echo_values:  # its values are another row's: read the token in its row
+                    v = _lookup(top, tok, self._k) if top else None
                 if v is None:
                     bad[i] = True
                     continue
@@ -297,6 +315,15 @@ class OpenAIBackend:
                 got[i] = True
             ts.logprobs[:] = np.where(bad, np.nan, np.where(got, sums, 0.0))
             out.append(ts)
+        # positions echo gives no log-prob (the first token in OpenAI's shape; the first two
+        # where rows are shifted past them, as llama-cpp-python's) are asked as in the plain
+        # logprobs mode: one prompt per such prefix (the empty one is shared by every text)
+        holes = [(ts, n, i) for n, ts in enumerate(out) for i in np.flatnonzero(np.isnan(ts.logprobs))]
+        if holes:
+            answers = self._ask([per_text[n][1][i] for _, n, i in holes], max_tokens=1, k=self._k)
+            for (ts, n, i), a in zip(holes, answers):
+                ids, prefs, pieces = per_text[n]
+                self._fill(ts, i, ids, prefs[i], pieces[i], a)
         return out
 
     def _align(self, ids: list[int], local_ends: list[int], tokens: list[str], offs: list[int],
@@ -329,13 +356,15 @@ class OpenAIBackend:
         if chat:
             params = {"model": self.config.model, "max_tokens": max_tokens, "temperature": 0,
                       "top_logprobs": k, "instruction": CHAT_INSTRUCTION}
-        keys = [query_key(self.fingerprint, method, params, p) for p in prompts]
-        answers = self.cache.get_many(list(set(keys)))
+        prompts = [self._empty if p == "" else p for p in prompts]  # None: the server answers no form of ""
+        keys = [None if p is None else query_key(self.fingerprint, method, params, p) for p in prompts]
+        asked = set(keys) - {None}
+        answers = self.cache.get_many(list(asked))
         todo: dict[str, str] = {}
         for key, p in zip(keys, prompts):
-            if key not in answers and key not in todo:
+            if key is not None and key not in answers and key not in todo:
                 todo[key] = p
-        self.budget.used["cache_hits"] += len(set(keys)) - len(todo)
+        self.budget.used["cache_hits"] += len(asked) - len(todo)
         items, start = list(todo.items()), 0
         while start < len(items):
             chunk = items[start:start + (1 if chat or not self._list else self.config.batch)]
@@ -349,7 +378,7 @@ class OpenAIBackend:
             self.cache.put_many(self.fingerprint, method, new)  # written as it arrives
             answers.update(new)
             start += len(chunk)
-        return [answers[k_] for k_ in keys]
+        return [None if k_ is None else answers[k_] for k_ in keys]
 
     def _request(self, method: str, prompts: list[str], params: dict, first: int = 0,
                  retries: int | None = None, refuse_after: int | None = None) -> list[dict]:
@@ -378,7 +407,9 @@ class OpenAIBackend:
             except (openai.APIError, MalformedResponse) as err:
                 errors_500 = errors_500 + 1 if getattr(err, "status_code", None) == 500 else 0
                 if not _transient(err) or (refuse_after and errors_500 >= refuse_after):
-                    self.budget.used["rejected"] += 1
+                    refused = max(1, errors_500)  # the earlier 500s of the row were refusals too
+                    self.budget.used["retries"] -= refused - 1
+                    self.budget.used["rejected"] += refused
                     kind = ListRefused if len(prompts) > 1 else Unsupported
                     raise kind(f"{where}: the server rejected it{' every time' if errors_500 > 1 else ''}: "
                                f"{_describe(err)}", getattr(err, "status_code", None)) from None
@@ -431,9 +462,11 @@ class OpenAIBackend:
     def _adopt(self, found: dict) -> None:
         self.mode, self._list, self._k = found["mode"], found["list"], found["k"]
         self._shift = found.get("shift", 0)
+        self._empty, self._echo_values = found.get("empty", ""), found.get("echo_values", True)
 
     def _found(self) -> dict:
-        return {"mode": self.mode, "list": self._list, "k": self._k, "shift": self._shift}
+        return {"mode": self.mode, "list": self._list, "k": self._k, "shift": self._shift,
+                "empty": self._empty, "echo_values": self._echo_values}
 
     def _probe(self, want: str) -> dict:
         """Try the modes ``want`` allows, richest first; the first that works is kept (with
@@ -456,10 +489,11 @@ class OpenAIBackend:
             method = "chat" if mode == "chat" else "completions"
             if method in skip or (method, k is not None) in skip or (echo and "echo" in skip):
                 continue
-            self.mode, self._k, self._shift = mode, k, 0
+            self.mode, self._k, self._shift, self._echo_values = mode, k, 0, True
             try:
                 self._probe_mode(method, k, echo)
                 self._list = bool(self._lists_seen) and method == "completions"
+                self._empty = self._probe_empty() if method == "completions" else ""
                 return self._found()
             except Unsupported as err:
                 reasons.append(f"{mode}{'' if k is None else f' (top-{k})'}: {err}")
@@ -500,6 +534,28 @@ class OpenAIBackend:
         self._lists_seen = lists
         if echo:
             self._shift = self._echo_shift(answers[0], PROBE_PROMPTS[0], k)
+
+    def _probe_empty(self) -> str | None:
+        """The prompt sent for the empty prefix (position 1 of every text): "" where the server
+        answers it; else the BOS (or EOS) token's text, which servers that parse special tokens
+        read as that token, the context the local tokenizer gives position 1 (llama-cpp-python
+        answers "" with HTTP 500 for models that add no BOS, as SmolLM2's gguf); None where no
+        form is answered (position 1 stays unknown). The answer is cached as score() asks it."""
+        params = self._params("completions", 1, None if self.mode == "label" else self._k, False)
+        tok = self.tokenizer
+        for prompt in dict.fromkeys(p for p in ("", tok.bos_token, tok.eos_token) if p is not None):
+            try:
+                answers = self._request("completions", [prompt], params, refuse_after=LIST_TRIES)
+            except Unsupported:
+                continue
+            if prompt:
+                log.warning("%s answers no empty prompt: position 1 is asked with %r",
+                            self.config.base_url, prompt)
+            key = query_key(self.fingerprint, "completions", params, prompt)
+            self.cache.put_many(self.fingerprint, "completions", {key: answers[0]})
+            return prompt
+        log.warning("%s answers no empty prompt and no BOS/EOS text: position 1 is unknown", self.config.base_url)
+        return None
 
     def _lists_work(self, params: dict, first: APIRequestError | None) -> bool:
         """After a failed list while one prompt works: LIST_TRIES - 1 more lists, with the
@@ -549,9 +605,12 @@ class OpenAIBackend:
         value, token = lp["token_logprobs"][j + best[1]], lp["tokens"][j]
         if token in want and (value is None or abs(value - want[token]) > ECHO_TOLERANCE):
             # rows right, values not: llama-cpp-python 0.3.36 puts at token j the row predicting
-            # token j+1 and that row's log-prob of token j (the token fed, not the one predicted)
-            raise Unsupported("echo's token log-probs do not match its top-k rows (echo ignored: "
-                              "its values are not the prompt's log-probs)")
+            # token j+1 and that row's log-prob of token j (the token fed, not the one predicted).
+            # Each token's log-prob is then read in its own row, censored where it is not in the
+            # top-k, as in the plain logprobs mode, but one request per text, not per position.
+            self._echo_values = False
+            log.warning("%s: echo's token log-probs are not the prompt's; read from its top-k rows",
+                        self.config.base_url)
         if best[1]:
             log.warning("%s: echo log-probs are one position off (shift %+d); realigned",
                         self.config.base_url, best[1])
@@ -575,6 +634,15 @@ def _shifted(values: list, shift: int) -> list:
     return [values[j + shift] if 0 <= j + shift < n else None for j in range(n)]
 
 
+def _lookup(top: dict[str, float], piece: str, k: int | None) -> float:
+    """log p of ``piece`` from a top-k dict; where it is absent, the k-th largest log-prob, an
+    upper bound (not the smallest entry: llama-cpp-python adds the fed token's own entry)."""
+    if piece in top:
+        return top[piece]
+    values = sorted(top.values(), reverse=True)
+    return values[min(k or len(values), len(values)) - 1]
+
+
 def _top_gap(want: dict | None, row: dict | None) -> float | None:
     """Largest |Δ log p| over the tokens both top-k dicts name; None when their top tokens differ."""
     if not want or not row or max(want, key=want.get) != max(row, key=row.get):
@@ -591,6 +659,12 @@ def _summary(d: dict) -> str:
         parts.append(f"top-{d['top_logprobs']} log-probs")
     if d["echo_shift"]:
         parts.append(f"echo log-probs realigned by {d['echo_shift']:+d}")
+    if d["echo_values"] is False:
+        parts.append("log-probs read from echo's top-k rows")
+    if d["empty_prompt"] is None:
+        parts.append("position 1 unknown (no empty prompt answered)")
+    elif d["empty_prompt"]:
+        parts.append(f"empty prefix sent as {d['empty_prompt']!r}")
     return ", ".join(parts)
 
 

@@ -26,6 +26,12 @@ tested against them (each is a switch of `trainspotter serve`):
 - ``echo_logprobs="shifted"``: echo's log-probs one position early (the entry of prompt
   token j holds token j+1's log-prob and top-k; the last entry is null), an off-by-one;
   ``"none"``: ``echo`` returns the prompt text but log-probs of the generated tokens only;
+  ``"fed"``: llama-cpp-python 0.3.36 with a model that adds no BOS: the entry of prompt token
+  j holds the row predicting token j+1, that row's log-prob of token j (the token fed) and
+  that value added to the top-k, except the first token's entry, which is null (so no row
+  predicts tokens 1 and 2); the BOS is not echoed and the last token has no entry;
+- ``empty_prompt=False``: the empty prompt "" is answered with HTTP 500 (llama-cpp-python
+  for a model that adds no BOS: nothing to evaluate);
 - ``ignore_logprobs``: ``logprobs`` (completions and chat) is accepted and ignored (null);
 - ``chat_only``: /v1/completions answers 404, only /v1/chat/completions is served.
 """
@@ -45,7 +51,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 
 FAULTS = ("429", "500", "timeout", "truncated", "malformed")
-ECHO_LOGPROBS = ("ok", "shifted", "none")
+ECHO_LOGPROBS = ("ok", "shifted", "none", "fed")
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class Quirks:
     echo_logprobs: str = "ok"
     ignore_logprobs: bool = False
     chat_only: bool = False
+    empty_prompt: bool = True
 
     def __post_init__(self):
         if self.echo_logprobs not in ECHO_LOGPROBS:
@@ -141,6 +148,13 @@ def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | 
                 tops.append(m.top(logp[j - 1], k) if k > 0 else {})
         if echo_lp and echo_logprobs == "shifted":  # entry j holds token j+1's numbers
             lps, tops = lps[1:] + [None], tops[1:] + [None]
+        if echo_lp and echo_logprobs == "fed":  # entry j: row j (predicting j+1) and its log-prob of j
+            js = range(1 if added_bos else 0, len(full) - 1)
+            tokens = [m.piece(full[j]) for j in js]
+            offsets = [sum(len(t) for t in tokens[:n]) for n in range(len(tokens))]
+            lps = [None] + [float(logp[j, full[j]]) for j in js[1:]]  # nothing for the first
+            tops = [None] + [(m.top(logp[j], k) if k > 0 else {}) | {m.piece(full[j]): float(logp[j, full[j]])}
+                             for j in js[1:]]
         choice["logprobs"] = {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops,
                               "text_offset": offsets}
     return choice, len(ids), len(gen)
@@ -190,6 +204,8 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
             raise HTTPException(400, "prompt must be a string, a list of strings or token lists")
         if not quirks.list_prompts and len(prompts) > 1:
             return refuse(quirks.list_status, "")  # llama-cpp-python: `assert len(body.prompt) <= 1`
+        if not quirks.empty_prompt and "" in prompts:
+            return refuse(500, "")
         max_tokens = int(body.get("max_tokens") if body.get("max_tokens") is not None else 16)
         k = body.get("logprobs")
         if k is not None and not 0 <= int(k) <= 20:
