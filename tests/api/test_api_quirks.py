@@ -76,8 +76,9 @@ def test_backend_adapts_to_each_quirk(case, start_server, tmp_path):
         assert d["empty_prompt"] == ("" if empty or mode == "chat" else b.tokenizer.bos_token)
         assert d["echo_values"] == ({"logprobs-echo": not fed}.get(mode))
         # one request per text (echo) or per position, plus the probe; a prompt answered once
-        # is cached once; the probe caches the empty prefix's answer as score() asks it
-        prompts = (len(xs) + 1 if mode == "logprobs-echo" else
+        # is cached once; the probe caches the empty prefix's answer as score() asks it; fed
+        # echo has no row for position 2, asked as one prompt per text
+        prompts = (len(xs) * (1 + fed) + 1 if mode == "logprobs-echo" else
                    len({p for x in xs for p in b._positions(x)[1]}))
         probe = b.usage()["http_requests"] - (-(-prompts // d["batch"]))
         assert 1 <= probe <= 12, probe
