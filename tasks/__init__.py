@@ -44,7 +44,40 @@ def start_prefect_api() -> None:
     from prefect.server.api.server import SubprocessASGIServer
 
     with FileLock(os.path.join(os.environ["PREFECT_HOME"], "server-start.lock")):
-        SubprocessASGIServer().start()
+        _server_class(SubprocessASGIServer)().start()
+
+
+def _server_class(base):
+    """Prefect's temporary server, sent SIGTERM when this process dies, even by kill -9
+    (Linux PR_SET_PDEATHSIG, which fires when the *thread* that started it ends: the
+    CLI starts it from the main thread), which otherwise leaves it running. Prefect keeps one
+    instance per port in a dict shared with the subclass, so flows in this process
+    find and use it."""
+    import ctypes
+    import functools
+    import signal
+    import subprocess
+    import types
+    from unittest import mock
+
+    import prefect.server.api.server as module
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork
+    except (OSError, AttributeError):  # not Linux: nothing ties the server to us
+        return base
+
+    def die_with_parent() -> None:  # runs in the child, between fork and exec
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    class ParentBoundServer(base):
+        def _run_uvicorn_command(self):
+            tied = types.SimpleNamespace(**vars(subprocess))
+            tied.Popen = functools.partial(subprocess.Popen, preexec_fn=die_with_parent)
+            with mock.patch.object(module, "subprocess", tied):  # this module's Popen only
+                return super()._run_uvicorn_command()
+
+    return ParentBoundServer
 
 
 configure_environment()

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,26 @@ def killer(args: list[str], root: Path, log: Path, kill_at: str | None = None):
                                 start_new_session=True)
         try:
             status = proc.wait(timeout=600)
+            # Prefect's temporary API server (a child) ends with it, even after SIGKILL
+            assert group_gone(proc.pid, timeout=20), "a process of the killed audit outlived it"
         finally:
-            # SIGKILL leaves Prefect's temporary API server (a child process) running: end it.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
     return status, out.read_text(), err.read_text()
+
+
+def group_gone(pgid: int, timeout: float) -> bool:
+    """Whether every process of the group has exited within ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def leaves(obj, path=()):
