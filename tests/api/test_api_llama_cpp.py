@@ -84,17 +84,17 @@ def test_echo_read_from_its_rows_equals_one_prompt_per_position(llama_server, tm
     # echo: one per text, plus position 2 of each (no row predicts it) and the probe
     assert u["requests"] - u["rejected"] <= len(TEXTS) * 2 + 6 < positions
     # the same rows, computed in one batch or after the server's prefix cache: the greedy
-    # tokens agree everywhere, the log-probs up to the server's quantised arithmetic (seen:
-    # most within 1e-5, some later positions of a text up to 0.2 nats, varying between runs);
-    # one position off would change the greedy tokens and the log-probs by nats
+    # tokens agree, the log-probs up to the server's quantised arithmetic (benchmarks/results/
+    # llama_cpp.md: median 0.02 nats over 16 passages, varying between runs, which can flip a
+    # near-tied greedy token); one position off would change them by nats
     diffs = []
     for x, e, p in zip(TEXTS, echo, plain):
         assert len(e.logprobs) == len(b.encode(x)) - 1 and np.isfinite(e.logprobs).all()
-        np.testing.assert_array_equal(e.argmax, p.argmax)
+        assert np.mean(e.argmax == p.argmax) > 0.9
         np.testing.assert_allclose(e.logprobs, p.logprobs, atol=0.5)
         np.testing.assert_allclose(e.mu, p.mu, rtol=0.2)  # the top-k mass times log(rest) amplifies it
         diffs += list(np.abs(e.logprobs - p.logprobs))
-    assert np.mean(np.array(diffs) < 1e-3) > 0.5
+    assert np.median(diffs) < 0.1
 
 
 def test_cli_extract_gray_and_black_report_the_mode(llama_server, artifacts, tmp_path):
