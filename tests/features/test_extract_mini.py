@@ -120,6 +120,15 @@ def test_label_only_target_cannot_give_gray_features(models, passages):
     df = extract(ps, LabelOnly(models[0]), None, "black", FeatureConfig(perturbations=False, sequence=False))
     assert np.isfinite(df["black_ppl"]).all()
 
+    class Holes(CountingBackend):  # one position without a log-prob (an API answer that lacked it)
+        def score(self, texts):
+            out = super().score(texts)
+            out[0].logprobs[3] = np.nan
+            return out
+
+    with pytest.raises(InputError, match=r"no log-probability at 1 of \d+ positions"):
+        extract(ps, Holes(models[0]), None, "gray", FeatureConfig(perturbations=False))
+
 
 def run(*args):
     return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
