@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,8 +32,6 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8765)
     args = ap.parse_args()
     os.environ.setdefault("TRAINSPOTTER_ARTIFACTS", tempfile.mkdtemp(prefix="bench-llama-"))
-    import httpx
-
     from trainspotter.assets import smollm2_gguf
     from trainspotter.backends import parse_api_spec
     from trainspotter.backends.cache import QueryCache
@@ -44,17 +41,10 @@ def main() -> None:
     build_testbed(PRESETS["mini"])
     texts = [json.loads(line)["text"] for line in open(split_path("mini", "member"))][: args.samples]
     gguf = smollm2_gguf()
-    python = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
-    server = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", str(gguf), "--logits_all", "true",
-                               "--port", str(args.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{args.port}/v1"
-    try:
-        for _ in range(240):
-            try:
-                httpx.get(f"{url}/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    sys.path.insert(0, str(ROOT / "tests" / "api"))
+    from conftest import llama_cpp_server  # the tests' helper
+
+    with llama_cpp_server(os.environ.get("LLAMA_CPP_PYTHON", sys.executable), gguf, args.port) as url:
         rows, scores, summary = [], {}, None
         for label in ("echo, read from its top-k rows", "one plain prompt per position"):
             b = OpenAIBackend(parse_api_spec(f"openai:smollm2@{url}?tokenizer=hf:{gguf}"),
@@ -70,9 +60,6 @@ def main() -> None:
             n, tokens = (b.usage()[k] - before[k] for k in ("requests", "prompt_tokens"))
             positions = sum(len(b._positions(x)[1]) for x in texts)
             rows.append((label, n, n / len(texts), positions / len(texts), tokens, wall))
-    finally:
-        server.terminate()
-        server.wait(10)
     echo, plain = scores.values()
     diff = np.concatenate([np.abs(e.logprobs - p.logprobs) for e, p in zip(echo, plain)])
     unknown = [int(sum(np.isnan(s.logprobs).sum() for s in mode)) for mode in (echo, plain)]

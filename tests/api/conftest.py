@@ -51,6 +51,34 @@ def running_server(spec: str = "testbed:mini", fail_rate: float = 0.0, seed: int
         thread.join(10)
 
 
+@contextlib.contextmanager
+def llama_cpp_server(python: str, gguf, port: int | None = None):
+    """Yield the base URL of llama-cpp-python's OpenAI-compatible server (run by ``python``)
+    serving ``gguf`` with --logits_all true (echo log-probs need every position's logits)."""
+    import subprocess
+
+    import httpx
+
+    port = port or free_port()
+    proc = subprocess.Popen([python, "-m", "llama_cpp.server", "--model", str(gguf), "--logits_all", "true",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                httpx.get(f"{url}/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"llama_cpp.server (by {python}) did not start") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 @pytest.fixture(scope="module")
 def server(mini_testbed):
     with running_server() as s:

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import free_port  # tests/api/conftest.py
+from conftest import llama_cpp_server  # tests/api/conftest.py
 
 pytestmark = pytest.mark.slow
 LLAMA_PYTHON = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
@@ -32,28 +32,14 @@ def llama_server():
     if subprocess.run([LLAMA_PYTHON, "-c", "import llama_cpp.server"], capture_output=True).returncode:
         pytest.skip(f"llama_cpp.server is not importable by {LLAMA_PYTHON}: pip install "
                     "'llama-cpp-python[server]==0.3.36' there, or set LLAMA_CPP_PYTHON to a Python that has it")
-    import httpx
-
     from trainspotter.assets import smollm2_gguf
 
     try:
         gguf = smollm2_gguf()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"packaged SmolLM2 gguf not installed: {e}")
-    port = free_port()
-    proc = subprocess.Popen([LLAMA_PYTHON, "-m", "llama_cpp.server", "--model", str(gguf), "--logits_all",
-                             "true", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(240):
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        yield f"openai:smollm2@http://127.0.0.1:{port}/v1?tokenizer=hf:{gguf}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with llama_cpp_server(LLAMA_PYTHON, gguf) as url:
+        yield f"openai:smollm2@{url}?tokenizer=hf:{gguf}"
 
 
 def backend(spec: str, cache_path):
@@ -85,8 +71,8 @@ def test_echo_read_from_its_rows_equals_one_prompt_per_position(llama_server, tm
     assert u["requests"] - u["rejected"] <= len(TEXTS) * 2 + 6 < positions
     # the same rows, computed in one batch or after the server's prefix cache: the greedy
     # tokens agree, the log-probs up to the server's quantised arithmetic (benchmarks/results/
-    # llama_cpp.md: median 0.02 nats over 16 passages, varying between runs, which can flip a
-    # near-tied greedy token); one position off would change them by nats
+    # llama_cpp.md: median 0.02 nats over 16 passages, depending on what the server's prefix
+    # cache holds, which can flip a near-tied greedy token); one position off changes them by nats
     diffs = []
     for x, e, p in zip(TEXTS, echo, plain):
         assert len(e.logprobs) == len(b.encode(x)) - 1 and np.isfinite(e.logprobs).all()
