@@ -248,3 +248,15 @@ def test_cli_extract_reports_the_mode(start_server, artifacts, tmp_path):
     (api_mode,) = got["api"].values()
     assert got["rows"] == 2 and api_mode["mode"] == "logprobs-echo" and api_mode["echo_values"] is False
     assert api_mode["empty_prompt"] and "read from echo's top-k rows" in api_mode["summary"]
+
+
+def test_lookup_censors_at_the_kth_largest_not_the_smallest_entry():
+    """A top-k dict from llama-cpp-python can hold one entry more than k (the fed token's own,
+    from the same row): a token absent from it has log p at most the k-th largest value, and
+    the smallest entry would not be an upper bound."""
+    from trainspotter.backends.openai_compat import _lookup
+
+    top = {"a": -0.1, "b": -1.0, "c": -2.0, "fed": -9.0}
+    assert _lookup(top, "b", 3) == -1.0 and _lookup(top, "fed", 3) == -9.0
+    assert _lookup(top, "z", 3) == -2.0 and _lookup(top, "z", None) == -9.0
+    assert _lookup({"a": -0.1}, "z", 5) == -0.1  # fewer entries than k (duplicates merged)
