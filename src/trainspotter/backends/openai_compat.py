@@ -351,11 +351,7 @@ class OpenAIBackend:
         """One answer dict per prompt ({"text", "logprobs"} in the completions shape)."""
         chat = self.mode == "chat"
         method = "chat" if chat else "completions"
-        params = {"model": self.config.model, "max_tokens": max_tokens, "temperature": 0,
-                  "logprobs": k, "echo": echo}
-        if chat:
-            params = {"model": self.config.model, "max_tokens": max_tokens, "temperature": 0,
-                      "top_logprobs": k, "instruction": CHAT_INSTRUCTION}
+        params = self._params(method, max_tokens, k, echo)
         prompts = [self._empty if p == "" else p for p in prompts]  # None: the server answers no form of ""
         keys = [None if p is None else query_key(self.fingerprint, method, params, p) for p in prompts]
         asked = set(keys) - {None}

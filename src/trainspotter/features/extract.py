@@ -51,14 +51,14 @@ def _aligned(a: TokenScores, b: TokenScores) -> bool:
 
 def _require_logprobs(scores: list[TokenScores], who: str) -> None:
     missing = sum(int((~np.isfinite(s.logprobs)).sum()) for s in scores)
+    total = sum(s.logprobs.size for s in scores)
     if not missing:
         return
-    if missing == sum(s.logprobs.size for s in scores):
+    if missing == total:
         raise InputError(f"the {who} model returns no log-probabilities (label-only): "
                          "gray-box features need them; use --access black")
-    raise InputError(f"the {who} model returned no log-probability at {missing} of "
-                     f"{sum(s.logprobs.size for s in scores)} positions (see its API mode): gray-box "
-                     "features need all of them; use --access black")
+    raise InputError(f"the {who} model returned no log-probability at {missing} of {total} positions "
+                     "(see its API mode): gray-box features need all of them; use --access black")
 
 
 def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
