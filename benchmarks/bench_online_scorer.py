@@ -101,7 +101,7 @@ def _boot_ci(x, rng, b=2000):
 def weak_signal(trials, n, delta, p=32, shifted=2, seed=1) -> dict:
     """Same streams for every scorer: trials × n fresh pairs, suspects shifted by δ on `shifted` features."""
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.stats.simulation import _stream_stops
+    from trainspotter.stats.simulation import stream_stops
     rng = np.random.default_rng(seed)
     S = rng.normal(size=(trials * n, p))
     S[:, :shifted] += delta
@@ -111,7 +111,7 @@ def weak_signal(trials, n, delta, p=32, shifted=2, seed=1) -> dict:
     for payoff, strategy in (("diff", "mixture"), ("mmd", "ons")):
         for scorer in ("online", "paper"):
             t0 = time.process_time()
-            st = _stream_stops(S, H, idx, idx, [TestConfig(scorer=scorer, payoff=payoff, strategy=strategy)],
+            st = stream_stops(S, H, idx, idx, [TestConfig(scorer=scorer, payoff=payoff, strategy=strategy)],
                                [0.05])[0][0][0]
             cens = np.where(st > 0, st, n).astype(float)  # a non-rejection counts as N_max
             cell = {"payoff": payoff, "strategy": strategy, "scorer": scorer, "power": float((st > 0).mean()),
@@ -127,13 +127,13 @@ def weak_signal(trials, n, delta, p=32, shifted=2, seed=1) -> dict:
 def type1(trials=2000, n=200, p=32, alpha=0.05, seed=7) -> dict:
     from scipy.stats import binomtest
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.stats.simulation import _stream_stops
+    from trainspotter.stats.simulation import stream_stops
     rng = np.random.default_rng(seed)
     H = rng.normal(size=(2 * trials * n, p))  # fresh rows for every pair of every trial
     idx = np.arange(2 * trials * n).reshape(trials, 2 * n)
     out = {"trials": trials, "n_max": n, "features": p, "alpha": alpha, "cells": []}
     for payoff, strategy in (("diff", "mixture"), ("mmd", "ons")):
-        st = _stream_stops(H, H, idx[:, :n], idx[:, n:], [TestConfig(payoff=payoff, strategy=strategy)], [alpha])[0][0][0]
+        st = stream_stops(H, H, idx[:, :n], idx[:, n:], [TestConfig(payoff=payoff, strategy=strategy)], [alpha])[0][0][0]
         k = int((st > 0).sum())
         pv = binomtest(k, trials, alpha, alternative="greater").pvalue
         out["cells"].append({"payoff": payoff, "strategy": strategy, "rejections": k, "rate": k / trials,

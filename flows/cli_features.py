@@ -20,17 +20,19 @@ features_app = typer.Typer(help="Membership features: the catalogue.", no_args_i
 @features_app.command("list")
 def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
              json_out: bool = JSON) -> None:
-    """Every feature column: name, access level, models needed, definition, source."""
+    """Every feature column: name, access level, models needed, which way is member-like
+    (the test's scorer keeps that direction), definition, source."""
     from trainspotter.features.features import catalog
 
     specs = catalog(access=access.value)
     if json_out:
         return emit_json([s.as_dict() for s in specs])
     table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
-    for col in ("name", "access", "models", "definition", "source"):
+    for col in ("name", "access", "models", "member-like", "definition", "source"):
         table.add_column(col)
     for s in specs:
-        table.add_row(s.name, s.access, "+".join(s.models), s.definition, s.source)
+        table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
+                      s.definition, s.source)
     Console(width=200).print(table)
 
 

@@ -21,7 +21,7 @@ from flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_er
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS
-from trainspotter.stats.simulation import simulate
+from trainspotter.stats.simulation import pollution, simulate
 from trainspotter.stats.sequential import TestConfig, run_test
 
 _console = Console()
@@ -94,6 +94,25 @@ def test_cmd(
 test_cmd.__test__ = False  # a CLI verb, not a pytest test
 
 
+def _pollution(path: Path, df, config: TestConfig, ratios: str, trials: int, n_max: int | None, seed: int,
+               json_out: bool) -> None:
+    try:
+        values = tuple(float(r) for r in ratios.split(","))
+    except ValueError:
+        raise InputError(f"option --pollution {ratios!r}: expected comma-separated fractions") from None
+    if not all(0.0 <= r < 1.0 for r in values):
+        raise InputError(f"option --pollution {ratios!r}: every fraction must lie in [0, 1)")
+    out = _with_file(path, lambda: pollution(df, config, values, trials, n_max, seed))
+    if json_out:
+        return emit_json(out)
+    t = Table(title=f"Held-out pollution: {trials} trials × {out['pairs']} pairs ({config.strategy}/{config.payoff})")
+    for col in ("pollution", "rejection rate", "rejecting: mean pairs", "pairs to decision (censored)"):
+        t.add_column(col)
+    for ratio, r in out["ratios"].items():
+        t.add_row(f"{float(ratio):.0%}", f"{r['rejection_rate']:.3f}", _fmt(r["mean_stop"]), f"{r['censored_pairs']:.1f}")
+    _console.print(t)
+
+
 def simulate_cmd(
     features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
     trials: int = typer.Option(200, min=1, help="Monte Carlo trials (random orders)."),
@@ -105,12 +124,18 @@ def simulate_cmd(
     lambda_max: float = LAMBDA_MAX,
     scorer: str = SCORER,
     seed: int = typer.Option(0, help="Seed of the trial orders."),
+    pollution: str | None = typer.Option(None, help="Comma-separated fractions of the held-out stream to "
+                                         "replace by suspect rows outside the trial's suspect stream (members "
+                                         "leaking into the held-out set, BADI App. D.6), e.g. 0,0.1,0.25,0.5: "
+                                         "rejection rate and pairs to decision per fraction."),
     json_out: bool = JSON,
 ) -> None:
     """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer,
                      seed=seed)
     df = read_features(features)
+    if pollution is not None:
+        return _pollution(features, df, config, pollution, trials, n_max, seed, json_out)
     out = _with_file(features, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
     if json_out:
         return emit_json(out)

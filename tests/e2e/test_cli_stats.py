@@ -67,3 +67,17 @@ def test_bad_tables_and_options_give_one_error_line(tables, args, expected):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], out.stderr
+
+
+def test_simulate_pollution_costs_pairs(tables):
+    """Replacing held-out rows by unused suspect rows makes the sets more alike: the test
+    needs more pairs (BADI App. D.6); a fraction outside [0, 1) is one error line."""
+    out = run("simulate", str(tables / "shifted.parquet"), "--trials", "20", "--pollution", "0,0.5", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)["ratios"]
+    assert r["0.0"]["censored_pairs"] < r["0.5"]["censored_pairs"]
+    table = run("simulate", str(tables / "shifted.parquet"), "--trials", "5", "--pollution", "0.25")
+    assert table.returncode == 0 and "25%" in table.stdout
+    bad = run("simulate", str(tables / "shifted.parquet"), "--pollution", "0.5,1.2")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "error: option --pollution '0.5,1.2': every fraction must lie in [0, 1)")

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, field_validator, model_validator
 
 from trainspotter.features.ez import EZ_CAP
+from trainspotter.features.orientation import direction
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 
@@ -192,9 +193,15 @@ class FeatureSpec:
     definition: str
     source: str  # paper section / equation
 
+    @property
+    def direction(self) -> int:
+        """+1: larger values are more member-like; −1: smaller ones (features.orientation)."""
+        return direction(self.name)
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d["models"] = list(self.models)
+        d["direction"] = self.direction
         return d
 
 

@@ -24,6 +24,13 @@ past 2.5% / 97.5% quantiles are replaced by the past mean (0 after
 normalisation). The paper scorer reads exact order-statistic quantiles; the
 online scorer keeps P² estimates of them (bounded memory).
 
+Orientation (beyond the paper; ``signs``, see trainspotter.features.orientation): with
+s ∈ {−1, 0, +1}^p the layer's weights are constrained to s_j w_j ≥ 0, so the score can
+only grow in the member-like direction of every feature whose direction is known (s_j = 0:
+learned freely). The fit is then the minimiser under these constraints (``oriented_qp``),
+and values beyond the trimming bounds are clipped to them rather than replaced by the mean
+(a monotone map, which the one-sided argument in trainspotter.stats.sequential needs).
+
 Everything is vectorised with numpy over a leading batch axis of B independent
 streams (Monte Carlo trials).
 """
@@ -36,11 +43,91 @@ import numpy as np
 from scipy.special import expit
 
 __all__ = ["AdamScorer", "NewtonScorer", "OnlineScorer", "P2Quantile", "SCORERS",
-           "make_scorer", "scorer_from_dict"]
+           "make_scorer", "oriented_qp", "scorer_from_dict"]
 
 SCORERS = ("online", "paper")
 
 _BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8
+
+
+def _signs(signs, p: int) -> np.ndarray | None:
+    if signs is None:
+        return None
+    s = np.asarray(signs, dtype=float).reshape(-1)
+    if s.shape != (p,) or not np.isin(s, (-1.0, 0.0, 1.0)).all():
+        raise ValueError(f"signs must be {p} values in {{-1, 0, 1}}; got {signs!r}")
+    return s if s.any() else None  # no known direction: nothing to constrain
+
+
+def _masked_solve(A: np.ndarray, b: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Solve A_FF v_F = b_F with v = 0 off F, per stream (F = ``free``, (B, p))."""
+    both = free[:, :, None] & free[:, None, :]
+    M = np.where(both, A, 0.0) + np.eye(A.shape[1]) * (~free)[:, None, :]
+    return np.linalg.solve(M, np.where(free, b, 0.0)[:, :, None])[:, :, 0]
+
+
+def _primal_active_set(A: np.ndarray, b: np.ndarray, cons: np.ndarray) -> np.ndarray:
+    """One stream of ``oriented_qp`` by the primal active-set method of Lawson & Hanson
+    (1974, Ch. 23, NNLS), written for a quadratic: from the feasible point with every
+    constrained coordinate at 0, free the coordinate whose gradient points most into the
+    feasible side, solve, and step back to feasibility when a free coordinate would turn
+    negative. The objective falls at every step, so it terminates."""
+    p = len(b)
+    free = ~cons.copy()
+    solve = lambda f: _masked_solve(A[None], b[None], f[None])[0]  # noqa: E731
+    v = solve(free)
+    tol = 1e-12 * (1.0 + np.abs(b).max())
+    for _ in range(10 * p + 10):
+        w = b - A @ v  # minus the gradient
+        cand = cons & ~free & (w > tol)
+        if not cand.any():
+            break
+        free[np.argmax(np.where(cand, w, -np.inf))] = True
+        while True:
+            z = solve(free)
+            bad = free & cons & (z <= 0)
+            if not bad.any():
+                v = z
+                break
+            step = np.min(v[bad] / (v[bad] - z[bad]))
+            v = v + step * (z - v)
+            free &= ~(cons & (v <= tol))
+            v[~free] = 0.0
+    return v
+
+
+def oriented_qp(A: np.ndarray, b: np.ndarray, signs: np.ndarray,
+                active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """argmin_φ ½ φᵀAφ − bᵀφ subject to s_j φ_j ≥ 0 where s_j ≠ 0, for B streams
+    (A (B, p, p) symmetric positive definite, b (B, p), s (p,)).
+
+    Primal-dual active set (Hintermüller, Ito & Kunisch 2003): hold the active
+    coordinates at 0, solve for the rest, then activate those that came out on the wrong
+    side and release those whose multiplier (the gradient) is negative, until the set
+    stops changing — a KKT point, hence the minimiser. Warm-started from ``active`` (the
+    previous round's set) it usually takes one or two batched solves; a stream that has
+    not settled after 2p + 2 rounds is finished by ``_primal_active_set``, which always
+    terminates. Returns φ (exactly on the constraint where active) and the active set."""
+    cons = signs != 0
+    d = np.where(cons, signs, 1.0)
+    A2, b2 = A * d[:, None] * d[None, :], b * d  # v = d·φ: constraints v_j ≥ 0
+    B, p = b.shape
+    act = np.zeros((B, p), dtype=bool) if active is None else active & cons
+    tol = 1e-12 * (1.0 + np.abs(b2).max(axis=1, keepdims=True))
+    settled = np.zeros(B, dtype=bool)
+    for _ in range(2 * p + 2):
+        v = _masked_solve(A2, b2, ~act)
+        g = np.einsum("bij,bj->bi", A2, v) - b2  # the multipliers on the active set
+        new = cons & ((act & (g >= -tol)) | (~act & (v < -tol)))
+        settled = (new == act).all(axis=1)
+        if settled.all():
+            break
+        act = np.where(settled[:, None], act, new)
+    for i in np.flatnonzero(~settled):
+        v[i] = _primal_active_set(A2[i], b2[i], cons)
+        act[i] = cons & (v[i] <= 0)
+    v = np.where(cons, np.maximum(v, 0.0), v)
+    return v * d, act
 
 
 class AdamScorer:
@@ -52,20 +139,21 @@ class AdamScorer:
     """
 
     def __init__(self, n_features: int, lr: float = 0.01, epochs: int = 30, trim: float = 0.025,
-                 seed: int = 0, batch: int | None = None):
+                 seed: int = 0, batch: int | None = None, signs=None):
         if n_features < 1:
             raise ValueError("n_features must be ≥ 1")
         if not 0.0 <= trim < 0.5:
             raise ValueError(f"trim must lie in [0, 0.5); got {trim}")
         self.p, self.lr, self.epochs, self.trim = int(n_features), float(lr), int(epochs), float(trim)
         self.seed, self.batch = int(seed), batch
+        self.signs = _signs(signs, self.p)  # projected Adam: s_j w_j ≥ 0 after every step
         B = 1 if batch is None else batch
         # A random linear layer initialised like torch.nn.Linear (U(±1/√p));
         # the first stake is 0, so no pretraining is needed (A.4). The bias is
         # the last entry of θ (rows get a constant 1 feature).
         rng = np.random.default_rng(self.seed)
         bound = 1.0 / math.sqrt(self.p)
-        self.theta = rng.uniform(-bound, bound, size=(B, self.p + 1))
+        self.theta = self._project(rng.uniform(-bound, bound, size=(B, self.p + 1)))
         self.m, self.v = np.zeros((B, self.p + 1)), np.zeros((B, self.p + 1))  # Adam moments
         self.steps = 0
         self.n = 0  # rows seen (2 per pair)
@@ -102,9 +190,19 @@ class AdamScorer:
             return np.full(shape, -np.inf), np.full(shape, np.inf)
         return self._low[:, :, k], -self._high[:, :, k]
 
+    def _project(self, theta: np.ndarray) -> np.ndarray:
+        """θ with the weights of oriented features moved onto s_j w_j ≥ 0 (bias untouched)."""
+        if self.signs is None:
+            return theta
+        w = theta[..., :-1]
+        return np.concatenate([np.where(self.signs * w < 0, 0.0, w), theta[..., -1:]], axis=-1)
+
     def _normalise(self, rows: np.ndarray) -> np.ndarray:
-        """z-score with past μ, σ (Eq. 8–9); values beyond past quantiles → mean (0)."""
+        """z-score with past μ, σ (Eq. 8–9); values beyond past quantiles → mean (0), or
+        clipped to them when oriented."""
         lo, hi = self._bounds()
+        if self.signs is not None:
+            return (np.clip(rows, lo[:, None, :], hi[:, None, :]) - self.mu[:, None, :]) / self.sd[:, None, :]
         z = (rows - self.mu[:, None, :]) / self.sd[:, None, :]
         out = (rows < lo[:, None, :]) | (rows > hi[:, None, :])
         z[out] = 0.0
@@ -168,9 +266,12 @@ class AdamScorer:
         rows = self._rows_t[:, :, :n]
         zt = np.empty((B, p + 1, n))
         lo, hi = self._bounds()
+        if self.signs is not None:
+            rows = np.clip(rows, lo[:, :, None], hi[:, :, None])
         np.subtract(rows, self.mu[:, :, None], out=zt[:, :p])
         zt[:, :p] /= self.sd[:, :, None]
-        zt[:, :p][(rows < lo[:, :, None]) | (rows > hi[:, :, None])] = 0.0
+        if self.signs is None:
+            zt[:, :p][(rows < lo[:, :, None]) | (rows > hi[:, :, None])] = 0.0
         zt[:, p] = 1.0
         return zt
 
@@ -193,7 +294,7 @@ class AdamScorer:
             m = _BETA1 * m + (1 - _BETA1) * g
             v = _BETA2 * v + (1 - _BETA2) * (g * g)
             step = self.lr / (1 - _BETA1 ** self.steps)
-            theta = theta - step * m / (np.sqrt(v * (1.0 / (1 - _BETA2 ** self.steps))) + _ADAM_EPS)
+            theta = self._project(theta - step * m / (np.sqrt(v * (1.0 / (1 - _BETA2 ** self.steps))) + _ADAM_EPS))
         if B == 1:
             theta, m, v = theta[None], m[None], v[None]
         self.theta, self.m, self.v = theta, m, v
@@ -207,13 +308,14 @@ class AdamScorer:
         """JSON-able state; includes the past rows because refits need them."""
         return {"kind": "paper", "n_features": self.p, "lr": self.lr, "epochs": self.epochs, "trim": self.trim,
                 "seed": self.seed, "batch": self.batch, "steps": self.steps, "n": self.n,
+                "signs": None if self.signs is None else self.signs.tolist(),
                 "theta": self.theta.tolist(), "m": self.m.tolist(), "v": self.v.tolist(),
                 "mu": self.mu.tolist(), "m2": self.m2.tolist(),
                 "rows": self._rows_t[:, :, : self.n].transpose(0, 2, 1).tolist()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "AdamScorer":
-        obj = cls(d["n_features"], d["lr"], d["epochs"], d["trim"], d["seed"], d["batch"])
+        obj = cls(d["n_features"], d["lr"], d["epochs"], d["trim"], d["seed"], d["batch"], d.get("signs"))
         f = lambda k: np.asarray(d[k], dtype=float)  # noqa: E731
         obj.theta, obj.m, obj.v, obj.mu, obj.m2 = f("theta"), f("m"), f("v"), f("mu"), f("m2")
         obj.steps = int(d["steps"])
@@ -345,7 +447,8 @@ class NewtonScorer:
 
     kind = "online"
 
-    def __init__(self, n_features: int, ridge: float = 2.0, trim: float = 0.025, batch: int | None = None):
+    def __init__(self, n_features: int, ridge: float = 2.0, trim: float = 0.025, batch: int | None = None,
+                 signs=None):
         if n_features < 1:
             raise ValueError("n_features must be ≥ 1")
         if not 0.0 <= trim < 0.5:
@@ -353,8 +456,10 @@ class NewtonScorer:
         if not ridge > 0:
             raise ValueError(f"ridge must be > 0; got {ridge}")
         self.p, self.ridge, self.trim, self.batch = int(n_features), float(ridge), float(trim), batch
+        self.signs = _signs(signs, self.p)  # orientation constraints s_j w_j ≥ 0 (module docstring)
         self.rho = self.ridge * self.p
         B = 1 if batch is None else batch
+        self.active = np.zeros((B, self.p), dtype=bool)  # constrained weights held at 0 (warm start)
         self.n = 0  # rows seen (2 per pair)
         self.mu, self.m2 = np.zeros((B, self.p)), np.zeros((B, self.p))  # raw rows (Eq. 6–7)
         self.r_mean = np.zeros((B, self.p))             # r̄, mean of trimmed rows
@@ -382,9 +487,12 @@ class NewtonScorer:
         return self.lo, self.hi
 
     def _trim(self, rows: np.ndarray) -> np.ndarray:
-        """Rows (B, m, p) with values beyond the past quantiles replaced by the past mean."""
+        """Rows (B, m, p) with values beyond the past quantiles replaced by the past mean
+        (clipped to the quantiles when oriented)."""
         if not self.trimming:
             return rows
+        if self.signs is not None:
+            return np.clip(rows, self.lo[:, None, :], self.hi[:, None, :])
         out = (rows < self.lo[:, None, :]) | (rows > self.hi[:, None, :])
         return np.where(out, self.mu[:, None, :], rows)
 
@@ -441,10 +549,14 @@ class NewtonScorer:
         self._fit()
 
     def _fit(self) -> None:
-        """φ = (¼C + ρ diag σ²)⁻¹ ½ Σ (r_x − r_y), i.e. the ridge on w = σφ."""
+        """φ = (¼C + ρ diag σ²)⁻¹ ½ Σ (r_x − r_y), i.e. the ridge on w = σφ; when oriented,
+        the minimiser of the same quadratic under s_j φ_j ≥ 0 (σ > 0, so w has φ's signs)."""
         A = self.r_scatter.copy()
         A.reshape(A.shape[0], -1)[:, :: self.p + 1] += self.rho * self.sd ** 2
-        self.phi = np.linalg.solve(A, self.r_diff[:, :, None])[:, :, 0]
+        if self.signs is None:
+            self.phi = np.linalg.solve(A, self.r_diff[:, :, None])[:, :, 0]
+        else:
+            self.phi, self.active = oriented_qp(A, self.r_diff, self.signs, self.active)
 
     @property
     def n_pairs(self) -> int:
@@ -457,14 +569,17 @@ class NewtonScorer:
         """JSON-able state of size O(B·p²), whatever the number of pairs."""
         d = {"kind": self.kind, "n_features": self.p, "ridge": self.ridge, "trim": self.trim,
              "batch": self.batch, "n": self.n,
-             "tails": None if self.tails is None else self.tails.to_dict()}
+             "tails": None if self.tails is None else self.tails.to_dict(),
+             "signs": None if self.signs is None else self.signs.tolist(), "active": self.active.tolist()}
         d.update({k: getattr(self, k).tolist() for k in self._ARRAYS})
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "NewtonScorer":
-        obj = cls(d["n_features"], d["ridge"], d["trim"], d["batch"])
+        obj = cls(d["n_features"], d["ridge"], d["trim"], d["batch"], d.get("signs"))
         obj.n = int(d["n"])
+        if "active" in d:
+            obj.active = np.asarray(d["active"], dtype=bool).reshape(obj.active.shape)
         for k in cls._ARRAYS:
             setattr(obj, k, np.asarray(d[k], dtype=float))
         obj.tails = None if d["tails"] is None else P2Quantile.from_dict(d["tails"])
@@ -473,12 +588,13 @@ class NewtonScorer:
 
 
 def make_scorer(kind: str, n_features: int, *, lr: float = 0.01, epochs: int = 30, ridge: float = 2.0,
-                trim: float = 0.025, seed: int = 0, batch: int | None = None):
-    """Scorer by name: "online" (NewtonScorer) or "paper" (AdamScorer, A.4 as published)."""
+                trim: float = 0.025, seed: int = 0, batch: int | None = None, signs=None):
+    """Scorer by name: "online" (NewtonScorer) or "paper" (AdamScorer, A.4 as published);
+    ``signs`` constrains the weights' directions (module docstring)."""
     if kind == "online":
-        return NewtonScorer(n_features, ridge, trim, batch)
+        return NewtonScorer(n_features, ridge, trim, batch, signs)
     if kind == "paper":
-        return AdamScorer(n_features, lr, epochs, trim, seed, batch)
+        return AdamScorer(n_features, lr, epochs, trim, seed, batch, signs)
     raise ValueError(f"unknown scorer {kind!r}; choose one of {', '.join(SCORERS)}")
 
 

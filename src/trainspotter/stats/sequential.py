@@ -9,6 +9,18 @@ pair t is fitted on pairs < t):
 2. payoff u_t from the witness fitted on rounds < t (App. C, tanh squashing),
 3. W_t = W_{t-1}(1 + λ_t u_t) with the stake λ_t chosen from rounds < t,
 4. only then update strategy, witness and scorer with pair t.
+
+One-sided by construction (``TestConfig.oriented``, beyond the paper): BADI's scorer learns
+its direction from the labels, so it separates the two sets whichever way they differ —
+held-out passages that are *more* member-like than the suspect ones (members leaking into
+the held-out set, App. D.6) would raise the wealth and read as "trained on". With
+``oriented`` the scorer's weights keep the known member-like direction of every catalogued
+feature (trainspotter.features.orientation), so the score s is non-decreasing in each of
+them. If the held-out scores then stochastically dominate the suspect ones (a polluted
+held-out set: Y ~ (1−ρ)N + ρM with s(M) ≥_st s(N)), a payoff that is non-decreasing in
+s(X_t) − s(Y_t) — ``diff`` (tanh) and ``ks`` — has E[u_t | F_{t−1}] ≤ 0, the wealth is a
+supermartingale and P(sup W ≥ 1/α) ≤ α still holds: pollution costs power, not validity.
+``mmd`` learns its own witness direction and is not one-sided.
 """
 
 from __future__ import annotations
@@ -20,14 +32,22 @@ import numpy as np
 import pandas as pd
 import pydantic
 
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
 from trainspotter.errors import InputError
+from trainspotter.features.orientation import directions
+from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 
-__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "split_features"]
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "signs_of",
+           "split_features"]
 
 SET_COLUMN = "set"
 SET_LABELS = ("suspect", "heldout")
+
+
+def signs_of(config: "TestConfig", columns: list[str] | None) -> list[int] | None:
+    """The scorer's orientation constraints for feature ``columns``: their member-like
+    directions when ``config.oriented`` (0 for a column outside the catalogue), else none."""
+    return directions(columns) if config.oriented and columns is not None else None
 
 
 def min_pairs_to_reject(config: "TestConfig") -> int:
@@ -52,6 +72,8 @@ class TestConfig(pydantic.BaseModel):
     ridge: float = pydantic.Field(2.0, gt=0.0)      # online scorer only: ρ = ridge·features
     trim: float = pydantic.Field(0.025, ge=0.0, lt=0.5)
     seed: int = 0
+    # Keep each catalogued feature's member-like direction (module docstring): one-sided.
+    oriented: bool = True
 
     @pydantic.field_validator("strategy", "scorer", "payoff")
     @classmethod
@@ -105,11 +127,12 @@ class SequentialTest:
     __test__ = False
 
     def __init__(self, n_features: int, config: TestConfig | None = None, batch: int | None = None,
-                 keep_history: bool = True):
+                 keep_history: bool = True, columns: list[str] | None = None):
         self.config = config = config or TestConfig()
         self.n_features, self.batch, self.keep_history = int(n_features), batch, keep_history
         self.scorer = make_scorer(config.scorer, n_features, lr=config.lr, epochs=config.epochs,
-                                  ridge=config.ridge, trim=config.trim, seed=config.seed, batch=batch)
+                                  ridge=config.ridge, trim=config.trim, seed=config.seed, batch=batch,
+                                  signs=signs_of(config, columns))
         self.payoff = make_payoff(config.payoff, dim=1, batch=batch)  # witness on scalar scores
         self.eprocess = EProcess(config.strategy, config.lambda_max, config.alpha, batch)
         self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
@@ -174,8 +197,9 @@ class SequentialTest:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SequentialTest":
-        # States saved before ``scorer`` existed were made by the paper scorer.
-        config = TestConfig(**{"scorer": d["scorer"].get("kind", "paper"), **d["config"]})
+        # States saved before ``scorer`` existed were made by the paper scorer, and before
+        # ``oriented`` existed by an unconstrained one.
+        config = TestConfig(**{"scorer": d["scorer"].get("kind", "paper"), "oriented": False, **d["config"]})
         obj = cls(d["n_features"], config, d["batch"])
         obj.scorer = scorer_from_dict(d["scorer"])
         obj.payoff = payoff_from_dict(d["payoff"])
@@ -242,7 +266,7 @@ def run_test(df: pd.DataFrame, config: TestConfig | None = None, feature_cols: l
     rng = np.random.default_rng(config.seed)
     S, H = S[rng.permutation(len(S))], H[rng.permutation(len(H))]
     n = min(len(S), len(H))
-    test = SequentialTest(len(cols), config)
+    test = SequentialTest(len(cols), config, columns=cols)
     res = test.run(S[:n], H[:n], stop_on_reject=True)
     out = res.summary()
     out.update({"pairs_available": n, "n_suspect": int(len(S)), "n_heldout": int(len(H)),

@@ -22,13 +22,14 @@ import pandas as pd
 
 from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
 from trainspotter.stats.scoring import make_scorer
-from trainspotter.stats.sequential import SequentialTest, TestConfig, split_features
+from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of, split_features
 
-__all__ = ["run_batch", "stop_times", "power_curve", "simulate", "simulate_many", "pollution", "ebh"]
+__all__ = ["run_batch", "stop_times", "stream_stops", "power_curve", "simulate", "simulate_many", "pollution", "ebh"]
 
 
-def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig) -> dict:
-    """Run B independent streams X, Y of shape (B, n, p) through the test.
+def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig, columns: list[str] | None = None) -> dict:
+    """Run B independent streams X, Y of shape (B, n, p) through the test (``columns``
+    name the features, for the scorer's orientation).
 
     Returns {"stop_time" (B,) with 0 = no crossing, "log_wealth" (B, n),
     "u" (B, n)}. The streams continue after a crossing (the first crossing
@@ -37,7 +38,7 @@ def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig) -> dict:
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float)
     B, n, p = X.shape
-    test = SequentialTest(p, config, batch=B)
+    test = SequentialTest(p, config, batch=B, columns=columns)
     logw = np.zeros((B, n))
     for t in range(n):
         test.update(X[:, t], Y[:, t])
@@ -84,11 +85,12 @@ def _chunks(trials: int, batch_size: int):
 
 # The fields that fix the scorer: configurations equal in these see the same scores on
 # the same streams, so one scorer pass can feed all their bettors.
-SCORER_FIELDS = ("scorer", "lr", "epochs", "trim", "ridge", "seed")
+SCORER_FIELDS = ("scorer", "lr", "epochs", "trim", "ridge", "seed", "oriented")
 
 
-def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray,
-                  configs: list[TestConfig], alphas: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray,
+                  configs: list[TestConfig], alphas: list[float],
+                  columns: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test of every
     configuration (all with the scorer settings of ``configs[0]``), one round at a time.
 
@@ -103,7 +105,7 @@ def _stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.nda
     B, n = idx_x.shape
     c0 = configs[0]
     scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
-                         seed=c0.seed, batch=B)
+                         seed=c0.seed, batch=B, signs=signs_of(c0, columns))
     payoffs = {c.payoff: make_payoff(c.payoff, dim=1, batch=B) for c in configs}
     eprocesses = [EProcess(c.strategy, c.lambda_max, c.alpha, B) for c in configs]
     log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
@@ -178,7 +180,7 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
             ix = np.stack([r.permutation(len(S))[:n] for r in chunk])
             iy = np.stack([r.permutation(len(H))[:n] for r in chunk])
         for members in groups.values():
-            st, lw = _stream_stops(X, H, ix, iy, [configs[i] for i in members], every)
+            st, lw = stream_stops(X, H, ix, iy, [configs[i] for i in members], every, cols)
             stops[members, :, start: start + len(chunk)] = st
             sum_logw[members] += lw
     results = []
@@ -198,21 +200,24 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
 
 def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0.2, 0.5, 0.7, 0.9),
               trials: int = 50, n_max: int | None = None, seed: int = 0, feature_cols: list[str] | None = None,
-              batch_size: int = 64) -> dict:
+              batch_size: int = 64, pollutant: pd.DataFrame | None = None) -> dict:
     """D.6: replace a fraction ρ of the held-out stream by true members.
 
-    The injected members are suspect rows that are not in the trial's suspect
-    stream. Returns per ratio the rejection rate, mean stop and the mean
-    log-wealth trajectory (the paper plots the latter).
+    The injected members are suspect rows that are not in the trial's suspect stream
+    (suspect = members: what pollution costs in power), or rows of ``pollutant`` (e.g.
+    members while the suspect rows are non-members: whether pollution breaks validity).
+    Returns per ratio the rejection rate, mean stop, censored mean pairs to decision and
+    the mean log-wealth trajectory (the paper plots the latter).
     """
     config = config or TestConfig()
     S, H, cols = split_features(df, feature_cols)
+    P = None if pollutant is None else pollutant[cols].to_numpy(dtype=float)
     rmax = max(ratios)
-    n = min(len(H), int(len(S) / (1.0 + rmax)))
+    n = min(len(H), len(S)) if P is not None else min(len(H), int(len(S) / (1.0 + rmax)))
     if n_max is not None:
         n = min(n, int(n_max))
-    if n < 1:
-        raise ValueError("not enough suspect rows to pollute the held-out stream")
+    if n < 1 or (P is not None and len(P) < round(rmax * n)):
+        raise ValueError("not enough member rows to pollute the held-out stream")
     out = {"pairs": int(n), "trials": int(trials), "alpha": config.alpha, "ratios": {}}
     for ratio in ratios:
         rng = np.random.default_rng(seed)  # same orders for every ratio
@@ -224,12 +229,13 @@ def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0
             Y = H[np.stack([rng.permutation(len(H))[:n] for _ in range(b)])]
             for i in range(b):  # members at k random positions of the held-out stream
                 pos = rng.choice(n, size=k, replace=False)
-                Y[i, pos] = S[ps[i, n: n + k]]
-            res = run_batch(X, Y, config)
+                Y[i, pos] = S[ps[i, n: n + k]] if P is None else P[rng.choice(len(P), size=k, replace=False)]
+            res = run_batch(X, Y, config, cols)
             stops.append(res["stop_time"])
             mean_logw += res["log_wealth"].sum(axis=0)
         stops = np.concatenate(stops)
         summ = _summary(stops, n, null=False)
+        summ["censored_pairs"] = float(np.where(stops > 0, stops, n).mean())
         summ["mean_log_wealth"] = (mean_logw / trials).tolist()
         out["ratios"][str(ratio)] = summ
     return out
