@@ -9,7 +9,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from flows.tracking import StepLogger, git_commit, log_audit_outputs, log_dataset, use_experiment
+from flows.tracking import StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, use_experiment
 from tasks.extract import extract_chunk
 from trainspotter import __version__
 from trainspotter.audit import AuditConfig, audit
@@ -25,7 +25,8 @@ extract_batch = extract_chunk.with_options(tags=set(), task_run_name="features[{
 STEPS = {"wealth": "wealth", "lambda": "lambda", "payoff_u": "u", "score_suspect": "score_x",
          "score_heldout": "score_y"}
 METRICS = ("e_value", "pairs_used", "pairs_this_run", "pairs_queried", "wealth_start", "max_wealth",
-           "p_value", "reject", "baseline_p_value")
+           "p_value", "reject", "model_reject", "baseline_p_value")
+BLIND_METRICS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used")
 
 
 @flow(name="audit", log_prints=False)
@@ -48,23 +49,25 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
             log_dataset(pd.DataFrame(load_passages(path)), side, path, context=side)
         result = audit(config, extract_fn=extract_fn, on_batch=StepLogger(where["run_id"], STEPS),
                        run_id=where["run_id"])
-        mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None})
+        mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
+                           | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS})
+        mlflow.set_tag("verdict", result.verdict)
+        log_steps(where["run_id"], {"blind_wealth": result.blind.wealth})
         where |= log_audit_outputs(config, result, where, tracking_uri)
     summary = result.model_dump() | where
     create_markdown_artifact(key="audit-" + "".join(c if c.isalnum() else "-" for c in config.name.lower()),
                              markdown=_markdown(summary), description=f"audit {config.name}")
-    get_run_logger().info("audit %s: reject=%s e=%.3g after %d pairs", config.name, result.reject,
-                          result.e_value, result.pairs_used)
+    get_run_logger().info("audit %s: %s, e=%.3g after %d pairs (blind e=%.3g)", config.name, result.verdict,
+                          result.e_value, result.pairs_used, result.blind.e_value)
     return summary
 
 
 def _markdown(s: dict) -> str:
-    decision = "**reject H0**: evidence that the suspect set was trained on" if s["reject"] \
-        else "no rejection: not enough evidence (yet)"
     baseline = "n/a" if s["baseline_p_value"] is None else f"{s['baseline_p_value']:.3g}"
     return "\n".join([
-        f"# Audit `{s['name']}`", "", decision, "", "| quantity | value |", "|---|---|",
+        f"# Audit `{s['name']}`: {s['verdict']}", "", s["explanation"], "", "| quantity | value |", "|---|---|",
         f"| e-value | {s['e_value']:.4g} |", f"| anytime-valid p-value | {s['p_value']:.4g} |",
+        f"| blind e-value (pairs) | {s['blind']['e_value']:.4g} ({s['blind']['pairs_used']}) |",
         f"| pairs used (this run) | {s['pairs_used']} ({s['pairs_this_run']}) |",
         f"| wealth at start of run | {s['wealth_start']:.4g} |", f"| α | {s['alpha']} |",
         f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |"])

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import JSON, REFRESH, Access, Payoff, Strategy, choice, emit_json, input_error
+from flows.cli_common import JSON, REFRESH, Access, Payoff, ShiftCheck, Strategy, choice, emit_json, input_error
 from flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
@@ -30,19 +30,23 @@ app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 
-def _decision(reject: bool) -> str:
-    return "[red]reject H0 (trained on)[/red]" if reject else "[green]no evidence (keep H0)[/green]"
+DECISIONS = {"trained on": "[red]reject H0 (trained on)[/red]",
+             "no evidence": "[green]no evidence (keep H0)[/green]",
+             "inconclusive": "[yellow]inconclusive (held-out differs from suspect)[/yellow]"}
+INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
 
 
 def _results_table(results: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)", "decision"):
+    for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
+                "blind e-value (pairs)", "decision"):
         table.add_column(col)
     for r in results:
-        baseline = r.get("baseline_p_value")
+        baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
                       f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
-                      "—" if baseline is None else f"{baseline:.3g}", _decision(r["reject"]))
+                      "—" if baseline is None else f"{baseline:.3g}",
+                      f"{blind['e_value']:.3g} ({blind['pairs_used']})", DECISIONS[r["verdict"]])
     return table
 
 
@@ -50,6 +54,8 @@ def _print_results(results: list[dict], title: str) -> None:
     out = Console()
     out.print(_results_table(results, title))
     for r in results:
+        if r["verdict"] == "inconclusive":
+            out.print(r["explanation"], markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
 
@@ -125,8 +131,10 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy tokens "
                                   "only, label-only APIs) or both."),
           features: str = typer.Option("lean", help="Feature set: lean (one forward pass per text "
-                                                    "per model) or full (+ six perturbations and "
-                                                    "suffix generation)."),
+                                                    "per model), calibrated (its target-vs-reference "
+                                                    "features only: robust to held-out sets of easier "
+                                                    "or harder text; needs --reference) or full (+ six "
+                                                    "perturbations and suffix generation)."),
           alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
           max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs queried."),
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
@@ -143,6 +151,10 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
           seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
                                                   "with pairs not used before (recurring audits)."),
+          shift_check: ShiftCheck = choice(ShiftCheck, "shift-check", "stop", "When the blind check finds "
+                                           "that the held-out set differs from the suspect set (the verdict "
+                                           "is then inconclusive, exit 3): stop before any model query, or "
+                                           "continue to record the model's e-value anyway."),
           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
           refresh: bool = REFRESH,
           json_out: bool = JSON) -> None:
@@ -171,12 +183,12 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
-                             preset=preset or DEFAULT_PRESET,
+                             preset=preset or DEFAULT_PRESET, shift_check=shift_check.value,
                              test=TestConfig(alpha=alpha, seed=seed,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
-                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
+                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
     _check_audit_data(config, passages[suspect], passages[heldout])
     from flows.audit import audit_flow
     from tasks import start_prefect_api
@@ -186,8 +198,11 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
     with refreshing(refresh):
         result = audit_flow(config, tracking_uri)
     if json_out:
-        return emit_json(result)
-    _print_results([result], f"Audit {name!r} (α = {alpha})")
+        emit_json(result)
+    else:
+        _print_results([result], f"Audit {name!r} (α = {alpha})")
+    if result["verdict"] == "inconclusive":
+        raise typer.Exit(INCONCLUSIVE_EXIT)
 
 
 def _check_audit_data(config, suspect: list[dict], heldout: list[dict]) -> None:

@@ -16,6 +16,7 @@ from trainspotter.stats.betting import PAYOFFS, STRATEGIES
 Access = Enum("Access", {a: a for a in ("gray", "black", "both")}, type=str)
 Strategy = Enum("Strategy", {s: s for s in STRATEGIES}, type=str)
 Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
+ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue")}, type=str)
 
 JSON = typer.Option(False, "--json", help="Print only a machine-readable JSON result on stdout.")
 REFRESH = typer.Option(False, "--refresh", help="Recompute cached task results (and overwrite "

@@ -28,16 +28,19 @@ from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.presets import DEFAULT_PRESET, PRESETS  # named TestConfig overrides
+from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 
-__all__ = ["AuditConfig", "AuditResult", "Auditor", "DEFAULT_PRESET", "PRESETS", "UsageMeter", "audit",
-           "model_extract"]
+__all__ = ["AuditConfig", "AuditResult", "Auditor", "DEFAULT_PRESET", "PRESETS", "UsageMeter", "VERDICTS",
+           "audit", "model_extract"]
 
 log = logging.getLogger(__name__)
 
 HISTORY = ("wealth", "lambda", "u", "score_x", "score_y")
 ExtractFn = Callable[[list[dict], int], list[dict]]
+Verdict = Literal["trained on", "no evidence", "inconclusive"]
+VERDICTS: tuple[Verdict, ...] = ("trained on", "no evidence", "inconclusive")
 
 
 class AuditConfig(BaseModel):
@@ -56,6 +59,16 @@ class AuditConfig(BaseModel):
     ledger: bool = False  # continue the stored e-process of audit `name` (recurring audits)
     preset: str = DEFAULT_PRESET  # named test settings, see PRESETS
     test: TestConfig = Field(default_factory=TestConfig)
+    # The blind check (trainspotter.stats.blind) runs on every available pair before any
+    # query. When it fires the verdict is "inconclusive" whatever the model says, so
+    # "stop" queries nothing; "continue" runs the model's test anyway, for the record.
+    shift_check: Literal["stop", "continue"] = "stop"
+
+    @model_validator(mode="after")
+    def _needs_reference(self) -> "AuditConfig":
+        if self.features.relative_only and not self.reference:
+            raise ValueError("the calibrated (reference-relative) feature set needs a reference model")
+        return self
 
     @model_validator(mode="after")
     def _apply_preset(self) -> "AuditConfig":
@@ -77,14 +90,18 @@ class AuditResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    reject: bool
+    verdict: Verdict  # "inconclusive" whenever the blind check fired (the sets differ without the model)
+    reject: bool  # verdict == "trained on": the model's test rejected H0 and the blind check did not fire
+    model_reject: bool  # the model's e-process reached 1/α (with or without the blind check)
+    explanation: str  # what the verdict rests on and, if inconclusive, what to do
+    blind: BlindResult  # the model-free e-process on every available pair
     e_value: float
     pairs_used: int  # pairs in the e-process so far (all runs of a recurring audit)
     pairs_this_run: int
     pairs_queried: int  # this run; can exceed pairs_this_run by the rest of the rejecting batch
     pairs_available: int
     stop_time: int | None
-    stopped_by: Literal["rejected", "budget", "data"]
+    stopped_by: Literal["rejected", "budget", "data", "shift"]  # shift: the blind check fired, nothing queried
     wealth_start: float  # W before this run (1 for a fresh audit)
     wealth: float
     max_wealth: float
@@ -110,7 +127,7 @@ class AuditResult(BaseModel):
     def wealth_path(self) -> list[float]:
         """W_1..W_t of the whole e-process, earlier runs of a recurring audit included
         (this run's part only for a result loaded from JSON)."""
-        if self._auditor is None:
+        if self._auditor is None or self._auditor.test is None:
             return self.history["wealth"]
         return [float(w) for w in self._auditor.test.history["wealth"]]
 
@@ -186,7 +203,7 @@ class Auditor:
             return self.rejected
         if self.test is None:
             self.columns = self.columns or _first_batch_columns(rows)
-            self.test = SequentialTest(len(self.columns), self.config)
+            self.test = SequentialTest(len(self.columns), self.config, columns=self.columns)
         for x, y in zip(sides["suspect"], sides["heldout"]):
             self.test.update(self._vector(x), self._vector(y))
             self.rows += [x, y]
@@ -217,24 +234,55 @@ class Auditor:
         """The rows bet on this run: id, set and the test's feature columns."""
         return pd.DataFrame(self.rows, columns=["id", "set", *self.columns])
 
-    def result(self, name: str = "audit", stopped_by: str | None = None, pairs_available: int | None = None,
-               seed: int = 0, **extra) -> AuditResult:
-        """The result so far; ``extra``: usage, saved_by_stopping, ledger."""
-        if self.test is None:
-            raise InputError(f"audit {name!r}: no pairs were tested")
+    def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
+               pairs_available: int | None = None, seed: int = 0, **extra) -> AuditResult:
+        """The result so far, its verdict taking the blind check into account; ``extra``:
+        usage, saved_by_stopping, ledger. Before any pair (the blind check stopped the audit)
+        the model's part is the stored state's, or W = 1."""
         test = self.test
+        if test is None and stopped_by != "shift":
+            raise InputError(f"audit {name!r}: no pairs were tested")
+        verdict = "inconclusive" if blind.fired else "trained on" if self.rejected else "no evidence"
+        t = int(test.t) if test is not None else 0
         result = AuditResult(
-            name=name, reject=self.rejected, e_value=float(test.e_value), pairs_used=int(test.t),
-            pairs_this_run=int(test.t - self.t0), pairs_queried=self.pairs_queried,
-            pairs_available=pairs_available if pairs_available is not None else int(test.t),
-            stop_time=test.stop_time, stopped_by=stopped_by or ("rejected" if self.rejected else "data"),
-            wealth_start=self.w0, wealth=float(test.wealth), max_wealth=float(test.max_wealth),
-            p_value=float(test.p_value), alpha=self.config.alpha, features=self.columns,
-            baseline_p_value=baseline_p_value(self.features(), self.columns, seed),
-            feature_weights=dict(zip(self.columns, test.scorer.theta[0, :-1].tolist())),
+            name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
+            explanation=explain(verdict, blind, self.config.alpha), blind=blind,
+            e_value=float(test.e_value) if test else self.w0, pairs_used=t, pairs_this_run=t - self.t0,
+            pairs_queried=self.pairs_queried,
+            pairs_available=pairs_available if pairs_available is not None else t,
+            stop_time=test.stop_time if test else None,
+            stopped_by=stopped_by or ("rejected" if self.rejected else "data"),
+            wealth_start=self.w0, wealth=float(test.wealth) if test else self.w0,
+            max_wealth=float(test.max_wealth) if test else max(self.w0, 1.0),
+            p_value=float(test.p_value) if test else min(1.0, 1 / max(self.w0, 1.0)),
+            alpha=self.config.alpha, features=self.columns,
+            baseline_p_value=baseline_p_value(self.features(), self.columns, seed) if test else None,
+            feature_weights=dict(zip(self.columns, test.scorer.theta[0, :-1].tolist())) if test else {},
             history=self.history, **extra)
         result._auditor = self
         return result
+
+
+def explain(verdict: str, blind: BlindResult, alpha: float) -> str:
+    """One paragraph: what the verdict rests on and, when inconclusive, what to do."""
+    if verdict == "trained on":
+        return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
+                f"used to train the model. The blind check, which sees only the texts, could not tell "
+                f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
+                f"the evidence is about the model, not about how the sets were drawn.")
+    if verdict == "no evidence":
+        return (f"The model's e-value stayed below 1/α = {1 / alpha:g}: no evidence (yet) that the suspect "
+                f"set was trained on. More pairs, a reference model or the full feature set may still "
+                f"find it; the e-process can be continued (--name NAME --ledger).")
+    what = "; ".join(blind.differences) or "no single statistic stands out"
+    return (f"Inconclusive: the held-out set differs from the suspect set. A check that sees only the "
+            f"texts tells them apart (blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / alpha:g} after "
+            f"{blind.pairs_used} pairs), so they are not exchangeable and a model's test would find a "
+            f"difference whether or not the model was trained on the suspect set. What to do: draw the "
+            f"held-out passages from the same source and period as the suspect ones, with the same "
+            f"topics, lengths and formatting (ideally a random part of the same collection that was "
+            f"never published); bring a reference model trained on similar data and audit with "
+            f"--features calibrated; then audit again. What differs: {what}.")
 
 
 def _first_batch_columns(rows: list[dict]) -> list[str]:
@@ -299,8 +347,15 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = load_passages(config.suspect), load_passages(config.heldout)
     check_disjoint(config.suspect, suspect, config.heldout, heldout)
+    # The blind check sees every available pair (of a recurring audit: every passage there
+    # is now), in the audit's pair order, before any query; it never sees model evidence.
+    every = make_pairs(suspect, heldout, seed=config.seed)
+    blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.test)
+    if blind.fired:
+        log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
+                    "suspect set", blind.e_value, blind.pairs_used)
     if not config.ledger:
-        return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch)
+        return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, blind)
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
@@ -311,14 +366,16 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         heldout = [p for p in heldout if p["id"] not in used["heldout"]]
         state = SequentialTest.from_dict(ledger["state"]) if ledger["state"] is not None else None
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
-        result = _run(config, auditor, suspect, heldout, extract_fn, on_batch)
+        result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, blind)
         _record(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
         return result.model_copy(update={"ledger": str(save_ledger(ledger))})
 
 
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],
-         extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None) -> AuditResult:
+         extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, blind: BlindResult) -> AuditResult:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
+    if blind.fired and config.shift_check == "stop":
+        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed)
     meter = UsageMeter([config.model, config.reference])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
@@ -343,7 +400,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
         raise InputError(f"audit {config.name!r}: no pairs to test" if stopped_by == "data" else
                          f"audit {config.name!r}: the query budget ran out before the first pair")
     return auditor.result(
-        config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
+        blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
         **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 
@@ -351,11 +408,13 @@ def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditRe
     """Store the continued state, the pairs consumed and one history row."""
     from trainspotter.backends import spec_fingerprint
 
-    ledger["state"], ledger["columns"] = auditor.test.to_dict(), auditor.columns
+    if auditor.test is not None:
+        ledger["state"], ledger["columns"] = auditor.test.to_dict(), auditor.columns
     for side in ("suspect", "heldout"):
         ledger["used"][side] += [r["id"] for r in auditor.rows if r["set"] == side]
     ledger["runs"].append({
         "run_id": run_id, "finished": time.time(), "model": config.model,
         "model_fingerprint": spec_fingerprint(config.model), "pairs_added": result.pairs_this_run,
         "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
-        "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value})
+        "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
+        "verdict": result.verdict, "blind_e_value": result.blind.e_value})

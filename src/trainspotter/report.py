@@ -21,12 +21,16 @@ def _save(fig, path: Path) -> Path:
 
 
 def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
-                stop_time: int | None = None, run_start: int = 0) -> Path:
+                stop_time: int | None = None, run_start: int = 0, blind: np.ndarray | None = None) -> Path:
     """W_0 = 1, W_1..W_n on a log axis; reject H0 once W_t ≥ 1/α (Ville's inequality).
-    ``run_start`` > 0 marks where a continued audit's latest run took over."""
+    ``run_start`` > 0 marks where a continued audit's latest run took over; ``blind`` is the
+    blind check's wealth on the same pairs (trainspotter.stats.blind), drawn beside it."""
     w = np.concatenate([[1.0], np.asarray(wealth, dtype=float)])
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
-    ax.plot(np.arange(len(w)), w, color="tab:blue", lw=1.6, label="wealth $W_t$")
+    ax.plot(np.arange(len(w)), w, color="tab:blue", lw=1.6, label="wealth $W_t$ (model)")
+    if blind is not None and len(blind):
+        b = np.concatenate([[1.0], np.asarray(blind, dtype=float)])
+        ax.plot(np.arange(len(b)), b, color="tab:orange", lw=1.2, ls="--", label="blind check (texts only)")
     ax.axhline(1 / alpha, color="tab:red", ls="--", lw=1, label=f"1/α = {1 / alpha:g}")
     ax.axhline(1, color="grey", lw=0.6)
     if run_start > 0:
@@ -49,20 +53,26 @@ REPORT_TEMPLATE = """<!doctype html>
  h1 { font-size: 1.5em; } .verdict { font-size: 1.2em; padding: .6em 1em; border-radius: 6px; }
  .reject { background: #fde2e1; border: 1px solid #d9534f; }
  .keep { background: #e3f4e1; border: 1px solid #5cb85c; }
+ .inconclusive { background: #fff4d6; border: 1px solid #e0a800; }
  table { border-collapse: collapse; margin: 1em 0; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
  td.num { text-align: right; font-variant-numeric: tabular-nums; }
  .bar { display: inline-block; height: .8em; background: #4a7fb5; } .neg { background: #c9734a; }
  small { color: #666; }
 </style></head><body>
 <h1>Dataset-inference audit <code>{{ s.name }}</code></h1>
-<p class="verdict {{ 'reject' if s.reject else 'keep' }}">
-{% if s.reject %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
+{% set style = {'trained on': 'reject', 'no evidence': 'keep', 'inconclusive': 'inconclusive'}[s.verdict] %}
+<p class="verdict {{ style }}">
+{% if s.verdict == 'trained on' %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
 (e-value {{ '%.4g' % s.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}).
+{% elif s.verdict == 'inconclusive' %}<b>Inconclusive</b>: the held-out set differs from the suspect set
+(blind e-value {{ '%.4g' % s.blind.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}); no verdict about training.
 {% else %}<b>No rejection</b>: not enough evidence that the suspect set was trained on
 (e-value {{ '%.4g' % s.e_value }} &lt; 1/α = {{ '%g' % (1 / s.alpha) }}).{% endif %}</p>
+<p>{{ s.explanation }}</p>
 <table>
 <tr><th>e-value at the stop (or now)</th><td class="num">{{ '%.4g' % s.e_value }}</td></tr>
 <tr><th>anytime-valid p-value 1/max W</th><td class="num">{{ '%.4g' % s.p_value }}</td></tr>
+{% if s.blind %}<tr><th>blind check: e-value (pairs used / available)</th><td class="num">{{ '%.4g' % s.blind.e_value }} ({{ s.blind.pairs_used }} / {{ s.blind.pairs_available }})</td></tr>{% endif %}
 <tr><th>fixed-n DI p-value (Maini et al., comparison only)</th><td class="num">{{ '—' if s.baseline_p_value is none else '%.4g' % s.baseline_p_value }}</td></tr>
 <tr><th>pairs used / available</th><td class="num">{{ s.pairs_used }} / {{ s.pairs_available }}</td></tr>
 <tr><th>pairs queried this run</th><td class="num">{{ s.pairs_queried }}</td></tr>
@@ -72,7 +82,10 @@ REPORT_TEMPLATE = """<!doctype html>
 </table>
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
-<p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).</small></p>
+<p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).
+The blind check bets the same way on the same pairs with scores from the texts alone (length, casing, punctuation, word and character n-grams): when it reaches 1/α the sets differ without any model, and the model's evidence cannot be read as evidence of training.</small></p>
+{% if s.blind and s.blind.differences %}<h2>What differs between the sets (texts only)</h2>
+<ul>{% for d in s.blind.differences %}<li>{{ d }}</li>{% endfor %}</ul>{% endif %}
 {% if weights %}<h2>Scoring-model feature weights</h2>
 <p><small>Logistic weights on normalised features after the last pair (positive: more member-like).</small></p>
 <table>{% for name, w in weights %}<tr><td><code>{{ name }}</code></td><td class="num">{{ '%+.3f' % w }}</td>
@@ -96,6 +109,9 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
 
     b64 = lambda data: base64.b64encode(data).decode("ascii")  # noqa: E731
     ranked = sorted((weights or {}).items(), key=lambda kv: -abs(kv[1]))
+    # runs logged before the blind check existed have no verdict of their own
+    summary = {"verdict": "trained on" if summary["reject"] else "no evidence", "explanation": "",
+               "blind": None} | summary
     template = Environment(autoescape=True).from_string(REPORT_TEMPLATE)
     return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,

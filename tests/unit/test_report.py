@@ -26,3 +26,16 @@ def test_report_without_rejection_says_so(tmp_path):
     png = wealth_plot(np.array([0.9, 0.8]), 0.05, tmp_path / "w.png").read_bytes()
     page = html_report(SUMMARY | {"reject": False, "e_value": 0.8}, png)
     assert "No rejection" in page and "Reject H0" not in page
+
+
+def test_inconclusive_report_names_the_shift_and_draws_the_blind_wealth(tmp_path):
+    blind = {"fired": True, "e_value": 31.0, "pairs_used": 12, "pairs_available": 80,
+             "differences": ["log chars: suspect 5.39 vs held-out 5.19 (d = +2.39)"]}
+    summary = SUMMARY | {"verdict": "inconclusive", "reject": False, "model_reject": True, "blind": blind,
+                         "explanation": "Inconclusive: the held-out set differs from the suspect set."}
+    path = wealth_plot(np.array([1.0, 2.0, 30.0]), 0.05, tmp_path / "w.png", blind=np.array([1.5, 4.0, 31.0]))
+    page = html_report(summary, path.read_bytes())
+    assert "<b>Inconclusive</b>" in page and "Reject H0" not in page
+    assert "31 (12 / 80)" in page and "log chars: suspect 5.39" in page
+    # the blind wealth is drawn: the plot differs from the same plot without it
+    assert path.read_bytes() != wealth_plot(np.array([1.0, 2.0, 30.0]), 0.05, tmp_path / "v.png").read_bytes()

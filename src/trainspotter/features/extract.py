@@ -167,8 +167,10 @@ def _batch(passages, target, reference, access, config, ctx) -> list[dict]:
 
 
 def feature_columns(config: FeatureConfig, access: Access, reference: bool) -> list[str]:
-    """The columns ``extract`` returns (after id/set), in catalogue order."""
-    return [s.name for s in catalog(config, access) if reference or "reference" not in s.models]
+    """The columns ``extract`` returns (after id/set), in catalogue order: those the given
+    models allow, and only the reference-relative ones when ``config.relative_only``."""
+    return [s.name for s in catalog(config, access) if (reference or "reference" not in s.models)
+            and (not config.relative_only or "reference" in s.models)]
 
 
 def extract(passages: list[dict], target: Backend, reference: Backend | None = None,
@@ -183,6 +185,8 @@ def extract(passages: list[dict], target: Backend, reference: Backend | None = N
         raise InputError(f"access {access!r}: expected gray, black or both")
     if not passages:
         raise InputError("no passages to extract features from")
+    if config.relative_only and reference is None:
+        raise InputError("reference-relative features (the calibrated set) need a reference model")
     for j, p in enumerate(passages):
         if not isinstance(p.get("text"), str) or not p["text"].strip():
             raise InputError(f"passage {p.get('id', j)!r}: `text` must be a non-empty string")

@@ -126,6 +126,9 @@ class FeatureConfig(BaseModel):
     ez_cap: float = EZ_CAP  # EZ value for EZ-MIA App. E.5/E.6's "∞" cases
     batch_size: int = 16  # passages per batch of model calls
     embedding_cache: str | None = None  # .npz path for the token-embedding table
+    # Only features that compare the target with the reference model (calibrated: what makes
+    # one text easier than another cancels to first order; the "calibrated" set).
+    relative_only: bool = False
 
     @field_validator("min_k")
     @classmethod
@@ -165,9 +168,14 @@ def _pct(k: float) -> int:
 
 
 # Named feature sets for audits: "lean" costs one forward pass per text per model (the
-# foundation's features plus Min-K%++ and EZ from the same pass); "full" is everything.
+# foundation's features plus Min-K%++ and EZ from the same pass); "calibrated" keeps the
+# reference-relative ones of that pass (RefL ratio and difference, EZ), which are robust to
+# a held-out set that is easier or harder text (benchmarks/results/shift.md); "full" is
+# everything.
 FEATURE_SETS = {
     "lean": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False),
+    "calibrated": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False,
+                                relative_only=True),
     "full": FeatureConfig(),
 }
 
