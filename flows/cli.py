@@ -30,23 +30,23 @@ app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 
-DECISIONS = {"trained on": "[red]reject H0 (trained on)[/red]",
-             "no evidence": "[green]no evidence (keep H0)[/green]",
-             "inconclusive": "[yellow]inconclusive (held-out differs from suspect)[/yellow]"}
+DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
+             "no evidence": "[green]keep H0: no evidence[/green]",
+             "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
 INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
 
 
 def _results_table(results: list[dict], title: str) -> Table:
     table = Table(title=title)
     for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
-                "blind e-value (pairs)", "decision"):
+                "blind check e-value", "decision"):
         table.add_column(col)
     for r in results:
         baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
                       f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
                       "—" if baseline is None else f"{baseline:.3g}",
-                      f"{blind['e_value']:.3g} ({blind['pairs_used']})", DECISIONS[r["verdict"]])
+                      f"{blind['e_value']:.3g}", DECISIONS[r["verdict"]])
     return table
 
 
@@ -240,11 +240,12 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
         return emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
                            "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
     table = Table(title=f"Evidence ledger {name!r}")
-    for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "reject"):
+    for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"):
         table.add_column(col)
-    for r in runs:
+    for r in runs:  # runs recorded before the blind check have no verdict of their own
+        verdict = r.get("verdict") or ("trained on" if r["reject"] else "no evidence")
         table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),
-                      f"{r['wealth_start']:.3g} → {r['wealth_end']:.3g}", str(r["reject"]))
+                      f"{r['wealth_start']:.3g} → {r['wealth_end']:.3g}", DECISIONS[verdict])
     Console().print(table)
 
 

@@ -53,7 +53,41 @@ def _load_yaml(path: Path | None) -> dict:
     return data
 
 
+def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out) -> None:
+    """``--suite shift``: the held-out shift suite (trainspotter.evaluation.shift)."""
+    from trainspotter.evaluation.shift import ShiftConfig
+
+    try:
+        cfg = ShiftConfig(**{k: v for k, v in {
+            "testbed": testbed, "trials": trials, "iid_trials": null_trials, "pollution_trials": null_trials,
+            "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
+    except pydantic.ValidationError as e:
+        raise input_error(e, {"iid_trials": "null_trials"}) from None
+    from flows.shift import shift_flow
+    from tasks import start_prefect_api
+    from tasks.cache import refreshing
+
+    with refreshing(refresh):
+        start_prefect_api()
+        res = shift_flow(cfg, tracking_uri=tracking_uri)
+    if json_out:
+        return emit_json(res)
+    t = Table(title=f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})')
+    for col in ("shift", "suspect vs held-out", "blind fires", "default", "+ guard", "calibrated", "+ guard"):
+        t.add_column(col)
+    for r in res["scenarios"]:
+        lean, cal = r["tests"]["lean"], r["tests"]["calibrated"]
+        t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", f"{r['blind']['rate']:.3f}",
+                  *(f"{x['rate']:.3f}" for x in (lean["model"], lean["guarded"], cal["model"], cal["guarded"])))
+    _console.print(t)
+    _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
+
+
 def benchmark_cmd(
+    suite: str = typer.Option("mia", help="mia: per-sample methods and DI configurations; shift: false "
+                                          "\"trained on\" rates under held-out shift, the blind-check guard, "
+                                          "IID cost and pollution (--trials per shift, --null-trials for "
+                                          "the IID splits and pollution; results in benchmarks/results/shift.md)."),
     testbed: Optional[str] = typer.Option(None, help="Testbed name (default tiny); built if needed."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (default all)."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration (200)."),
@@ -80,6 +114,10 @@ def benchmark_cmd(
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
     from trainspotter.evaluation.testbed import PRESETS
 
+    if suite == "shift":
+        return _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out)
+    if suite != "mia":
+        raise InputError(f"option --suite {suite!r}: expected mia or shift")
     base = _load_yaml(config)
     features = dict(base.pop("features", None) or {})
     if perturbations is not None:

