@@ -322,6 +322,17 @@ def model_extract(config: AuditConfig) -> ExtractFn:
     return extract_fn
 
 
+def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
+    """A ledger written before the one-sided scorer existed holds an unoriented e-process: fill
+    the fields it lacks with the values it was made with (``oriented`` False, all feature
+    columns) and, unless the caller chose ``oriented`` explicitly, continue it as it is."""
+    stored["test"].setdefault("oriented", False)
+    stored["features"].setdefault("relative_only", False)
+    if "oriented" not in config.test.model_fields_set and not stored["test"]["oriented"]:
+        return config.model_copy(update={"test": config.test.model_copy(update={"oriented": False})})
+    return config
+
+
 def setup_of(config: AuditConfig) -> dict:
     """What must not change between runs of a recurring audit."""
     return {"reference": config.reference, "access": config.access,
@@ -359,6 +370,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
+        config = _as_stored(config, ledger["setup"])
         check_setup(ledger, setup_of(config))
         # Only pairs never bet on before may enter the continued e-process.
         used = {side: set(ids) for side, ids in ledger["used"].items()}

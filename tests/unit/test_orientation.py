@@ -98,3 +98,37 @@ def test_oriented_scorer_state_round_trips_and_old_states_stay_unoriented():
     restored = SequentialTest.from_dict(old)
     assert not restored.config.oriented and restored.scorer.signs is None
     assert isinstance(restored.scorer, NewtonScorer)
+
+
+def test_a_ledger_from_before_the_oriented_scorer_continues_unoriented(tmp_path, mini_testbed):
+    """A recurring audit stored before ``oriented`` existed holds an unoriented e-process; the
+    next scheduled run (same command) continues it as it is instead of refusing."""
+    import json
+    import zlib
+
+    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.ledger import ledger_path
+
+    texts = [f"Passage number {i} about topic {i % 7} with some words." for i in range(80)]
+    for side, part in (("s", texts[::2]), ("h", texts[1::2])):
+        (tmp_path / f"{side}.jsonl").write_text("".join(json.dumps({"id": f"{side}{i}", "text": t}) + "\n"
+                                                        for i, t in enumerate(part)))
+
+    def extract(passages, batch_no):
+        return [{"gray_ref_diff": float(np.random.default_rng(zlib.crc32(p["id"].encode())).normal())}
+                for p in passages]
+
+    config = AuditConfig(name="legacy", suspect=str(tmp_path / "s.jsonl"), heldout=str(tmp_path / "h.jsonl"),
+                         model="testbed:mini", ledger=True, max_pairs=10, batch_pairs=5)
+    audit(config, extract_fn=extract)
+    path = ledger_path("legacy")
+    stored = json.loads(path.read_text())  # make it look like an old ledger
+    stored["setup"]["test"].pop("oriented")
+    stored["setup"]["features"].pop("relative_only")
+    stored["state"]["config"].pop("oriented")
+    stored["state"]["scorer"].pop("signs")
+    path.write_text(json.dumps(stored))
+    r = audit(config, extract_fn=extract)
+    assert r.pairs_used == 20 and r.wealth_start != 1.0
+    again = json.loads(path.read_text())
+    assert again["state"]["config"]["oriented"] is False and again["state"]["scorer"]["signs"] is None

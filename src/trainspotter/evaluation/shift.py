@@ -187,12 +187,14 @@ def _rate(hits: np.ndarray, alpha: float) -> dict:
     return {"rate": k / n, "count": k, "binom_p": float(binomtest(k, n, alpha, alternative="greater").pvalue)}
 
 
-def summarise(result: dict, alpha: float, h0: bool) -> dict:
-    """Per column set: the model's rejection rate, the guarded "trained on" rate (model
-    rejects and the blind check does not fire) and, on true H1 streams (``h0`` False), the
-    share of true rejections the guard turns into "inconclusive" and the censored mean pairs
-    to decision; the blind check's firing rate. Rates under H0 come with the one-sided
-    binomial p-value of rate ≤ α."""
+def summarise(result: dict, alpha: float, h0: bool, baseline: str = "unoriented") -> dict:
+    """Per test: the model's rejection rate, the guarded "trained on" rate (model rejects and
+    the blind check does not fire), the censored mean pairs to decision and, on true H1
+    streams (``h0`` False), the share of true rejections the guard turns into "inconclusive"
+    and the paired saving in pairs against the ``baseline`` test on the same trials; the
+    blind check's firing rate. Rates come with the one-sided binomial p-value of rate ≤ α."""
+    from trainspotter.evaluation.benchmark import paired_saving
+
     fired = result["blind_stop"] > 0
     out = {"pairs": result["pairs"], "trials": result["trials"], "blind": _rate(fired, alpha), "tests": {}}
     for name, stops in result["model"].items():
@@ -201,10 +203,13 @@ def summarise(result: dict, alpha: float, h0: bool) -> dict:
                "censored_pairs": float(np.where(reject, stops, result["pairs"]).mean())}
         if not h0:
             row["lost_to_guard"] = float((reject & fired).sum() / max(reject.sum(), 1))
+            row |= paired_saving(stops, result["model"][baseline], result["pairs"])
         out["tests"][name] = row
     return out
 
 
+NAMES = {"unoriented": "before (lean, learned direction)", "lean": "default (lean, oriented)",
+         "calibrated": "calibrated (oriented)"}
 TESTS = {  # name: (feature set, scorer keeps the features' member-like directions)
     "unoriented": ("lean", False),  # the default before the guard: BADI's learned direction
     "lean": ("lean", True),          # the default
@@ -248,13 +253,16 @@ def render_markdown(summary: dict, alpha: float) -> str:
               "Members vs held-out (H1: rejections are right) and non-members vs held-out (H0). *lost to the "
               "guard*: share of the model's rejections that the guard turns into \"inconclusive\". Pairs: "
               "censored mean pairs to decision (a non-rejection counts as all pairs).", "",
-              "| suspect | pairs | trials | blind check fires | set | model rejects | + guard | lost to the guard "
-              "| pairs to decision |", "|---" * 9 + "|"]
+              "| suspect | pairs | trials | blind check fires | test | model rejects | + guard | lost to the guard "
+              "| pairs to decision | saving vs before [95% CI] |", "|---" * 10 + "|"]
     for r in summary["iid"]:
         for name, t in r["tests"].items():
             lost = "—" if r["h0"] else f"{t['lost_to_guard']:.3f}"
-            lines.append(f"| {r['suspect']} | {r['pairs']} | {r['trials']} | {_cell(r['blind'])} | {name} "
-                         f"| {_cell(t['model'])} | {_cell(t['guarded'])} | {lost} | {t['censored_pairs']:.1f} |")
+            saving = "—" if r["h0"] else \
+                f"{t['saving']:+.1%} [{t['saving_ci_low']:+.1%}, {t['saving_ci_high']:+.1%}]"
+            lines.append(f"| {r['suspect']} | {r['pairs']} | {r['trials']} | {_cell(r['blind'])} | {NAMES[name]} "
+                         f"| {_cell(t['model'])} | {_cell(t['guarded'])} | {lost} | {t['censored_pairs']:.1f} "
+                         f"| {saving} |")
     lines += ["", "## Held-out pollution (default test)", "",
               "A fraction of the held-out stream replaced by members (BADI App. D.6). Suspect = members: "
               "pollution may cost power. Suspect = non-members (H0: the suspect set was not trained on): "
