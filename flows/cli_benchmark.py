@@ -53,6 +53,15 @@ def _load_yaml(path: Path | None) -> dict:
     return data
 
 
+def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
+    from tasks import start_prefect_api
+    from tasks.cache import refreshing
+
+    with refreshing(refresh):
+        start_prefect_api()
+        return flow(config, tracking_uri=tracking_uri)
+
+
 def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out) -> None:
     """``--suite shift``: the held-out shift suite (trainspotter.evaluation.shift)."""
     from trainspotter.evaluation.shift import ShiftConfig
@@ -64,12 +73,8 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
     from flows.shift import shift_flow
-    from tasks import start_prefect_api
-    from tasks.cache import refreshing
 
-    with refreshing(refresh):
-        start_prefect_api()
-        res = shift_flow(cfg, tracking_uri=tracking_uri)
+    res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
     if json_out:
         return emit_json(res)
     t = Table(title=f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})')
@@ -137,12 +142,8 @@ def benchmark_cmd(
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
 
     from flows.benchmark import benchmark_flow
-    from tasks import start_prefect_api
-    from tasks.cache import refreshing
 
-    with refreshing(refresh):
-        start_prefect_api()
-        res = benchmark_flow(cfg, tracking_uri=tracking_uri)
+    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
     if json_out:
         return emit_json(res)
     t = Table(title=f"Per-sample methods on {cfg.testbed}")

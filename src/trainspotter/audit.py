@@ -32,15 +32,14 @@ from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 
-__all__ = ["AuditConfig", "AuditResult", "Auditor", "DEFAULT_PRESET", "PRESETS", "UsageMeter", "VERDICTS",
-           "audit", "model_extract"]
+__all__ = ["AuditConfig", "AuditResult", "Auditor", "DEFAULT_PRESET", "PRESETS", "UsageMeter", "audit",
+           "model_extract"]
 
 log = logging.getLogger(__name__)
 
 HISTORY = ("wealth", "lambda", "u", "score_x", "score_y")
 ExtractFn = Callable[[list[dict], int], list[dict]]
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
-VERDICTS: tuple[Verdict, ...] = ("trained on", "no evidence", "inconclusive")
 
 
 class AuditConfig(BaseModel):
@@ -237,28 +236,26 @@ class Auditor:
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
                pairs_available: int | None = None, seed: int = 0, **extra) -> AuditResult:
         """The result so far, its verdict taking the blind check into account; ``extra``:
-        usage, saved_by_stopping, ledger. Before any pair (the blind check stopped the audit)
-        the model's part is the stored state's, or W = 1."""
+        usage, saved_by_stopping, ledger. A fresh audit that the blind check stopped before
+        any pair has W = 1 throughout."""
         test = self.test
         if test is None and stopped_by != "shift":
             raise InputError(f"audit {name!r}: no pairs were tested")
         verdict = "inconclusive" if blind.fired else "trained on" if self.rejected else "no evidence"
         t = int(test.t) if test is not None else 0
+        model = {"e_value": 1.0, "wealth": 1.0, "max_wealth": 1.0, "p_value": 1.0, "stop_time": None,
+                 "baseline_p_value": None, "feature_weights": {}} if test is None else {
+            "e_value": float(test.e_value), "wealth": float(test.wealth), "max_wealth": float(test.max_wealth),
+            "p_value": float(test.p_value), "stop_time": test.stop_time,
+            "baseline_p_value": baseline_p_value(self.features(), self.columns, seed),
+            "feature_weights": dict(zip(self.columns, test.scorer.theta[0, :-1].tolist()))}
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
-            explanation=explain(verdict, blind, self.config.alpha), blind=blind,
-            e_value=float(test.e_value) if test else self.w0, pairs_used=t, pairs_this_run=t - self.t0,
-            pairs_queried=self.pairs_queried,
+            explanation=explain(verdict, blind, self.config.alpha), blind=blind, pairs_used=t,
+            pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=pairs_available if pairs_available is not None else t,
-            stop_time=test.stop_time if test else None,
-            stopped_by=stopped_by or ("rejected" if self.rejected else "data"),
-            wealth_start=self.w0, wealth=float(test.wealth) if test else self.w0,
-            max_wealth=float(test.max_wealth) if test else max(self.w0, 1.0),
-            p_value=float(test.p_value) if test else min(1.0, 1 / max(self.w0, 1.0)),
-            alpha=self.config.alpha, features=self.columns,
-            baseline_p_value=baseline_p_value(self.features(), self.columns, seed) if test else None,
-            feature_weights=dict(zip(self.columns, test.scorer.theta[0, :-1].tolist())) if test else {},
-            history=self.history, **extra)
+            stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,
+            alpha=self.config.alpha, features=self.columns, history=self.history, **model, **extra)
         result._auditor = self
         return result
 
