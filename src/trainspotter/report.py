@@ -199,7 +199,7 @@ def shift_plot(scenarios: list[dict], alpha: float, path: Path) -> Path:
     bars = [("before (learned direction)", "unoriented", "model", "tab:gray"),
             ("default", "lean", "model", "tab:red"), ("default + guard", "lean", "guarded", "tab:green"),
             ("calibrated", "calibrated", "model", "tab:orange"), ("calibrated + guard", "calibrated", "guarded", "tab:blue")]
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(labels) + 1.4), dpi=120)
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(labels) + 2.0), dpi=120)
     y = np.arange(len(labels))
     for k, (name, test, kind, colour) in enumerate(bars):
         ax.barh(y + (k - 2) * 0.16, [s["tests"][test][kind]["rate"] for s in scenarios], height=0.16,
@@ -208,6 +208,6 @@ def shift_plot(scenarios: list[dict], alpha: float, path: Path) -> Path:
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel('rate of "trained on" about text no model saw')
-    ax.legend(loc="lower right", fontsize=7)
+    ax.set_xlabel('rate of "trained on" about text no model saw (no bar: 0)')
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=3, fontsize=7)
     return _save(fig, path)
