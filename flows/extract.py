@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,20 @@ import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
 from trainspotter.data import load_passages
+from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
+
+# ``progress(passages done, total)``, set in the caller's process and called from the flow
+# as chunks finish. Not a flow parameter: Prefect ships the flow run's parameters to every
+# Dask worker with each task, and a progress bar (locks, a console) cannot be pickled.
+PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("extract_progress", default=None)
+
+
+def current_progress() -> Callable[[int, int], None] | None:
+    """The caller's progress callback. The flow reads it through this function, never the
+    variable itself: a flow with other options is pickled by value with the globals it
+    names (prefect-dask sends it to the workers), and a ContextVar cannot be pickled."""
+    return PROGRESS.get()
 
 
 class ExtractConfig(BaseModel):
@@ -33,11 +47,12 @@ class ExtractConfig(BaseModel):
 # One chunk at a time by default: torch already uses every core within a chunk, and
 # the CPU gains nothing from interleaving chunks; Dask is for real clusters.
 @flow(name="extract", task_runner=ThreadPoolTaskRunner(max_workers=1))
-def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | None = None) -> dict:
+def extract_flow(config: ExtractConfig) -> dict:
     """Submit every chunk (run concurrently by the flow's task runner), gather in order,
     write one Parquet table. Chunks whose result is cached are not recomputed.
-    ``progress(passages done, total)`` as chunks finish."""
+    Reports to the callback in ``PROGRESS`` (if any) as chunks finish."""
     logger = get_run_logger()
+    progress = current_progress()
     start = time.time()
     passages = load_passages(config.data)
     chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
@@ -66,15 +81,45 @@ def extract_flow(config: ExtractConfig, progress: Callable[[int, int], None] | N
     return result | ({"api": api} if api else {})
 
 
+def dask_runner(address: str | None = None, workers: int = 2):
+    """A prefect-dask task runner on the scheduler at ``address`` (checked first: one
+    InputError naming it when nothing answers), or on a local cluster of ``workers``
+    single-threaded processes."""
+    from prefect_dask import DaskTaskRunner
+
+    if address is None:
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
+                                              "processes": True, "dashboard_address": None})
+    check_scheduler(address)
+    return DaskTaskRunner(address=address)
+
+
+def check_scheduler(address: str, timeout: float = 10) -> None:
+    """Raise InputError unless a Dask scheduler answers at ``address`` with at least one
+    worker (tasks sent to a scheduler without workers would wait forever)."""
+    from distributed import Client
+
+    try:
+        with Client(address, timeout=timeout, set_as_default=False) as client:
+            workers = len(client.scheduler_info().get("workers", {}))
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        raise InputError(f"option --dask-address {address}: no Dask scheduler answers there "
+                         f"({type(e).__name__}: {' '.join(str(e).split()) or 'no reply'})") from None
+    if not workers:
+        raise InputError(f"option --dask-address {address}: the Dask scheduler has no workers; "
+                         f"start some with `dask worker {address}`")
+
+
 def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,
                 progress: Callable[[int, int], None] | None = None) -> dict:
     """The default runner works through the chunks in this process; ``dask`` runs them on a
-    local Dask cluster (or the one at ``dask_address``) through prefect-dask."""
-    if not (dask or dask_address):
-        return extract_flow(config, progress)
-    from prefect_dask import DaskTaskRunner
-
-    runner = (DaskTaskRunner(address=dask_address) if dask_address else
-              DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1,
-                                             "processes": True, "dashboard_address": None}))
-    return extract_flow.with_options(task_runner=runner)(config, progress)
+    local Dask cluster (or the one at ``dask_address``) through prefect-dask.
+    ``progress(passages done, total)`` is called in this process as chunks finish."""
+    flow_ = extract_flow
+    if dask or dask_address:
+        flow_ = extract_flow.with_options(task_runner=dask_runner(dask_address))
+    token = PROGRESS.set(progress)
+    try:
+        return flow_(config)
+    finally:
+        PROGRESS.reset(token)
