@@ -16,8 +16,9 @@ from trainspotter.audit import AuditConfig, audit
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten
 from trainspotter.data import load_passages
+from trainspotter.errors import InputError
 
-__all__ = ["AuditConfig", "audit_flow"]
+__all__ = ["AuditConfig", "audit_flow", "audit_on_dask", "run_audit"]
 
 # An audit queries one batch at a time, so the "model-calls" concurrency tag would only add a
 # server round trip (~0.4 s) per batch.
@@ -30,11 +31,15 @@ BLIND_METRICS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used")
 
 
 @flow(name="audit", log_prints=False)
-def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
-    """Run one sequential audit (or continue a recurring one) and record it in MLflow."""
+def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: bool = False) -> dict:
+    """Run one sequential audit (or continue a recurring one) and record it in MLflow.
+    ``remote``: each batch's features are computed by the flow's task runner (a Dask
+    cluster, see ``run_audit``) while the test, the ledger and MLflow stay here."""
     def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
-        return extract_batch(passages, config.model, config.reference, config.access, config.features,
-                             chunk=batch_no)
+        args = (passages, config.model, config.reference, config.access, config.features)
+        if remote:  # one batch at a time: the test decides after each whether to query more
+            return extract_batch.submit(*args, chunk=batch_no).result()
+        return extract_batch(*args, chunk=batch_no)
 
     experiment = f"audit/{config.name}"
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
@@ -60,6 +65,39 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None) -> dict:
     get_run_logger().info("audit %s: %s, e=%.3g after %d pairs (blind e=%.3g)", config.name, result.verdict,
                           result.e_value, result.pairs_used, result.blind.e_value)
     return summary
+
+
+def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None) -> dict:
+    """The audit flow; with ``dask_address`` each batch is extracted on that Dask cluster
+    (checked first, ``check_dask_audit``) and the sequential test stays in this process.
+    Cached batches are read, not recomputed, wherever they were computed, as long as the
+    workers share this process's Prefect result storage."""
+    if dask_address is None:
+        return audit_flow(config, tracking_uri)
+    from flows.extract import dask_runner
+
+    check_dask_audit(config, dask_address)
+    return audit_flow.with_options(task_runner=dask_runner(dask_address))(config, tracking_uri, remote=True)
+
+
+@flow(name="audit-on-dask", log_prints=False)
+def audit_on_dask(config: AuditConfig, dask_address: str, tracking_uri: str | None = None) -> dict:
+    """``run_audit`` on the Dask cluster at ``dask_address`` as a flow of its own (the audit
+    flow is its subflow), for a deployment: a deployment cannot choose its flow's task runner."""
+    return run_audit(config, tracking_uri, dask_address)
+
+
+def check_dask_audit(config: AuditConfig, dask_address: str) -> None:
+    """InputError unless the audit can run its batches on the Dask scheduler at
+    ``dask_address``: one answers, with workers, and no model is an API model (its query
+    budget and usage meter live in the process that queries it)."""
+    from flows.extract import check_scheduler
+
+    api = [spec for spec in (config.model, config.reference) if spec and spec.startswith("openai:")]
+    if api:
+        raise InputError(f"option --dask-address: {api[0].partition('@')[0]} is an API model; its query "
+                         f"budget is kept by the process that queries it, so audit it without a Dask cluster")
+    check_scheduler(dask_address)
 
 
 def _markdown(s: dict) -> str:

@@ -156,6 +156,9 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
                                            "is then inconclusive, exit 3): stop before any model query, or "
                                            "continue to record the model's e-value anyway."),
           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+          dask_address: Optional[str] = typer.Option(
+              None, help="Extract each batch on the Dask cluster whose scheduler is at HOST:PORT "
+                         "(workers need trainspotter and the model files); the test runs here."),
           refresh: bool = REFRESH,
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
@@ -190,13 +193,15 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parque
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
     _check_audit_data(config, passages[suspect], passages[heldout])
-    from flows.audit import audit_flow
+    from flows.audit import check_dask_audit, run_audit
     from tasks import start_prefect_api
     from tasks.cache import refreshing
 
+    if dask_address:
+        check_dask_audit(config, dask_address)
     start_prefect_api()
     with refreshing(refresh):
-        result = audit_flow(config, tracking_uri)
+        result = run_audit(config, tracking_uri, dask_address)
     if json_out:
         emit_json(result)
     else:

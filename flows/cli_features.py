@@ -75,7 +75,13 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
         resolve_spec(spec)
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
-    from flows.extract import ExtractConfig, run_extract
+    if dask and dask_address:
+        raise InputError("--dask starts a local Dask cluster, --dask-address uses an existing one: "
+                         "give one of them")
+    from flows.extract import ExtractConfig, check_scheduler, run_extract
+
+    if dask_address:
+        check_scheduler(dask_address)  # before Prefect starts: one line naming the address
     from tasks import start_prefect_api
     from tasks.cache import refreshing
 
