@@ -170,3 +170,16 @@ def test_dask_address_without_a_scheduler_is_one_clear_line(mini_testbed, tmp_pa
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: option --dask-address {address}: "
                                                        "no Dask scheduler answers there"), res.stderr
+
+
+def test_audit_of_an_api_model_is_refused_on_a_cluster(tmp_path):
+    """An API model's query budget is counted in the process that queries it: workers would
+    each start from a full budget, so --dask-address refuses it before any connection."""
+    from flows.audit import check_dask_audit
+    from trainspotter.audit import AuditConfig
+    from trainspotter.errors import InputError
+
+    config = AuditConfig(suspect="s.jsonl", heldout="h.jsonl",
+                         model="openai:gpt-x@http://127.0.0.1:9/v1?tokenizer=hf:/tok&max_cost=1")
+    with pytest.raises(InputError, match=r"--dask-address: openai:gpt-x is an API model"):
+        check_dask_audit(config, f"127.0.0.1:{_free_port()}")
