@@ -44,15 +44,14 @@ def _wait_for_workers(address: str, n: int, procs: list[subprocess.Popen], timeo
             time.sleep(0.2)
 
 
-@pytest.fixture
-def dask_cluster(tmp_path):
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
     """``tcp://127.0.0.1:PORT`` of a scheduler with two single-threaded workers, each its own
     process started by the venv's `dask` command in a folder outside the repository;
     killed (with their children) at the end whatever happened."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    cwd = tmp_path / "cluster"
-    cwd.mkdir()
+    cwd = tmp_path_factory.mktemp("cluster")
     dask = str(BIN / "dask")
     common = dict(cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
@@ -157,6 +156,24 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
     # storage, under the key a rerun (on the cluster or not) looks up first
     batches = -(-a["pairs_queried"] // 8)
     assert len(list(storage.glob("chunk-*"))) == 4 + batches
+
+
+@pytest.mark.slow
+def test_audit_on_dask_flow_for_deployments(mini_testbed, dask_cluster):
+    """The flow a deployment runs (it cannot choose its task runner): the audit as its
+    subflow on the cluster, same result as the library audit in this process."""
+    from flows.audit import audit_on_dask
+    from tasks import start_prefect_api
+    from trainspotter.audit import AuditConfig, audit
+
+    start_prefect_api()
+    config = AuditConfig(name="deployed", suspect=str(mini_testbed / "member.jsonl"),
+                         heldout=str(mini_testbed / "heldout.jsonl"), model="testbed:mini",
+                         max_pairs=16, batch_pairs=8)
+    deployed, here = audit_on_dask(config, dask_cluster), audit(config)
+    assert (deployed["verdict"], deployed["pairs_used"]) == (here.verdict, here.pairs_used)
+    assert deployed["e_value"] == pytest.approx(here.e_value, rel=1e-4)
+    assert deployed["run_id"]  # the audit flow's MLflow run, opened on this side
 
 
 def test_dask_address_without_a_scheduler_is_one_clear_line(mini_testbed, tmp_path):
