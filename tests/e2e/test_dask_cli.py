@@ -187,6 +187,11 @@ def test_dask_address_without_a_scheduler_is_one_clear_line(mini_testbed, tmp_pa
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: option --dask-address {address}: "
                                                        "no Dask scheduler answers there"), res.stderr
+    res = cli("extract", "--data", str(data), "--model", "testbed:mini", "--out", str(tmp_path / "x.parquet"),
+              "--dask", "--dask-address", address, cwd=tmp_path, storage=tmp_path / "results")
+    assert res.returncode == 2 and res.stderr.startswith("error: --dask starts a local Dask cluster, "
+                                                         "--dask-address uses an existing one"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
 
 
 def test_audit_of_an_api_model_is_refused_on_a_cluster(tmp_path):
