@@ -16,7 +16,6 @@ from trainspotter.audit import AuditConfig, audit
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten
 from trainspotter.data import load_passages
-from trainspotter.errors import InputError
 
 __all__ = ["AuditConfig", "audit_flow", "audit_on_dask", "run_audit"]
 
@@ -91,12 +90,9 @@ def check_dask_audit(config: AuditConfig, dask_address: str) -> None:
     """InputError unless the audit can run its batches on the Dask scheduler at
     ``dask_address``: one answers, with workers, and no model is an API model (its query
     budget and usage meter live in the process that queries it)."""
-    from flows.extract import check_scheduler
+    from flows.extract import check_local_models, check_scheduler
 
-    api = [spec for spec in (config.model, config.reference) if spec and spec.startswith("openai:")]
-    if api:
-        raise InputError(f"option --dask-address: {api[0].partition('@')[0]} is an API model; its query "
-                         f"budget is kept by the process that queries it, so audit it without a Dask cluster")
+    check_local_models("--dask-address", config.model, config.reference)
     check_scheduler(dask_address)
 
 

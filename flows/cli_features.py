@@ -78,10 +78,12 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
     if dask and dask_address:
         raise InputError("--dask starts a local Dask cluster, --dask-address uses an existing one: "
                          "give one of them")
-    from flows.extract import ExtractConfig, check_scheduler, run_extract
+    from flows.extract import ExtractConfig, check_local_models, check_scheduler, run_extract
 
+    if dask or dask_address:  # before Prefect starts: one line naming the option
+        check_local_models("--dask-address" if dask_address else "--dask", model, reference)
     if dask_address:
-        check_scheduler(dask_address)  # before Prefect starts: one line naming the address
+        check_scheduler(dask_address)
     from tasks import start_prefect_api
     from tasks.cache import refreshing
 

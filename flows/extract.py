@@ -110,6 +110,15 @@ def check_scheduler(address: str, timeout: float = 10) -> None:
                          f"start some with `dask worker {address}`")
 
 
+def check_local_models(option: str, *specs: str | None) -> None:
+    """InputError if a spec is an API model (openai:): its query budget and usage meter are
+    kept by the process that queries it, and each Dask worker would start a full budget."""
+    api = [spec for spec in specs if spec and spec.startswith("openai:")]
+    if api:
+        raise InputError(f"option {option}: {api[0].partition('@')[0]} is an API model; its query budget "
+                         f"is kept by the process that queries it, so run it without a Dask cluster")
+
+
 def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,
                 progress: Callable[[int, int], None] | None = None) -> dict:
     """The default runner works through the chunks in this process; ``dask`` runs them on a
@@ -117,6 +126,7 @@ def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | N
     ``progress(passages done, total)`` is called in this process as chunks finish."""
     flow_ = extract_flow
     if dask or dask_address:
+        check_local_models("--dask-address" if dask_address else "--dask", config.model, config.reference)
         flow_ = extract_flow.with_options(task_runner=dask_runner(dask_address))
     token = PROGRESS.set(progress)
     try:

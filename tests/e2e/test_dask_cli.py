@@ -194,14 +194,19 @@ def test_dask_address_without_a_scheduler_is_one_clear_line(mini_testbed, tmp_pa
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_audit_of_an_api_model_is_refused_on_a_cluster(tmp_path):
+def test_an_api_model_is_refused_on_a_cluster(tmp_path):
     """An API model's query budget is counted in the process that queries it: workers would
-    each start from a full budget, so --dask-address refuses it before any connection."""
+    each start from a full budget, so audits and extractions on Dask refuse it before any
+    connection or flow."""
     from flows.audit import check_dask_audit
+    from flows.extract import ExtractConfig, run_extract
     from trainspotter.audit import AuditConfig
     from trainspotter.errors import InputError
 
-    config = AuditConfig(suspect="s.jsonl", heldout="h.jsonl",
-                         model="openai:gpt-x@http://127.0.0.1:9/v1?tokenizer=hf:/tok&max_cost=1")
+    api = "openai:gpt-x@http://127.0.0.1:9/v1?tokenizer=hf:/tok&max_cost=1"
+    config = AuditConfig(suspect="s.jsonl", heldout="h.jsonl", model=api)
     with pytest.raises(InputError, match=r"--dask-address: openai:gpt-x is an API model"):
         check_dask_audit(config, f"127.0.0.1:{_free_port()}")
+    extraction = ExtractConfig(data="d.jsonl", model="testbed:mini", reference=api, out="x.parquet")
+    with pytest.raises(InputError, match=r"--dask: openai:gpt-x is an API model"):
+        run_extract(extraction, dask=True)
