@@ -94,7 +94,7 @@ def dask_runner(address: str | None = None, workers: int = 2):
     return DaskTaskRunner(address=address)
 
 
-def check_scheduler(address: str, timeout: float = 10) -> None:
+def check_scheduler(address: str, timeout: float = 5) -> None:
     """Raise InputError unless a Dask scheduler answers at ``address`` with at least one
     worker (tasks sent to a scheduler without workers would wait forever)."""
     from distributed import Client
