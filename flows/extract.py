@@ -3,6 +3,7 @@ killed extraction resumes where it stopped; optionally on a Dask cluster."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -87,6 +88,9 @@ def dask_runner(address: str | None = None, workers: int = 2):
     single-threaded processes."""
     from prefect_dask import DaskTaskRunner
 
+    # distributed logs each connection and shutdown step at INFO (with a traceback when a
+    # worker's stream closes first under load): the console gets its warnings and errors only
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     if address is None:
         return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})

@@ -121,6 +121,7 @@ def test_cli_extract_dask_local_cluster_with_progress_bar(mini_testbed, tmp_path
               "--dask", "--chunk-size", "8", cwd=elsewhere, storage=tmp_path / "dask-results")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Traceback" not in res.stderr and "24/24" in res.stderr  # the bar reached the end
+    assert "| INFO    | distributed" not in res.stderr  # the cluster's own chatter stays off the console
     assert "24 passages" in res.stdout and "(0 of 3 chunks from the cache)" in res.stdout
     _same_features(pd.read_parquet(tmp_path / "d.parquet"), _here(data))
 
