@@ -17,7 +17,7 @@ from trainspotter.errors import InputError
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
 
 
-@features_app.command("list")
+@features_app.command("list", short_help="List every feature column and its member-like direction.")
 def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
              json_out: bool = JSON) -> None:
     """Every feature column: name, access level, models needed, which way is member-like
@@ -29,15 +29,22 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
         return emit_json([s.as_dict() for s in specs])
     table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
     for col in ("name", "access", "models", "member-like", "definition", "source"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for s in specs:
         table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
                       s.definition, s.source)
-    Console(width=200).print(table)
+    Console().print(table)
 
 
-def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV/txt/folder)."),
-                model: str = typer.Option(..., help="Target model spec: hf:PATH or testbed:NAME."),
+def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages (JSONL/Parquet/CSV/txt/folder/saved HF "
+                                                                 "dataset); a `set` field or column "
+                                                                 "(suspect|heldout) on every passage is kept."),
+                suspect: Optional[Path] = typer.Option(None, help="Suspect passages (instead of --data): "
+                                                                  "written with set = suspect."),
+                heldout: Optional[Path] = typer.Option(None, help="Held-out passages (with --suspect): "
+                                                                  "written with set = heldout."),
+                model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
+                                                    "openai:MODEL@URL?tokenizer=SPEC."),
                 reference: Optional[str] = typer.Option(None, help="Reference model spec."),
                 access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy "
                                                                   "tokens and generations only) or both."),
@@ -54,13 +61,15 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                                                                       "Dask scheduler."),
                 refresh: bool = REFRESH,
                 json_out: bool = JSON) -> None:
-    """Extract membership features of DATA under MODEL into a Parquet table (the extract
-    flow: chunks are cached tasks, so an interrupted extraction resumes)."""
+    """Extract membership features of passages under MODEL into a Parquet table (the extract
+    flow: chunks are cached tasks, so an interrupted extraction resumes). With --suspect and
+    --heldout (or `set` labels in --data) the table has a `set` column and is ready for
+    `trainspotter test` and `simulate`."""
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from trainspotter.backends import resolve_spec
-    from trainspotter.data import load_passages
+    from trainspotter.data import load_labeled
     from trainspotter.features.features import FeatureConfig
 
     if out.suffix.lower() != ".parquet":
@@ -70,7 +79,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                                estimator=estimator, batch_size=batch_size)
     except ValidationError as e:
         raise input_error(e) from None
-    passages = load_passages(data)  # bad input fails here, before any flow starts
+    passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     if chunk_size < 1:
@@ -87,7 +96,8 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
     from tasks import start_prefect_api
     from tasks.cache import refreshing
 
-    flow_config = ExtractConfig(data=str(data), model=model, reference=reference, access=access.value,
+    as_str = lambda path: None if path is None else str(path)  # noqa: E731
+    flow_config = ExtractConfig(data=as_str(data), suspect=as_str(suspect), heldout=as_str(heldout), model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
@@ -98,5 +108,7 @@ def extract_cmd(data: Path = typer.Option(..., help="Passages (JSONL/Parquet/CSV
                              progress=lambda done, total: bar.update(task, completed=done))
     if json_out:
         return emit_json(result)
-    Console().print(f"{result['rows']} passages × {len(result['features'])} features -> {out} "
+    sets = result["sets"]
+    labels = f" ({', '.join(f'{n} {s}' for s, n in sets.items())})" if sets else " (no `set` column)"
+    Console().print(f"{result['rows']} passages{labels} × {len(result['features'])} features -> {out} "
                     f"({result['chunks_cached']} of {result['chunks']} chunks from the cache)")

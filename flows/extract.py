@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
-from trainspotter.data import load_passages
+from trainspotter.data import load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
 
@@ -36,7 +36,9 @@ def current_progress() -> Callable[[int, int], None] | None:
 
 
 class ExtractConfig(BaseModel):
-    data: str
+    data: str | None = None  # passages (with an optional `set` each), or:
+    suspect: str | None = None  # suspect and held-out files: the table's `set` column
+    heldout: str | None = None
     model: str
     reference: str | None = None
     access: str = "gray"
@@ -55,8 +57,11 @@ def extract_flow(config: ExtractConfig) -> dict:
     logger = get_run_logger()
     progress = current_progress()
     start = time.time()
-    passages = load_passages(config.data)
-    chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
+    passages = load_labeled(config.data, config.suspect, config.heldout)
+    # Chunks carry id and text only: the chunk's cache key covers nothing else, and the
+    # labels are the user's, not features (the same texts relabelled reuse the cache).
+    texts = [{"id": p["id"], "text": p["text"]} for p in passages]
+    chunks = [texts[i:i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
     futures = [extract_chunk.submit(chunk, config.model, config.reference, config.access,
                                     config.features, chunk=k) for k, chunk in enumerate(chunks)]
     size = {f.task_run_id: len(chunk) for f, chunk in zip(futures, chunks)}
@@ -73,9 +78,12 @@ def extract_flow(config: ExtractConfig) -> dict:
     out = Path(config.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
+    if "set" in passages[0]:  # rows come back in passage order
+        df.insert(1, "set", [p["set"] for p in passages])
     df.to_parquet(out, index=False)
     logger.info("%d passages in %d chunks (%d cached) -> %s", len(df), len(chunks), cached, out)
-    result = {"out": str(out), "rows": len(df), "chunks": len(chunks), "chunks_cached": cached,
+    result = {"out": str(out), "rows": len(df), "sets": df["set"].value_counts().to_dict() if "set" in df else None,
+              "chunks": len(chunks), "chunks_cached": cached,
               "chunks_computed": len(chunks) - cached, "seconds": round(time.time() - start, 2),
               "features": [c for c in df.columns if c not in ("id", "set")]}
     api = UsageMeter([config.model, config.reference]).modes()  # how each API was queried

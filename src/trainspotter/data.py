@@ -15,7 +15,8 @@ from pathlib import Path
 
 from trainspotter.errors import InputError
 
-Passage = dict  # {"id": str, "text": str}
+Passage = dict  # {"id": str, "text": str} and, where the file says, "set": "suspect" | "heldout"
+SET_LABELS = ("suspect", "heldout")  # the `set` of a passage, of a features-table row
 
 
 def _check_text(path: Path, where: str, value: object) -> str:
@@ -23,6 +24,12 @@ def _check_text(path: Path, where: str, value: object) -> str:
         raise InputError(f"{path}:{where}: `text` must be a string, got {type(value).__name__}")
     if not value.strip():
         raise InputError(f"{path}:{where}: `text` is empty")
+    return value
+
+
+def _check_set(path: Path, where: str, value: object) -> str:
+    if value not in SET_LABELS:
+        raise InputError(f"{path}:{where}: `set` is {value!r}; expected 'suspect' or 'heldout'")
     return value
 
 
@@ -48,7 +55,8 @@ def _read_jsonl(path: Path) -> list[Passage]:
         if not isinstance(obj, dict) or "text" not in obj:
             raise InputError(f"{path}:{n}: no `text` field")
         rows.append({"id": str(obj.get("id", f"{path.name}:{n}")),
-                     "text": _check_text(path, str(n), obj["text"])})
+                     "text": _check_text(path, str(n), obj["text"])}
+                    | ({"set": _check_set(path, str(n), obj["set"])} if "set" in obj else {}))
     return rows
 
 
@@ -70,8 +78,11 @@ def _read_table(path: Path) -> list[Passage]:
     ids = df["id"].astype(str) if "id" in df.columns else [f"{path.name}:{i}" for i in range(len(df))]
     # CSV rows are numbered like a spreadsheet: the header is row 1.
     offset = 2 if path.suffix == ".csv" else 0
+    sets = df["set"] if "set" in df.columns else [None] * len(df)
     return [{"id": i, "text": _check_text(path, f"row {r + offset}", t)}
-            for r, (i, t) in enumerate(zip(ids, df["text"]))]
+            | ({} if label in (None, "") or label != label  # an empty (NaN) cell: no label
+               else {"set": _check_set(path, f"row {r + offset}", label)})
+            for r, (i, t, label) in enumerate(zip(ids, df["text"], sets))]
 
 
 def _read_txt(path: Path) -> list[Passage]:
@@ -80,17 +91,60 @@ def _read_txt(path: Path) -> list[Passage]:
             for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
-def _read_folder(path: Path) -> list[Passage]:
-    if (path / "dataset_info.json").exists():
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(_decode(path, path.read_bytes()))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+
+
+def _read_saved_dataset(path: Path) -> list[Passage]:
+    """A ``datasets.Dataset.save_to_disk`` folder, read with pyarrow alone (``datasets`` is
+    not a dependency): ``state.json`` lists the shards in order under ``_data_files``; each
+    shard is an Arrow IPC *stream* file. Rows are numbered from 0 across shards, as
+    ``ds[n]`` numbers them."""
+    import pyarrow as pa
+
+    state_path = path / "state.json"
+    if not state_path.is_file():
+        raise InputError(f"{state_path}: missing; not a complete `save_to_disk` folder")
+    state = _read_json(state_path)
+    files = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(files, list) or not files or not all(
+            isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files):
+        raise InputError(f"{state_path}: no `_data_files` list of {{\"filename\": ...}} entries")
+    rows: list[Passage] = []
+    for entry in files:
+        shard = path / entry["filename"]
+        if not shard.is_file():
+            raise InputError(f"{shard}: data file listed in {state_path.name} is missing")
         try:
-            from datasets import load_from_disk
-        except ImportError:
-            raise InputError(f"{path}: a saved Hugging Face dataset needs `pip install datasets`") from None
-        ds = load_from_disk(str(path))
-        if "text" not in ds.column_names:
-            raise InputError(f"{path}: dataset has no `text` column")
-        return [{"id": str(r.get("id", f"{path.name}:{n}")), "text": _check_text(path, f"row {n}", r["text"])}
-                for n, r in enumerate(ds)]
+            with pa.memory_map(str(shard)) as source:
+                table = pa.ipc.open_stream(source).read_all()
+        except (pa.ArrowException, OSError) as e:
+            raise InputError(f"{shard}: cannot read as an Arrow stream: {e}") from None
+        if "text" not in table.column_names:
+            raise InputError(f"{shard}: no `text` column (columns: {', '.join(table.column_names)})")
+        column = lambda name: (table.column(name).to_pylist() if name in table.column_names  # noqa: E731
+                               else [None] * table.num_rows)
+        for i, t, label in zip(column("id"), column("text"), column("set")):
+            n = len(rows)
+            rows.append({"id": f"{path.name}:{n}" if i is None else str(i),
+                         "text": _check_text(path, f"row {n}", t)}
+                        | ({} if label in (None, "") else {"set": _check_set(path, f"row {n}", label)}))
+    return rows
+
+
+def _read_folder(path: Path) -> list[Passage]:
+    if (path / "dataset_dict.json").is_file():  # DatasetDict.save_to_disk: one folder per split
+        info = _read_json(path / "dataset_dict.json")
+        splits = info.get("splits") if isinstance(info, dict) else None
+        names = ", ".join(str(path / str(s)) for s in splits) if isinstance(splits, list) and splits else (
+            ", ".join(str(p) for p in sorted(path.iterdir()) if (p / "state.json").is_file()) or "none found")
+        raise InputError(f"{path}: a saved Hugging Face DatasetDict holds several splits; "
+                         f"give one split's folder instead: {names}")
+    if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
+        return _read_saved_dataset(path)
     files = sorted(path.glob("*.txt"))
     if not files:
         raise InputError(f"{path}: folder has no .txt files")
@@ -137,6 +191,28 @@ def check_disjoint(suspect_path: str | Path, suspect: list[Passage], heldout_pat
         raise InputError(f"{suspect_path} and {heldout_path}: {n} passage{'s' * (n > 1)} in both sets "
                          f"(e.g. suspect id {sid!r} = held-out id {hid!r}); the sets must be disjoint, "
                          f"or the test's exchangeability under H0 does not hold")
+
+
+def load_labeled(data: str | Path | None = None, suspect: str | Path | None = None,
+                 heldout: str | Path | None = None) -> list[Passage]:
+    """Passages for a features table that ``trainspotter test``/``simulate`` can use: the
+    passages of ``suspect`` (labelled "suspect") then those of ``heldout`` (disjoint sets,
+    see ``check_disjoint``), or those of ``data`` with the `set` its rows carry (all rows
+    or none: a table half labelled would silently leave passages out of the test)."""
+    if data is not None and (suspect is not None or heldout is not None):
+        raise InputError("give the passages either as --data or as --suspect and --heldout, not both")
+    if data is not None:
+        passages = load_passages(data)
+        unlabelled = [p for p in passages if "set" not in p]
+        if unlabelled and len(unlabelled) < len(passages):
+            raise InputError(f"{data}: passage {unlabelled[0]['id']!r} has no `set` while others have one; "
+                             f"label every passage 'suspect' or 'heldout', or none")
+        return passages
+    if suspect is None or heldout is None:
+        raise InputError("give the passages as --data FILE, or as --suspect FILE and --heldout FILE")
+    sides = {"suspect": load_passages(suspect), "heldout": load_passages(heldout)}
+    check_disjoint(suspect, sides["suspect"], heldout, sides["heldout"])
+    return [p | {"set": side} for side, passages in sides.items() for p in passages]
 
 
 def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,

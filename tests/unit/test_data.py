@@ -1,4 +1,5 @@
 import json
+import sys
 
 import pandas as pd
 import pytest
@@ -69,3 +70,103 @@ def test_jsonl_roundtrip_of_unicode(tmp_path):
     p = tmp_path / "u.jsonl"
     p.write_text(json.dumps({"text": "naïve café ✓"}, ensure_ascii=False) + "\n", encoding="utf-8")
     assert load_passages(p)[0]["text"] == "naïve café ✓"
+
+
+# A Hugging Face dataset saved with `save_to_disk`, written by the real `datasets` library
+# (a dev dependency) and read back with pyarrow alone.
+
+@pytest.fixture
+def hf_datasets():
+    datasets = pytest.importorskip("datasets")  # in the `dev` extra (pyproject.toml)
+    datasets.disable_progress_bars()
+    return datasets
+
+
+def _no_datasets(monkeypatch):
+    """Reading must not need `datasets`: make importing it fail, as without the package."""
+    monkeypatch.setitem(sys.modules, "datasets", None)
+
+
+def test_saved_hf_dataset_reads_without_the_datasets_package(tmp_path, monkeypatch, hf_datasets):
+    folder = tmp_path / "saved"
+    hf_datasets.Dataset.from_dict({"id": ["p", "q", "r"], "text": ["one", "two", "three"],
+                                   "extra": [1, 2, 3]}).save_to_disk(str(folder))
+    _no_datasets(monkeypatch)
+    assert load_passages(folder) == [{"id": "p", "text": "one"}, {"id": "q", "text": "two"},
+                                     {"id": "r", "text": "three"}]
+
+
+def test_saved_hf_dataset_in_several_shards_keeps_order(tmp_path, monkeypatch, hf_datasets):
+    texts = [f"passage number {i}" for i in range(7)]
+    ds = hf_datasets.Dataset.from_dict({"text": texts, "set": ["suspect"] * 4 + ["heldout"] * 3})
+    folder = tmp_path / "sharded"
+    ds.save_to_disk(str(folder), num_shards=2)
+    assert len(list(folder.glob("*.arrow"))) == 2
+    expected = hf_datasets.load_from_disk(str(folder))["text"]
+    _no_datasets(monkeypatch)
+    rows = load_passages(folder)
+    assert [r["text"] for r in rows] == expected == texts
+    assert [r["id"] for r in rows] == [f"sharded:{n}" for n in range(7)]  # no `id` column: folder:row
+    assert [r["set"] for r in rows] == ["suspect"] * 4 + ["heldout"] * 3
+
+
+def test_saved_hf_dataset_selection_is_read_as_saved(tmp_path, hf_datasets):
+    """save_to_disk writes a shuffled/selected dataset in its visible order."""
+    ds = hf_datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"]}).select([3, 1])
+    ds.save_to_disk(str(tmp_path / "sel"))
+    assert [r["text"] for r in load_passages(tmp_path / "sel")] == ["d", "b"]
+
+
+def test_saved_hf_dataset_dict_asks_for_one_split(tmp_path, hf_datasets):
+    ds = hf_datasets.Dataset.from_dict({"text": ["a", "b"]})
+    folder = tmp_path / "dd"
+    hf_datasets.DatasetDict({"train": ds, "test": ds}).save_to_disk(str(folder))
+    with pytest.raises(InputError) as e:
+        load_passages(folder)
+    message = str(e.value)
+    assert message.startswith(f"{folder}: ") and "DatasetDict" in message and "one split" in message
+    assert str(folder / "train") in message and str(folder / "test") in message
+    assert [r["text"] for r in load_passages(folder / "train")] == ["a", "b"]
+
+
+@pytest.mark.parametrize("columns,message", [
+    ({"body": ["a", "b"]}, r"data-00000-of-00001\.arrow: no `text` column \(columns: body\)"),
+    ({"text": ["a", "b", "  ", "c"]}, r"saved:row 2: `text` is empty"),
+    ({"text": ["a", None]}, r"saved:row 1: `text` must be a string, got NoneType"),
+    ({"text": [1, 2]}, r"saved:row 0: `text` must be a string, got int"),
+    ({"text": ["a", "b"], "set": ["suspect", "train"]}, r"saved:row 1: `set` is 'train'"),
+])
+def test_saved_hf_dataset_bad_rows(tmp_path, hf_datasets, columns, message):
+    hf_datasets.Dataset.from_dict(columns).save_to_disk(str(tmp_path / "saved"))
+    with pytest.raises(InputError, match=message):
+        load_passages(tmp_path / "saved")
+
+
+def test_saved_hf_dataset_broken_folder(tmp_path, hf_datasets):
+    folder = tmp_path / "saved"
+    hf_datasets.Dataset.from_dict({"text": ["a", "b", "c", "d"]}).save_to_disk(str(folder), num_shards=2)
+    state = folder / "state.json"
+    good = state.read_text()
+    # a shard that state.json lists is gone
+    shard = folder / "data-00001-of-00002.arrow"
+    data = shard.read_bytes()
+    shard.unlink()
+    with pytest.raises(InputError, match=r"data-00001-of-00002\.arrow: data file listed in state\.json is missing"):
+        load_passages(folder)
+    # a shard that is not an Arrow stream
+    shard.write_bytes(b"not arrow at all")
+    with pytest.raises(InputError, match=r"data-00001-of-00002\.arrow: cannot read as an Arrow stream"):
+        load_passages(folder)
+    shard.write_bytes(data)
+    # state.json unreadable, without its file list, or absent
+    state.write_text("{")
+    with pytest.raises(InputError, match=r"state\.json:1: invalid JSON"):
+        load_passages(folder)
+    state.write_text(json.dumps({"_fingerprint": "x"}))
+    with pytest.raises(InputError, match=r"state\.json: no `_data_files` list"):
+        load_passages(folder)
+    state.unlink()
+    with pytest.raises(InputError, match=r"state\.json: missing"):
+        load_passages(folder)
+    state.write_text(good)
+    assert [r["text"] for r in load_passages(folder)] == ["a", "b", "c", "d"]

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pydantic
 
+from trainspotter.data import SET_LABELS
 from trainspotter.errors import InputError
 from trainspotter.features.orientation import directions
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
@@ -41,7 +42,6 @@ __all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", 
            "split_features"]
 
 SET_COLUMN = "set"
-SET_LABELS = ("suspect", "heldout")
 
 
 def signs_of(config: "TestConfig", columns: list[str] | None) -> list[int] | None:
@@ -224,7 +224,9 @@ def split_features(df: pd.DataFrame, feature_cols: list[str] | None = None) -> t
     if not isinstance(df, pd.DataFrame):
         raise InputError("features table must be a pandas DataFrame")
     if SET_COLUMN not in df.columns:
-        raise InputError(f"features table has no {SET_COLUMN!r} column (columns: {', '.join(map(str, df.columns))})")
+        raise InputError(f"features table has no {SET_COLUMN!r} column saying which rows are 'suspect' and "
+                         f"which 'heldout' (columns: {', '.join(map(str, df.columns))}); `trainspotter extract "
+                         f"--suspect A --heldout B` writes it, as does a `set` field in the passages it reads")
     labels = df[SET_COLUMN].astype(str)
     bad = ~labels.isin(SET_LABELS)
     if bad.any():
