@@ -104,4 +104,5 @@ def _markdown(s: dict) -> str:
         f"| blind e-value (pairs) | {s['blind']['e_value']:.4g} ({s['blind']['pairs_used']}) |",
         f"| pairs used (this run) | {s['pairs_used']} ({s['pairs_this_run']}) |",
         f"| wealth at start of run | {s['wealth_start']:.4g} |", f"| α | {s['alpha']} |",
-        f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |"])
+        f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |", "",
+        s["baseline_note"]])

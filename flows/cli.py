@@ -22,10 +22,14 @@ from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 app = typer.Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
+# Every verb and group has a short_help: one complete sentence for the verb lists of
+# `--help` (click would otherwise cut the docstring mid-sentence; tests/e2e/test_help.py).
 testbed_app = typer.Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
-    f"{name}: {text}" for name, text in TESTBEDS.items()), no_args_is_help=True)
+    f"{name}: {text}" for name, text in TESTBEDS.items()),
+    short_help="Build testbeds: models with known training members.", no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
-ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.", no_args_is_help=True)
+ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.",
+                         short_help="Show the evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
@@ -37,10 +41,12 @@ INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (READ
 
 
 def _results_table(results: list[dict], title: str) -> Table:
-    table = Table(title=title)
+    from trainspotter.audit import BASELINE_CAPTION
+
+    table = Table(title=title, caption=BASELINE_CAPTION, caption_justify="left")
     for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
                 "blind check e-value", "decision"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in results:
         baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
@@ -56,11 +62,13 @@ def _print_results(results: list[dict], title: str) -> None:
     for r in results:
         if r["verdict"] == "inconclusive":
             out.print(r["explanation"], markup=False, highlight=False)
+        elif r["baseline_disagrees"]:
+            out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
 
 
-@app.command()
+@app.command(short_help="List the packaged models and corpora and where they are.")
 def assets(json_out: bool = JSON) -> None:
     """List the packaged models and corpora, installed or not, and where."""
     from trainspotter.assets import assets_as_dicts
@@ -69,15 +77,16 @@ def assets(json_out: bool = JSON) -> None:
     if json_out:
         return emit_json(rows)
     table = Table(title="Packaged assets")
-    for col in ("name", "kind", "installed", "path / install"):
-        table.add_column(col)
+    for col in ("name", "kind", "installed"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("path / install", overflow="fold")  # a long path folds over lines, never cut with …
     for r in rows:
         table.add_row(r["name"], r["kind"], "yes" if r["installed"] else "no",
                       r["path"] if r["installed"] else r["install"])
     Console().print(table)
 
 
-@testbed_app.command("build")
+@testbed_app.command("build", short_help="Build a testbed: splits, reference and target LMs.")
 def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join(TESTBEDS) + "."),
                   force: bool = typer.Option(False, help="Rebuild even if cached."),
                   json_out: bool = JSON) -> None:
@@ -99,7 +108,7 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
     Console().print(f"testbed {name} at {path} ({info['splits']}, built in {info['build_seconds']} s)")
 
 
-@app.command()
+@app.command(short_help="Audit a testbed's members and non-members against held-out.")
 def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
          alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
          max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs per audit."),
@@ -122,8 +131,8 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
     _print_results(results, f"Demo audit on testbed {testbed!r} (α = {alpha})")
 
 
-@app.command()
-def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parquet/CSV/txt/folder)."),
+@app.command(short_help="Test whether SUSPECT was used to train MODEL.")
+def audit(suspect: Path = typer.Option(..., help="Suspect passages (JSONL/Parquet/CSV/txt/folder/saved HF dataset)."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
           model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
                                               "openai:MODEL@URL?tokenizer=...."),
@@ -231,7 +240,7 @@ def _check_audit_data(config, suspect: list[dict], heldout: list[dict]) -> None:
                          f"give more passages or a larger alpha")
 
 
-@ledger_app.command("show")
+@ledger_app.command("show", short_help="Show each run of a recurring audit: pairs and wealth.")
 def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: bool = JSON) -> None:
     """History of a recurring audit: each run's pairs and wealth before and after."""
     from trainspotter.ledger import ledger_path, load_ledger
@@ -246,7 +255,7 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
                            "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
     table = Table(title=f"Evidence ledger {name!r}")
     for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in runs:  # runs recorded before the blind check have no verdict of their own
         verdict = r.get("verdict") or ("trained on" if r["reject"] else "no evidence")
         table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),
@@ -254,12 +263,14 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
     Console().print(table)
 
 
-@app.command()
-def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit."),
+@app.command(short_help="Write the HTML report of an audit or benchmark run.")
+def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit, or of a benchmark's "
+                                                  "parent run."),
            out: Path = typer.Option(Path("report.html"), help="Where to write the HTML page."),
            tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
            json_out: bool = JSON) -> None:
-    """Self-contained HTML report of an audit run (also logged to the run)."""
+    """Self-contained HTML report of an audit run or a benchmark (its parent run), also
+    logged to the run."""
     from mlflow.exceptions import MlflowException
 
     from flows.report import render_report
@@ -273,16 +284,16 @@ def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit."),
     Console().print(f"report written to {path}")
 
 
-app.command("test")(test_cmd)
-app.command("simulate")(simulate_cmd)
+app.command("test", short_help="Run the anytime-valid sequential test on a features table.")(test_cmd)
+app.command("simulate", short_help="Simulate the test's TPR, FPR and stopping times.")(simulate_cmd)
 from flows.cli_api import cache_app, serve_cmd  # noqa: E402
-app.command("serve")(serve_cmd)
-app.add_typer(cache_app, name="cache")
+app.command("serve", short_help="Serve a local model as an OpenAI-compatible API.")(serve_cmd)
+app.add_typer(cache_app, name="cache", short_help="Show or clear the query cache of API answers.")
 from flows.cli_features import extract_cmd, features_app  # noqa: E402
-app.command("extract")(extract_cmd)
-app.add_typer(features_app, name="features")
+app.command("extract", short_help="Extract membership features of passages into Parquet.")(extract_cmd)
+app.add_typer(features_app, name="features", short_help="List the membership features.")
 from flows.cli_benchmark import benchmark_cmd  # noqa: E402
-app.command("benchmark")(benchmark_cmd)
+app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)
 
 
 def _error(message: str, status: int = 2):

@@ -64,7 +64,7 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
           model_name=model_name, ready=ready, quirks=quirks)
 
 
-@cache_app.command("stats")
+@cache_app.command("stats", short_help="Show the entries and size of the query cache.")
 def cache_stats_cmd(json_out: bool = JSON) -> None:
     """Entries and size of the query cache, per backend fingerprint and method."""
     from trainspotter.backends.cache import QueryCache
@@ -77,7 +77,7 @@ def cache_stats_cmd(json_out: bool = JSON) -> None:
         typer.echo(f"  {row['fingerprint']} {row['method']}: {row['entries']}")
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", short_help="Delete every cached answer.")
 def cache_clear_cmd(json_out: bool = JSON) -> None:
     """Delete every cached answer (the next run queries the APIs again)."""
     from trainspotter.backends.cache import QueryCache

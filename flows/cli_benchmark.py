@@ -18,8 +18,18 @@ from rich.table import Table
 
 from flows.cli_common import JSON, REFRESH, emit_json, input_error
 from trainspotter.errors import InputError
+from trainspotter.features.perturb import KINDS
+from trainspotter.stats.betting import PAYOFFS, STRATEGIES
 
 _console = Console()
+
+
+def _default(mia: str, shift: str | None = None) -> str:
+    """The "(default: …)" of an option's help: the BenchmarkConfig default (--suite mia)
+    and, where it differs, the ShiftConfig one. Lists come from the same constants as
+    the configurations' defaults; tests/e2e/test_help.py checks every value against
+    BenchmarkConfig and ShiftConfig (importing those here would slow every command)."""
+    return f"(default: {mia}" + ("" if shift is None else f"; --suite shift: {shift}") + ")"
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -79,7 +89,7 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
         return emit_json(res)
     t = Table(title=f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})')
     for col in ("shift", "suspect vs held-out", "blind fires", "default", "+ guard", "calibrated", "+ guard"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
     for r in res["scenarios"]:
         lean, cal = r["tests"]["lean"], r["tests"]["calibrated"]
         t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", f"{r['blind']['rate']:.3f}",
@@ -93,24 +103,39 @@ def benchmark_cmd(
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
                                           "the IID splits and pollution; results in benchmarks/results/shift.md)."),
-    testbed: Optional[str] = typer.Option(None, help="Testbed name (default tiny); built if needed."),
-    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (default all)."),
-    trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration (200)."),
+    testbed: Optional[str] = typer.Option(None, help="Testbed name; built if needed "
+                                                     + _default("tiny", "tiny-pretrain") + "."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods " + _default("all") + "."),
+    trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
+                                                           "shift scenario " + _default("200") + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
-                                                                "configuration (default: --trials)."),
-    n_max: Optional[int] = typer.Option(None, min=4, help="At most this many pairs per DI trial (default all)."),
-    strategies: Optional[str] = typer.Option(None, help="DI betting strategies (default ons,kelly,mixture)."),
-    payoffs: Optional[str] = typer.Option(None, help="DI payoffs (default mmd,ks,diff)."),
-    access: Optional[str] = typer.Option(None, help="DI feature sets: gray,black (default) or none."),
-    alphas: Optional[str] = typer.Option(None, help="Significance levels (default 0.05,0.01)."),
-    limit: Optional[int] = typer.Option(None, min=4, help="At most this many passages per split."),
-    cost_samples: Optional[int] = typer.Option(None, min=0, help="Passages timed per method (32; 0 = skip)."),
-    cost_repeats: Optional[int] = typer.Option(None, min=1, help="Interleaved timing rounds (3)."),
-    n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric (1000)."),
-    perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds (default all six)."),
-    seed: Optional[int] = typer.Option(None, help="Seed of subsamples, folds, bootstrap and trials."),
+                                                                "configuration; with --suite shift, trials of "
+                                                                "the IID splits and of pollution "
+                                                                + _default("--trials", "1000 IID, 500 pollution")
+                                                                + "."),
+    n_max: Optional[int] = typer.Option(None, min=4, help="At most this many pairs per DI trial "
+                                                          + _default("all") + "."),
+    strategies: Optional[str] = typer.Option(None, help="DI betting strategies, comma-separated "
+                                                        + _default(",".join(STRATEGIES)) + "."),
+    payoffs: Optional[str] = typer.Option(None, help="DI payoffs, comma-separated "
+                                                     + _default(",".join(PAYOFFS)) + "."),
+    access: Optional[str] = typer.Option(None, help="DI feature sets: gray, black, both comma-separated, "
+                                                    "or none " + _default("gray,black") + "."),
+    alphas: Optional[str] = typer.Option(None, help="Significance levels, comma-separated "
+                                                    + _default("0.05,0.01") + "."),
+    limit: Optional[int] = typer.Option(None, min=4, help="At most this many passages per split (per pool "
+                                                          "with --suite shift) " + _default("all") + "."),
+    cost_samples: Optional[int] = typer.Option(None, min=0, help="Passages timed per method; 0 = skip "
+                                                                 + _default("32") + "."),
+    cost_repeats: Optional[int] = typer.Option(None, min=1, help="Interleaved timing rounds " + _default("3") + "."),
+    n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
+    perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
+                                                           + _default(",".join(KINDS)) + "."),
+    seed: Optional[int] = typer.Option(None, help="Seed of subsamples, folds, bootstrap and trials "
+                                                  + _default("0") + "."),
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
-    out: Optional[Path] = typer.Option(None, help="Output folder (default benchmarks/results/TESTBED/)."),
+    out: Optional[Path] = typer.Option(None, help="Output folder " + _default("benchmarks/results/TESTBED/",
+                                                                             "benchmarks/results/") + "."),
     tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
     refresh: bool = REFRESH,
     json_out: bool = JSON,
@@ -148,7 +173,7 @@ def benchmark_cmd(
         return emit_json(res)
     t = Table(title=f"Per-sample methods on {cfg.testbed}")
     for col in ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
     for r in res["methods"]:
         m, c = r["metrics"], r["cost"] or {}
         t.add_row(r["label"], f"{m['auroc']:.3f} [{m.get('auroc_ci_low', float('nan')):.3f}, "
@@ -160,7 +185,7 @@ def benchmark_cmd(
     if res["di"]:
         d = Table(title="Dataset inference (FPR: non-members vs held-out)")
         for col in ("access", "test", "α", "TPR", "FPR", "pairs to decision"):
-            d.add_column(col)
+            d.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
         for r in res["di"]:
             stop = "—" if r["mean_stop"] is None else f"{r['mean_stop']:.1f} ± {r['std_stop']:.1f}"
             d.add_row(r["access"], r["test"], f"{r['alpha']:g}", f"{r['tpr']:.3f}", f"{r['fpr']:.3f}", stop)

@@ -108,6 +108,8 @@ class AuditResult(BaseModel):
     alpha: float
     features: list[str]
     baseline_p_value: float | None  # fixed-n DI p-value, comparison only (BADI App. A.8)
+    baseline_disagrees: bool  # it and the e-value are on two sides of α (baseline_note says why)
+    baseline_note: str  # how to read it beside the e-value, and why they disagree when they do
     feature_weights: dict[str, float]  # scorer weights on normalised features (App. A.5)
     usage: dict[str, float] | None = None  # API backends only
     api: dict[str, dict] | None = None  # API backends only: "MODEL@URL" -> how it was queried (mode, ...)
@@ -249,9 +251,12 @@ class Auditor:
             "p_value": float(test.p_value), "stop_time": test.stop_time,
             "baseline_p_value": baseline_p_value(self.features(), self.columns, seed),
             "feature_weights": dict(zip(self.columns, test.scorer.theta[0, :-1].tolist()))}
+        baseline = model["baseline_p_value"]
+        note = explain_baseline(self.rejected, model["e_value"], self.config.alpha, baseline, t)
+        model["baseline_disagrees"] = baseline is not None and (baseline <= self.config.alpha) != self.rejected
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
-            explanation=explain(verdict, blind, self.config.alpha), blind=blind, pairs_used=t,
+            explanation=explain(verdict, blind, self.config.alpha), baseline_note=note, blind=blind, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=pairs_available if pairs_available is not None else t,
             stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,
@@ -280,6 +285,38 @@ def explain(verdict: str, blind: BlindResult, alpha: float) -> str:
             f"topics, lengths and formatting (ideally a random part of the same collection that was "
             f"never published); bring a reference model trained on similar data and audit with "
             f"--features calibrated; then audit again. What differs: {what}.")
+
+
+# What the two numbers use and which one decides: the audit table's caption, the report.
+BASELINE_CAPTION = (
+    "The decision rests on the e-value: reject H0 once it reaches 1/α (anytime-valid p = 1/max W), "
+    "valid wherever the audit stopped. The fixed-n DI p-value (Maini et al., BADI App. A.8) is a "
+    "comparison only: it trains a classifier on half of the same pairs and t-tests the other half, "
+    "and holds only for a number of pairs fixed in advance, not one the e-process chose; with few "
+    "pairs the two can disagree.")
+
+
+def explain_baseline(model_reject: bool, e_value: float, alpha: float, baseline: float | None,
+                     pairs: int) -> str:
+    """How to read this audit's fixed-n DI p-value beside its e-value, and, where they
+    disagree at α, why; the decision rests on the e-value either way."""
+    threshold = f"1/α = {1 / alpha:g}"
+    if baseline is None:
+        return (f"The decision rests on the e-value ({e_value:.3g}, against {threshold}); the fixed-n DI "
+                f"p-value needs at least 4 pairs and {pairs} were tested.")
+    head = (f"The decision rests on the e-value ({e_value:.3g} {'≥' if model_reject else '<'} {threshold}). "
+            f"The fixed-n DI p-value ({baseline:.3g}) is a comparison only: it fits a classifier on half of "
+            f"these {pairs} pairs and t-tests the other half, while the e-process bet on every pair with a "
+            f"scorer fitted on the pairs before it and chose when to stop.")
+    if model_reject and baseline > alpha:
+        return head + (" They disagree: the audit stopped as soon as the evidence sufficed, and on so few "
+                       "pairs the half-split test has little power; its p-value above α is not evidence "
+                       "against training, and the e-value's guarantee holds at this stopping time.")
+    if not model_reject and baseline <= alpha:
+        return head + (" They disagree: a fixed-n p-value is valid only for a sample size fixed before "
+                       "looking at the data, which this one was not, so it is no evidence on its own; "
+                       "continue the audit on more pairs (--name NAME --ledger) or fix n in advance.")
+    return head + " Here they agree."
 
 
 def _first_batch_columns(rows: list[dict]) -> list[str]:

@@ -80,6 +80,7 @@ REPORT_TEMPLATE = """<!doctype html>
 {% for k, v in (s.usage or {}).items() %}<tr><th>{{ k }}</th><td class="num">{{ v }}</td></tr>{% endfor %}
 {% for name, a in (s.api or {}).items() %}<tr><th>API mode of <code>{{ name }}</code></th><td>{{ a.summary }}</td></tr>{% endfor %}
 </table>
+{% if s.baseline_note %}<p><b>e-value and fixed-n p-value.</b> {{ s.baseline_note }}</p>{% endif %}
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
 <p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).

@@ -11,8 +11,8 @@ import pytest
 CLI = [sys.executable, "-m", "flows.cli"]
 
 
-def run(*args, **kw):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(),
+def run(*args, env=None, **kw):
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=env or os.environ.copy(),
                           timeout=600, **kw)
 
 
@@ -86,3 +86,25 @@ def test_serve_json_reports_where_it_listens(mini_testbed):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_audit_explains_the_fixed_n_p_value_beside_the_e_value(mini_testbed, tmp_path):
+    """mini, black-box, seed 0: the e-process rejects after 10 pairs while the fixed-n DI
+    p-value on those 10 pairs is above α (measured 0.101). The table's caption says which
+    number decides; the disagreement is explained under the table, in the JSON and the report."""
+    args = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--access", "black"]
+    out = run(*args, "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["model_reject"] and r["baseline_p_value"] > r["alpha"] and r["baseline_disagrees"] is True
+    assert r["baseline_note"].startswith(f"The decision rests on the e-value ({r['e_value']:.3g} ≥ 1/α = 20)")
+    assert f"({r['baseline_p_value']:.3g})" in r["baseline_note"] and "They disagree" in r["baseline_note"]
+    from flows.report import render_report
+
+    page = render_report(r["run_id"], tmp_path / "page.html").read_text()
+    assert "They disagree" in page
+    table = run(*args, env=os.environ | {"COLUMNS": "100"})
+    text = " ".join(table.stdout.split())  # rich folds the caption and the note
+    assert table.returncode == 0 and "The decision rests on the e-value: reject H0 once it reaches 1/α" in text
+    assert "is a comparison only" in text and "They disagree: the audit stopped as soon as" in text

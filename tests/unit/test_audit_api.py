@@ -146,3 +146,17 @@ def test_cli_rejects_bad_test_options_in_one_line(mini_testbed, option, expected
                           "--model", "testbed:mini", *option], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and out.stderr.startswith(expected), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_explain_baseline_says_which_number_decides_and_why_they_disagree():
+    from trainspotter.audit import explain_baseline
+
+    # e rejects (25 ≥ 20), p = 0.2 > α: the half-split test's low power on few pairs
+    text = explain_baseline(True, 25.0, 0.05, 0.2, 10)
+    assert text.startswith("The decision rests on the e-value (25 ≥ 1/α = 20). The fixed-n DI p-value (0.2)")
+    assert "half of these 10 pairs" in text and "little power" in text
+    # no rejection (e 3 < 100), p = 0.004 ≤ α = 0.01: a p-value at a data-chosen n is no evidence
+    text = explain_baseline(False, 3.0, 0.01, 0.004, 50)
+    assert "(3 < 1/α = 100)" in text and "(0.004)" in text and "sample size fixed before" in text
+    assert "disagree" not in explain_baseline(True, 25.0, 0.05, 0.01, 10)  # both below α
+    assert explain_baseline(False, 1.0, 0.05, None, 3).endswith("needs at least 4 pairs and 3 were tested.")

@@ -1,0 +1,225 @@
+"""The help agrees with the behaviour, and the output fits the terminal (issue 24).
+
+- every default that a help text states equals the default the parser (or, for the
+  benchmark's unset options, BenchmarkConfig / ShiftConfig) actually uses;
+- every verb and group has a one-sentence short help that the verb lists of `--help`
+  show whole, in rich and in plain (TYPER_USE_RICH=0) rendering, at 80 columns;
+- `trainspotter assets` never cuts a path with an ellipsis, at 80 or 120 columns.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import re
+from pathlib import Path
+
+import pytest
+import typer
+import typer.main
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+ROOT = typer.main.get_command(app)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _walk(cmd, path=()):
+    """(path, command, context) of every verb and group under cmd, depth first."""
+    parent = cmd.context_class(cmd, info_name=" ".join(path) or "trainspotter")
+    for name, sub in cmd.commands.items():
+        yield path + (name,), sub, sub.context_class(sub, info_name=name, parent=parent)
+        if hasattr(sub, "commands"):
+            yield from _walk(sub, path + (name,))
+
+
+EVERY = [(path, cmd, ctx) for path, cmd, ctx in _walk(ROOT)]
+VERBS = [(path, cmd, ctx) for path, cmd, ctx in EVERY if not hasattr(cmd, "commands")]
+GROUPS = [()] + [path for path, cmd, _ in EVERY if hasattr(cmd, "commands")]
+
+
+def _squash(text: str) -> str:
+    """Help or table output with borders and line breaks gone: words separated by one space."""
+    return " ".join(re.sub(r"[│┃║|╭╮╰╯─━┏┓┗┛┡┩┣┫╇╋┳┻┃]", " ", text).split())
+
+
+# ------------------------------------------------------------------ short help of every verb
+
+
+def test_every_verb_and_group_is_covered():
+    names = {path for path, _, _ in EVERY}
+    assert {("audit",), ("benchmark",), ("report",), ("assets",), ("testbed", "build"), ("ledger", "show"),
+            ("cache", "stats"), ("cache", "clear"), ("features", "list"), ("extract",)} <= names
+
+
+@pytest.mark.parametrize("path", [path for path, _, _ in EVERY], ids=" ".join)
+def test_short_help_is_one_complete_sentence(path):
+    """click shortens a missing short_help from the docstring and cuts it with "..."; an
+    explicit one-line sentence that fits an 80-column verb list is shown whole."""
+    cmd = dict((p, c) for p, c, _ in EVERY)[path]
+    short = cmd.short_help
+    assert short, f"{' '.join(path)}: no short_help"
+    assert "\n" not in short and short == short.strip() and short.endswith(".") and not short.endswith("...")
+    assert short[0].isupper() and len(short) <= 60, short
+
+
+@pytest.mark.parametrize("group,rich", [(g, r) for g in GROUPS for r in (True, False)],  # plain cuts with "..."
+                         ids=lambda v: ("rich" if v else "plain") if isinstance(v, bool) else " ".join(v) or "trainspotter")
+def test_help_lists_every_verb_with_its_whole_description(monkeypatch, group, rich):
+    monkeypatch.setattr("typer.core.HAS_RICH", rich)  # plain: what TYPER_USE_RICH=0 gives
+    monkeypatch.setattr("typer.rich_utils.MAX_WIDTH", 80)
+    out = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert out.exit_code == 0, out.output
+    listing = out.output[out.output.index("Commands"):]
+    assert "..." not in listing and "…" not in listing
+    text = _squash(listing)
+    cmd = ROOT
+    for name in group:
+        cmd = cmd.commands[name]
+    for name, sub in cmd.commands.items():
+        described = sub.short_help or " ".join(sub.help.split("\n\n")[0].split())
+        assert f"{name} {described}" in text, (name, described, listing)
+
+
+# ------------------------------------------------------------------ documented defaults
+
+
+def _shown(param) -> str | None:
+    """The default as click prints it in "[default: …]"."""
+    value = param.default
+    if isinstance(value, bool) and getattr(param, "is_flag", False):
+        on, off = param.opts[0].lstrip("-"), (param.secondary_opts or ["--no-" + param.opts[0].lstrip("-")])[0]
+        return on if value else off.lstrip("-")
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return None if value is None else str(value)
+
+
+def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
+    """What each benchmark option does when not given: (--suite mia, --suite shift or None
+    where the option is not passed to the shift suite)."""
+    from flows.benchmark import RESULTS
+    from trainspotter.evaluation.benchmark import BenchmarkConfig
+    from trainspotter.evaluation.mia import METHODS
+    from trainspotter.evaluation.shift import ShiftConfig
+
+    b, s = BenchmarkConfig(), ShiftConfig()
+    csv = lambda values: ",".join(map(str, values))  # noqa: E731
+    everything = lambda value, full: "all" if value == full else csv(value)  # noqa: E731
+    results = RESULTS.relative_to(REPO).as_posix()
+    assert b.out is None and s.out is None  # the flows then write under RESULTS
+    return {
+        "testbed": (b.testbed, s.testbed),
+        "methods": (everything(b.methods, tuple(METHODS)), None),
+        "trials": (str(b.trials), str(s.trials)),
+        "null_trials": ("--trials" if b.null_trials is None else str(b.null_trials),
+                        f"{s.iid_trials} IID, {s.pollution_trials} pollution"),
+        "n_max": ("all" if b.n_max is None else str(b.n_max), "all" if s.n_max is None else str(s.n_max)),
+        "strategies": (csv(b.strategies), None),
+        "payoffs": (csv(b.payoffs), None),
+        "access": (csv(b.di_access), None),
+        "alphas": (csv(b.alphas), None),
+        "limit": ("all" if b.limit is None else str(b.limit), "all" if s.limit is None else str(s.limit)),
+        "cost_samples": (str(b.cost_samples), None),
+        "cost_repeats": (str(b.cost_repeats), None),
+        "n_boot": (str(b.n_boot), None),
+        "perturbations": (csv(b.features.perturbation_kinds), None),
+        "seed": (str(b.seed), str(s.seed)),
+        "out": (f"{results}/TESTBED/", f"{results}/"),
+    }
+
+
+def _descriptive(verb: str, name: str, stated: str, param) -> bool:
+    """Defaults stated in words, each checked against what the code does."""
+    from trainspotter.presets import DEFAULT_PRESET
+
+    if verb == "audit" and name in ("strategy", "payoff", "lambda_max"):
+        return stated == "from the preset" and param.default is None  # AuditConfig fills it from --preset
+    if verb == "audit" and name == "preset":
+        return stated == DEFAULT_PRESET and param.default is None
+    if verb == "serve" and name == "model_name":
+        return stated == "SPEC" and param.default is None  # serve_cmd: model_name or spec
+    if verb == "serve" and name == "host":
+        return stated == "loopback" and ipaddress.ip_address(param.default).is_loopback
+    return False
+
+
+STATED = [re.compile(r"\(default: (?P<value>[^;)]*)(?:; --suite shift: (?P<shift>[^)]*))?"),
+          re.compile(r"\bDefault: (?P<value>[^\s.]+)\."),
+          re.compile(r"\((?P<value>[^()]*) by default\)")]
+
+
+@pytest.mark.parametrize("path,cmd,ctx", VERBS, ids=[" ".join(p) for p, _, _ in VERBS])
+def test_documented_defaults_are_the_real_ones(path, cmd, ctx):
+    verb = " ".join(path)
+    bench = _benchmark_defaults() if verb == "benchmark" else {}
+    checked = set()
+    for param in cmd.params:
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        help_text = " ".join(record[1].split())
+        # typer's own "[default: …]" (from the parameter itself)
+        for shown in re.findall(r"\[default: ([^\];]*)", help_text):
+            assert shown == _shown(param), (verb, param.name, shown, param.default)
+        own = re.sub(r"\[default: [^\]]*\]", "", help_text)
+        stated = [m for pattern in STATED for m in pattern.finditer(own)]
+        if "default" in own.lower():
+            assert stated, f"{verb} --{param.name}: help mentions a default in a form this test cannot check: {own}"
+        for m in stated:
+            value, shift = m.group("value").strip(), m.groupdict().get("shift")
+            checked.add(param.name)
+            if param.name in bench:
+                mia_default, shift_default = bench[param.name]
+                assert value == mia_default, (verb, param.name, value, mia_default)
+                if shift_default is None:
+                    assert shift is None, (verb, param.name, "does not apply to --suite shift")
+                else:
+                    assert (shift or value) == shift_default, (verb, param.name, shift or value, shift_default)
+            elif param.default is not None and not isinstance(param.default, bool):
+                assert value == _shown(param) or _descriptive(verb, param.name, value, param), \
+                    (verb, param.name, value, param.default)
+            else:
+                assert _descriptive(verb, param.name, value, param), (verb, param.name, value, param.default)
+    # every benchmark option left unset states the default it falls back to
+    assert set(bench) <= checked, set(bench) - checked
+
+
+def test_benchmark_help_states_every_default_payoff(monkeypatch):
+    from trainspotter.evaluation.benchmark import BenchmarkConfig, di_configs
+
+    monkeypatch.setattr("typer.core.HAS_RICH", False)
+    out = CliRunner().invoke(app, ["benchmark", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    config = BenchmarkConfig()
+    payoffs = {t.payoff for t in di_configs(config)}  # what the benchmark actually runs
+    assert "mmd-std" in payoffs and set(config.payoffs) == payoffs
+    assert f"(default: {','.join(config.payoffs)})" in " ".join(out.output.split())
+
+
+def test_report_help_names_benchmark_runs_too(monkeypatch):
+    monkeypatch.setattr("typer.core.HAS_RICH", False)
+    out = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(out.output.split())
+    assert out.exit_code == 0 and "benchmark" in text and "audit" in text
+    assert "benchmark" in ROOT.commands["report"].short_help
+
+
+# ------------------------------------------------------------------ tables fit the terminal
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_assets_prints_every_path_whole(columns):
+    from trainspotter.assets import assets_as_dicts
+
+    out = CliRunner().invoke(app, ["assets"], env={"COLUMNS": str(columns)})
+    assert out.exit_code == 0, out.output
+    assert "…" not in out.output and "..." not in out.output
+    assert max(len(line) for line in out.output.splitlines()) <= columns
+    squashed = "".join(_squash(out.output).split())  # the folded cell's pieces, joined again
+    rows = assets_as_dicts()
+    assert any(r["installed"] for r in rows)
+    for r in rows:
+        cell = r["path"] if r["installed"] else r["install"]
+        assert "".join(str(cell).split()) in squashed, (cell, out.output)
