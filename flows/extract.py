@@ -58,10 +58,8 @@ def extract_flow(config: ExtractConfig) -> dict:
     progress = current_progress()
     start = time.time()
     passages = load_labeled(config.data, config.suspect, config.heldout)
-    # Chunks carry id and text only: the chunk's cache key covers nothing else, and the
-    # labels are the user's, not features (the same texts relabelled reuse the cache).
-    texts = [{"id": p["id"], "text": p["text"]} for p in passages]
-    chunks = [texts[i:i + config.chunk_size] for i in range(0, len(texts), config.chunk_size)]
+    # The labels are the user's, not features: set here, never in the cached chunks
+    chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
     futures = [extract_chunk.submit(chunk, config.model, config.reference, config.access,
                                     config.features, chunk=k) for k, chunk in enumerate(chunks)]
     size = {f.task_run_id: len(chunk) for f, chunk in zip(futures, chunks)}

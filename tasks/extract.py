@@ -49,7 +49,10 @@ def chunk_cache_key(context, parameters) -> str:
 def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``).
-    Black-box features read and extend the MiniLM token table persisted under artifacts/."""
+    Black-box features read and extend the MiniLM token table persisted under artifacts/.
+    Only id and text go in: the cache key covers nothing else (a `set` label read from the
+    user's file would be served to the next run of the same texts)."""
+    passages = [{"id": p["id"], "text": p["text"]} for p in passages]
     if access != "gray" and features.embedding_cache is None:
         table = default_token_table_path(artifacts_root())
         features = features.model_copy(update={"embedding_cache": str(table)})

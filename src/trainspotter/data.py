@@ -27,10 +27,14 @@ def _check_text(path: Path, where: str, value: object) -> str:
     return value
 
 
-def _check_set(path: Path, where: str, value: object) -> str:
+def _set_field(path: Path, where: str, value: object) -> dict:
+    """``{"set": label}`` for a passage's `set` value; ``{}`` where it has none (no field,
+    null, an empty or NaN cell)."""
+    if value is None or value == "" or value != value:
+        return {}
     if value not in SET_LABELS:
         raise InputError(f"{path}:{where}: `set` is {value!r}; expected 'suspect' or 'heldout'")
-    return value
+    return {"set": value}
 
 
 def _decode(path: Path, raw: bytes, line: int | None = None) -> str:
@@ -56,7 +60,7 @@ def _read_jsonl(path: Path) -> list[Passage]:
             raise InputError(f"{path}:{n}: no `text` field")
         rows.append({"id": str(obj.get("id", f"{path.name}:{n}")),
                      "text": _check_text(path, str(n), obj["text"])}
-                    | ({"set": _check_set(path, str(n), obj["set"])} if "set" in obj else {}))
+                    | _set_field(path, str(n), obj.get("set")))
     return rows
 
 
@@ -80,8 +84,7 @@ def _read_table(path: Path) -> list[Passage]:
     offset = 2 if path.suffix == ".csv" else 0
     sets = df["set"] if "set" in df.columns else [None] * len(df)
     return [{"id": i, "text": _check_text(path, f"row {r + offset}", t)}
-            | ({} if label in (None, "") or label != label  # an empty (NaN) cell: no label
-               else {"set": _check_set(path, f"row {r + offset}", label)})
+            | _set_field(path, f"row {r + offset}", label)
             for r, (i, t, label) in enumerate(zip(ids, df["text"], sets))]
 
 
@@ -131,7 +134,7 @@ def _read_saved_dataset(path: Path) -> list[Passage]:
             n = len(rows)
             rows.append({"id": f"{path.name}:{n}" if i is None else str(i),
                          "text": _check_text(path, f"row {n}", t)}
-                        | ({} if label in (None, "") else {"set": _check_set(path, f"row {n}", label)}))
+                        | _set_field(path, f"row {n}", label))
     return rows
 
 

@@ -73,6 +73,13 @@ def test_set_field_in_data_is_carried_through(labelled, mini_testbed):
     assert res.returncode == 0, res.stderr[-2000:]
     assert json.loads(res.stdout)["chunks_cached"] == 1
     pd.testing.assert_frame_equal(pd.read_parquet(tmp / "mixed.parquet"), pd.read_parquet(out))
+    # the same texts without labels: the cached chunk serves no stale `set`
+    plain = _write(tmp / "unlabelled.jsonl", [{k: v for k, v in r.items() if k != "set"} for r in rows])
+    res = run("extract", "--data", plain, "--model", "testbed:mini", "--reference", "testbed:mini/reference",
+              "--out", tmp / "unlabelled.parquet", "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["chunks_cached"] == 1, res.stderr[-2000:]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp / "unlabelled.parquet"),
+                                  pd.read_parquet(out).drop(columns="set"))
 
 
 def test_unlabelled_and_badly_labelled_input(labelled, mini_testbed):
