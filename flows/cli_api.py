@@ -17,8 +17,8 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
               port: int = typer.Option(8000, help="TCP port (0: any free port; --json tells which)."),
               model_name: str = typer.Option(None, "--model-name", help="Name in /v1/models (default: SPEC)."),
               fail_rate: float = typer.Option(0.0, min=0.0, max=1.0,
-                                              help="Fraction of requests that fail (429/500/timeout/"
-                                                   "truncated/malformed), for testing clients."),
+                                              help="Fraction of requests that fail (429, 500, timeout, "
+                                                   "truncated or malformed), for testing clients."),
               fail_sleep: float = typer.Option(5.0, help="Seconds an injected timeout sleeps."),
               seed: int = typer.Option(0, help="Seed of the fault injection."),
               list_prompts: bool = typer.Option(True, "--list-prompts/--no-list-prompts",

@@ -116,13 +116,13 @@ def benchmark_cmd(
     n_max: Optional[int] = typer.Option(None, min=4, help="At most this many pairs per DI trial "
                                                           + _default("all") + "."),
     strategies: Optional[str] = typer.Option(None, help="DI betting strategies, comma-separated "
-                                                        + _default(",".join(STRATEGIES)) + "."),
+                                                        + _default(", ".join(STRATEGIES)) + "."),
     payoffs: Optional[str] = typer.Option(None, help="DI payoffs, comma-separated "
-                                                     + _default(",".join(PAYOFFS)) + "."),
+                                                     + _default(", ".join(PAYOFFS)) + "."),
     access: Optional[str] = typer.Option(None, help="DI feature sets: gray, black, both comma-separated, "
-                                                    "or none " + _default("gray,black") + "."),
+                                                    "or none " + _default("gray, black") + "."),
     alphas: Optional[str] = typer.Option(None, help="Significance levels, comma-separated "
-                                                    + _default("0.05,0.01") + "."),
+                                                    + _default("0.05, 0.01") + "."),
     limit: Optional[int] = typer.Option(None, min=4, help="At most this many passages per split (per pool "
                                                           "with --suite shift) " + _default("all") + "."),
     cost_samples: Optional[int] = typer.Option(None, min=0, help="Passages timed per method; 0 = skip "
@@ -130,7 +130,7 @@ def benchmark_cmd(
     cost_repeats: Optional[int] = typer.Option(None, min=1, help="Interleaved timing rounds " + _default("3") + "."),
     n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
     perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
-                                                           + _default(",".join(KINDS)) + "."),
+                                                           + _default(", ".join(KINDS)) + "."),
     seed: Optional[int] = typer.Option(None, help="Seed of subsamples, folds, bootstrap and trials "
                                                   + _default("0") + "."),
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
@@ -140,7 +140,7 @@ def benchmark_cmd(
     refresh: bool = REFRESH,
     json_out: bool = JSON,
 ) -> None:
-    """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, …, cost) and DI tests
+    """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, cost and more) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
     from trainspotter.evaluation.testbed import PRESETS
 

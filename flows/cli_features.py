@@ -36,9 +36,10 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     Console().print(table)
 
 
-def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages (JSONL/Parquet/CSV/txt/folder/saved HF "
-                                                                 "dataset); a `set` field or column "
-                                                                 "(suspect|heldout) on every passage is kept."),
+def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL, Parquet, CSV, txt, a folder "
+                                                                 "of txt files or a saved HF dataset; a `set` "
+                                                                 "field or column (suspect or heldout) on every "
+                                                                 "passage is kept."),
                 suspect: Optional[Path] = typer.Option(None, help="Suspect passages (instead of --data): "
                                                                   "written with set = suspect."),
                 heldout: Optional[Path] = typer.Option(None, help="Held-out passages (with --suspect): "

@@ -105,7 +105,7 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     from trainspotter.evaluation.shift import ShiftConfig
 
     b, s = BenchmarkConfig(), ShiftConfig()
-    csv = lambda values: ",".join(map(str, values))  # noqa: E731
+    csv = lambda values: ", ".join(map(str, values))  # noqa: E731  (spaces: rich folds there)
     everything = lambda value, full: "all" if value == full else csv(value)  # noqa: E731
     results = RESULTS.relative_to(REPO).as_posix()
     assert b.out is None and s.out is None  # the flows then write under RESULTS
@@ -195,7 +195,7 @@ def test_benchmark_help_states_every_default_payoff(monkeypatch):
     config = BenchmarkConfig()
     payoffs = {t.payoff for t in di_configs(config)}  # what the benchmark actually runs
     assert "mmd-std" in payoffs and set(config.payoffs) == payoffs
-    assert f"(default: {','.join(config.payoffs)})" in " ".join(out.output.split())
+    assert f"(default: {', '.join(config.payoffs)})" in " ".join(out.output.split())
 
 
 def test_report_help_names_benchmark_runs_too(monkeypatch):
@@ -223,3 +223,12 @@ def test_assets_prints_every_path_whole(columns):
     for r in rows:
         cell = r["path"] if r["installed"] else r["install"]
         assert "".join(str(cell).split()) in squashed, (cell, out.output)
+
+
+@pytest.mark.parametrize("path", [path for path, _, _ in VERBS], ids=" ".join)
+def test_help_fits_100_columns_without_cutting_a_word(path):
+    """rich cuts a word longer than its help column with "…": help texts keep lists and
+    alternatives breakable (", " rather than "," or "/")."""
+    out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": "100"})
+    assert out.exit_code == 0, out.output
+    assert "…" not in out.output, [line for line in out.output.splitlines() if "…" in line]
