@@ -132,7 +132,8 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
 
 
 @app.command(short_help="Test whether SUSPECT was used to train MODEL.")
-def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of txt files or a saved HF dataset."),
+def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of txt "
+                                                 "files or a saved HF dataset."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
           model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
                                               "openai:MODEL@URL?tokenizer=...."),

@@ -97,8 +97,8 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from tasks import start_prefect_api
     from tasks.cache import refreshing
 
-    as_str = lambda path: None if path is None else str(path)  # noqa: E731
-    flow_config = ExtractConfig(data=as_str(data), suspect=as_str(suspect), heldout=as_str(heldout), model=model, reference=reference, access=access.value,
+    files = {k: str(v) for k, v in {"data": data, "suspect": suspect, "heldout": heldout}.items() if v}
+    flow_config = ExtractConfig(**files, model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
