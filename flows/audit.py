@@ -3,6 +3,9 @@ one MLflow run, opened when the audit starts and updated after every batch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
+
 import mlflow
 import pandas as pd
 from prefect import flow, get_run_logger
@@ -27,6 +30,21 @@ STEPS = {"wealth": "wealth", "lambda": "lambda", "payoff_u": "u", "score_suspect
 METRICS = ("e_value", "pairs_used", "pairs_this_run", "pairs_queried", "wealth_start", "max_wealth",
            "p_value", "reject", "model_reject", "baseline_p_value")
 BLIND_METRICS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used")
+# ``progress(pairs queried, e-value)`` after every batch, set in the caller's process: a
+# flow parameter is pickled to Dask workers, a progress bar cannot be (see flows/extract.py).
+PROGRESS: ContextVar[Callable[[int, float], None] | None] = ContextVar("audit_progress", default=None)
+
+
+def _on_batch(run_id: str) -> Callable:
+    """After every batch: the run's curves grow in MLflow, and the caller's progress bar moves."""
+    steps, progress = StepLogger(run_id, STEPS), PROGRESS.get()
+
+    def on_batch(auditor) -> None:
+        steps(auditor)
+        if progress is not None:
+            progress(auditor.pairs_queried, float(auditor.test.e_value) if auditor.test is not None else 1.0)
+
+    return on_batch
 
 
 @flow(name="audit", log_prints=False)
@@ -51,8 +69,7 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
         for side in ("suspect", "heldout"):
             path = getattr(config, side)
             log_dataset(pd.DataFrame(load_passages(path)), side, path, context=side)
-        result = audit(config, extract_fn=extract_fn, on_batch=StepLogger(where["run_id"], STEPS),
-                       run_id=where["run_id"])
+        result = audit(config, extract_fn=extract_fn, on_batch=_on_batch(where["run_id"]), run_id=where["run_id"])
         mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
                            | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS})
         mlflow.set_tag("verdict", result.verdict)
@@ -66,17 +83,24 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
     return summary
 
 
-def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None) -> dict:
+def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None,
+              progress: Callable[[int, float], None] | None = None) -> dict:
     """The audit flow; with ``dask_address`` each batch is extracted on that Dask cluster
     (checked first, ``check_dask_audit``) and the sequential test stays in this process.
     Cached batches are read, not recomputed, wherever they were computed, as long as the
-    workers share this process's Prefect result storage."""
-    if dask_address is None:
-        return audit_flow(config, tracking_uri)
-    from flows.extract import dask_runner
+    workers share this process's Prefect result storage. ``progress(pairs queried,
+    e-value)`` is called in this process after every batch."""
+    flow_, remote = audit_flow, dask_address is not None
+    if remote:
+        from flows.extract import dask_runner
 
-    check_dask_audit(config, dask_address)
-    return audit_flow.with_options(task_runner=dask_runner(dask_address))(config, tracking_uri, remote=True)
+        check_dask_audit(config, dask_address)
+        flow_ = audit_flow.with_options(task_runner=dask_runner(dask_address))
+    token = PROGRESS.set(progress)
+    try:
+        return flow_(config, tracking_uri, remote=remote)
+    finally:
+        PROGRESS.reset(token)
 
 
 @flow(name="audit-on-dask", log_prints=False)

@@ -6,7 +6,9 @@ Every verb has ``--help`` and ``--json``. Bad input ends with one line
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -28,6 +30,19 @@ testbed_app = typer.Typer(help="Built-in testbeds with known ground truth:\n\n" 
     f"{name}: {text}" for name, text in TESTBEDS.items()),
     short_help="Build testbeds: models with known training members.", no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
+
+
+@app.callback()
+def _quiet(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's and MLflow's INFO "
+                                        "log lines (each task run, server start, database setup).")) -> None:
+    """Quiet by default: the verbs print their own results and progress bars; the
+    orchestration's INFO lines only with -v (an explicit PREFECT_LOGGING_LEVEL or
+    MLFLOW_LOGGING_LEVEL in the environment wins over the default, not over -v)."""
+    for var in ("PREFECT_LOGGING_LEVEL", "MLFLOW_LOGGING_LEVEL"):  # read when prefect/mlflow are imported
+        if verbose:
+            os.environ[var] = "INFO"
+        else:
+            os.environ.setdefault(var, "WARNING")
 ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.",
                          short_help="Show the evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -209,15 +224,28 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
 
     if dask_address:
         check_dask_audit(config, dask_address)
-    start_prefect_api()
-    with refreshing(refresh):
-        result = run_audit(config, tracking_uri, dask_address)
+    total = min(len(passages[suspect]), len(passages[heldout]), max_pairs or len(passages[suspect]))
+    with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
+        start_prefect_api()
+        result = run_audit(config, tracking_uri, dask_address, progress=progress)
     if json_out:
         emit_json(result)
     else:
         _print_results([result], f"Audit {name!r} (α = {alpha})")
     if result["verdict"] == "inconclusive":
         raise typer.Exit(INCONCLUSIVE_EXIT)
+
+
+@contextmanager
+def _audit_progress(total: int, transient: bool):
+    """A progress bar on stderr: pairs queried (of at most ``total``) and the current
+    e-value; yields the ``progress(pairs queried, e-value)`` callback of ``run_audit``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress("pairs queried", BarColumn(), MofNCompleteColumn(), TextColumn("e-value {task.fields[e]:.3g}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
+        task = bar.add_task("audit", total=total, e=1.0)
+        yield lambda done, e: bar.update(task, completed=min(done, total), e=e)
 
 
 def _check_audit_data(config, suspect: list[dict], heldout: list[dict]) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,21 @@ def test_audit_explains_the_fixed_n_p_value_beside_the_e_value(mini_testbed, tmp
     text = " ".join(table.stdout.split())  # rich folds the caption and the note
     assert table.returncode == 0 and "The decision rests on the e-value: reject H0 once it reaches 1/α" in text
     assert "is a comparison only" in text and "They disagree: the audit stopped as soon as" in text
+
+
+def test_audit_is_quiet_with_a_progress_bar_and_verbose_with_v(mini_testbed):
+    """Without -v the console has the progress bar (pairs queried, e-value) and the result,
+    none of Prefect's or MLflow's INFO lines; -v brings them back."""
+    args = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--batch-pairs", "4",
+            "--name", "quiet"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_LOGGING_LEVEL", "MLFLOW_LOGGING_LEVEL")}
+    quiet = run(*args, env=env)
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "INFO" not in quiet.stderr, quiet.stderr[-2000:]
+    bar = [line for line in quiet.stderr.splitlines() if line.startswith("pairs queried")]
+    assert bar and "/80" in bar[-1], quiet.stderr
+    assert float(re.search(r"e-value ([\d.]+)", bar[-1]).group(1)) >= 20  # it rejected: W ≥ 1/α
+    assert "reject H0" in quiet.stdout
+    loud = run("-v", *args, env=env)
+    assert loud.returncode == 0 and "| INFO    | Flow run" in loud.stderr, loud.stderr[-2000:]
