@@ -206,7 +206,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
     try:
-        from trainspotter.audit import AuditConfig
+        from trainspotter.audit import AuditConfig, check_inputs
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features],
@@ -217,7 +217,7 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
-    _check_audit_data(config, passages[suspect], passages[heldout])
+    check_inputs(config, passages[suspect], passages[heldout])  # before any model loads
     from flows.audit import check_dask_audit, run_audit
     from tasks import start_prefect_api
     from tasks.cache import refreshing
@@ -246,27 +246,6 @@ def _audit_progress(total: int, transient: bool):
                   TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
         task = bar.add_task("audit", total=total, e=1.0)
         yield lambda done, e: bar.update(task, completed=min(done, total), e=e)
-
-
-def _check_audit_data(config, suspect: list[dict], heldout: list[dict]) -> None:
-    """Before any model is loaded: the sets are disjoint, and a fresh audit has enough pairs
-    to be able to reject at all (otherwise every query would be spent on a foregone "keep H0")."""
-    from trainspotter.data import check_disjoint
-    from trainspotter.stats.sequential import min_pairs_to_reject
-
-    check_disjoint(config.suspect, suspect, config.heldout, heldout)
-    if config.ledger:
-        return  # a continued audit starts from the stored wealth, which may need fewer pairs
-    need = min_pairs_to_reject(config.test)
-    plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
-    pairs, path = min((len(suspect), config.suspect), (len(heldout), config.heldout))
-    where = f"{path}: {plural(pairs, 'passage')}, so {plural(pairs, 'pair')} at most"
-    if config.max_pairs is not None and config.max_pairs < pairs:
-        pairs, where = config.max_pairs, f"option --max-pairs: {plural(config.max_pairs, 'pair')}"
-    if pairs < need:
-        raise InputError(f"{where}, but the test needs at least {need} to be able to reject at "
-                         f"alpha={config.test.alpha:g} with lambda_max={config.test.lambda_max:g}; "
-                         f"give more passages or a larger alpha")
 
 
 @ledger_app.command("show", short_help="Show each run of a recurring audit: pairs and wealth.")

@@ -30,10 +30,10 @@ from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledge
 from trainspotter.presets import DEFAULT_PRESET, PRESETS  # named TestConfig overrides
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.pvalue import di_pvalue
-from trainspotter.stats.sequential import SequentialTest, TestConfig
+from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "DEFAULT_PRESET", "PRESETS", "UsageMeter", "audit",
-           "model_extract"]
+           "check_inputs", "model_extract"]
 
 log = logging.getLogger(__name__)
 
@@ -373,6 +373,25 @@ def setup_of(config: AuditConfig) -> dict:
             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
 
 
+def check_inputs(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]) -> None:
+    """InputError unless the sets are disjoint (``check_disjoint``) and a fresh audit has
+    enough pairs to be able to reject at all (otherwise every query would be spent on a
+    foregone "no evidence"). ``audit`` runs it; the CLI runs it too, before any model loads."""
+    check_disjoint(config.suspect, suspect, config.heldout, heldout)
+    if config.ledger:
+        return  # a continued audit starts from the stored wealth, which may need fewer pairs
+    need = min_pairs_to_reject(config.test)
+    plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
+    pairs, path = min((len(suspect), config.suspect), (len(heldout), config.heldout))
+    where = f"{path}: {plural(pairs, 'passage')}, so {plural(pairs, 'pair')} at most"
+    if config.max_pairs is not None and config.max_pairs < pairs:
+        pairs, where = config.max_pairs, f"option --max-pairs: {plural(config.max_pairs, 'pair')}"
+    if pairs < need:
+        raise InputError(f"{where}, but the test needs at least {need} to be able to reject at "
+                         f"alpha={config.test.alpha:g} with lambda_max={config.test.lambda_max:g}; "
+                         f"give more passages or a larger alpha")
+
+
 def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None = None,
           on_batch: Callable[[Auditor], None] | None = None, run_id: str | None = None,
           **settings) -> AuditResult:
@@ -391,7 +410,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         raise TypeError("pass either an AuditConfig or keyword settings, not both")
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = load_passages(config.suspect), load_passages(config.heldout)
-    check_disjoint(config.suspect, suspect, config.heldout, heldout)
+    check_inputs(config, suspect, heldout)
     # The blind check sees every available pair (of a recurring audit: every passage there
     # is now), in the audit's pair order, before any query; it never sees model evidence.
     every = make_pairs(suspect, heldout, seed=config.seed)

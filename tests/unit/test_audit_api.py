@@ -160,3 +160,27 @@ def test_explain_baseline_says_which_number_decides_and_why_they_disagree():
     assert "(3 < 1/α = 100)" in text and "(0.004)" in text and "sample size fixed before" in text
     assert "disagree" not in explain_baseline(True, 25.0, 0.05, 0.01, 10)  # both below α
     assert explain_baseline(False, 1.0, 0.05, None, 3).endswith("needs at least 4 pairs and 3 were tested.")
+
+
+@pytest.mark.parametrize("case", ["overlap", "too few pairs"])
+def test_library_audit_checks_its_inputs_as_the_cli_does(tmp_path, mini_testbed, case):
+    """audit() itself refuses overlapping sets and an audit that could never reject, before
+    any feature is extracted, with the very message the CLI prints as its one error line."""
+    from trainspotter.audit import AuditConfig, audit
+
+    lines = (mini_testbed / "member.jsonl").read_text().splitlines()
+    suspect, heldout = tmp_path / "s.jsonl", tmp_path / "h.jsonl"
+    suspect.write_text("\n".join(lines[:10]) + "\n")
+    held = lines[9:19] if case == "overlap" else (mini_testbed / "heldout.jsonl").read_text().splitlines()[:3]
+    heldout.write_text("\n".join(held) + "\n")
+
+    def no_extraction(passages, batch_no):
+        raise AssertionError("features extracted despite bad input")
+
+    with pytest.raises(InputError) as e:
+        audit(AuditConfig(suspect=str(suspect), heldout=str(heldout), model="testbed:mini"), extract_fn=no_extraction)
+    expected = "1 passage in both sets" if case == "overlap" else "3 pairs at most, but the test needs at least"
+    assert expected in str(e.value)
+    cli = subprocess.run([sys.executable, "-m", "flows.cli", "audit", "--suspect", str(suspect), "--heldout",
+                          str(heldout), "--model", "testbed:mini"], capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 2 and cli.stderr.strip() == f"error: {e.value}"

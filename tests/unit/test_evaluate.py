@@ -38,12 +38,15 @@ def test_power_curve_by_hand():
     np.testing.assert_allclose(power_curve(np.array([2, 0, 5, 2]), 5), [0, 0.5, 0.5, 0.5, 0.75])
 
 
+@pytest.mark.parametrize("preset", ["badi", "default"])
 @pytest.mark.parametrize("scorer", ["online", "paper"])
-def test_batch_run_equals_single_runs(scorer):
+def test_batch_run_equals_single_runs(scorer, preset):
+    from trainspotter.presets import PRESETS
+
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(2, 3, 60, 2))
     X[:, :, 0] += 1.0
-    cfg = TestConfig(seed=4, scorer=scorer)
+    cfg = TestConfig(seed=4, scorer=scorer, **PRESETS[preset])
     out = run_batch(X, Y, cfg)
     single = SequentialTest(2, cfg)
     if scorer == "paper":  # random initial layer: give the single run trial 1's
@@ -53,7 +56,7 @@ def test_batch_run_equals_single_runs(scorer):
     np.testing.assert_allclose(out["u"][1], res.u, rtol=1e-10, atol=1e-12)
     assert out["stop_time"][1] == (res.stop_time or 0)
     # stop_times() from the same payoffs agrees with the e-process's own record.
-    np.testing.assert_array_equal(stop_times(out["u"], "ons", 0.8, 0.05), out["stop_time"])
+    np.testing.assert_array_equal(stop_times(out["u"], cfg.strategy, cfg.lambda_max, cfg.alpha), out["stop_time"])
 
 
 def test_simulate_alternative_and_null():

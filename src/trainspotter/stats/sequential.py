@@ -35,6 +35,7 @@ import pydantic
 from trainspotter.data import SET_LABELS
 from trainspotter.errors import InputError
 from trainspotter.features.orientation import directions
+from trainspotter.presets import DEFAULT_PRESET, PRESETS
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 
@@ -42,6 +43,7 @@ __all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", 
            "split_features"]
 
 SET_COLUMN = "set"
+_DEFAULT = PRESETS[DEFAULT_PRESET]
 
 
 def signs_of(config: "TestConfig", columns: list[str] | None) -> list[int] | None:
@@ -63,9 +65,10 @@ class TestConfig(pydantic.BaseModel):
     __test__ = False  # not a pytest class
 
     alpha: float = pydantic.Field(0.05, gt=0.0, lt=1.0)
-    strategy: str = "ons"
-    payoff: str = "mmd"
-    lambda_max: float = pydantic.Field(0.8, gt=0.0, lt=1.0)
+    # The default preset's test (trainspotter.presets), as audit/test/simulate use it
+    strategy: str = _DEFAULT["strategy"]
+    payoff: str = _DEFAULT["payoff"]
+    lambda_max: float = pydantic.Field(_DEFAULT["lambda_max"], gt=0.0, lt=1.0)
     scorer: str = "online"  # "online" (NewtonScorer, O(1) per round) or "paper" (A.4 Adam refit)
     lr: float = pydantic.Field(0.01, gt=0.0)        # paper scorer only
     epochs: int = pydantic.Field(30, ge=0)          # paper scorer only
