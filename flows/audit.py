@@ -12,7 +12,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from flows.tracking import StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, use_experiment
+from flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, mark_killed_runs,
+                            owner_tags, use_experiment)
 from tasks.extract import extract_chunk
 from trainspotter import __version__
 from trainspotter.audit import AuditConfig, audit
@@ -59,11 +60,15 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
         return extract_batch(*args, chunk=batch_no)
 
     experiment = f"audit/{config.name}"
+    experiment_id = use_experiment(experiment, tracking_uri)
+    for killed in mark_killed_runs(experiment_id):  # an earlier run of this audit died by kill -9
+        get_run_logger().warning("MLflow run %s of audit %s: its process is gone; marked KILLED", killed,
+                                 config.name)
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
-    with mlflow.start_run(experiment_id=use_experiment(experiment, tracking_uri), run_name=config.name) as run:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=config.name) as run:
         where = {"run_id": run.info.run_id, "experiment": experiment}
         mlflow.log_params(flatten(config))
-        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(),
+        mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
                          "model_fingerprint": spec_fingerprint(config.model),
                          "reference_fingerprint": spec_fingerprint(config.reference) if config.reference else "none"})
         for side in ("suspect", "heldout"):

@@ -96,6 +96,37 @@ class StepLogger:
         self.done = len(history["wealth"])
 
 
+def owner_tags() -> dict[str, str]:
+    """Which process runs this MLflow run (``mark_killed_runs`` reads them)."""
+    import socket
+
+    return {"trainspotter.host": socket.gethostname(), "trainspotter.pid": str(os.getpid())}
+
+
+def mark_killed_runs(experiment_id: str) -> list[str]:
+    """Runs of the experiment still RUNNING whose process is gone from this host (a kill -9
+    leaves no chance to end them): end them KILLED, and return their ids. A run whose pid is
+    alive, or now belongs to a process started after the run, is told apart by the
+    process's start time; runs of other hosts are left as they are (nothing to check)."""
+    import socket
+
+    import psutil
+
+    client, host, killed = MlflowClient(), socket.gethostname(), []
+    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'"):
+        tags = run.data.tags
+        if tags.get("trainspotter.host") != host or not tags.get("trainspotter.pid", "").isdigit():
+            continue
+        try:
+            alive = psutil.Process(int(tags["trainspotter.pid"])).create_time() <= run.info.start_time / 1000 + 1
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive:
+            client.set_terminated(run.info.run_id, status="KILLED")
+            killed.append(run.info.run_id)
+    return killed
+
+
 def log_dataset(df, name: str, source: str, context: str) -> None:
     """Record a table as an input of the active run (name, digest, schema; not the data)."""
     with warnings.catch_warnings():  # MLflow registers its local-file source twice and says so

@@ -155,6 +155,15 @@ def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     info = json.loads(show.stdout)
     assert info["pairs_used"] == {"suspect": 2 * PAIRS, "heldout": 2 * PAIRS} and len(info["runs"]) == 2
 
+    # MLflow: each killed attempt was ended KILLED by the attempt after it; the last one FINISHED.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("audit/chain").experiment_id],
+                              order_by=["attributes.start_time ASC"])
+    assert [r.info.status for r in runs] == ["KILLED"] * 4 + ["FINISHED"]
+    assert runs[-1].info.run_id == result["run_id"] and runs[0].data.tags["trainspotter.pid"].isdigit()
+
 
 def test_stale_save_temps_are_swept_under_the_lock(tmp_path, mini_testbed, monkeypatch):
     """A save killed before its rename leaves NAME.tmpPID; the next run of that audit removes
