@@ -54,7 +54,7 @@ def passages(n: int, folder: Path) -> Path:
 def warm(data: Path, access: str) -> None:
     """Import the task module and load every model a chunk needs (target, MiniLM,
     BERTScore) in this process: what each worker does once, before the clock."""
-    from tasks.extract import extract_chunk
+    from trainspotter.tasks.extract import extract_chunk
     from trainspotter.data import load_passages
     from trainspotter.features.features import FeatureConfig
 
@@ -65,7 +65,7 @@ def timed_extract(data: Path, folder: Path, label: str, chunk_size: int, access:
                   address: str | None) -> dict:
     from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
 
-    from flows.extract import ExtractConfig, run_extract
+    from trainspotter.flows.extract import ExtractConfig, run_extract
 
     config = ExtractConfig(data=str(data), model="testbed:mini", access=access,
                            out=str(folder / f"{label}.parquet"), chunk_size=chunk_size)
@@ -87,7 +87,7 @@ def main() -> None:
 
     from distributed import Client, LocalCluster
 
-    from tasks import start_prefect_api
+    from trainspotter.tasks import start_prefect_api
 
     start_prefect_api()
     folder = Path(tempfile.mkdtemp(prefix="bench-dask-run-"))

@@ -2,4 +2,4 @@
 
 # Point Prefect (home, result storage, telemetry) at the artifacts root before any
 # flow module imports prefect: its settings are read when it is first imported.
-import tasks  # noqa: F401
+import trainspotter.tasks  # noqa: F401

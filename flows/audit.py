@@ -11,10 +11,10 @@ import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, mark_killed_runs,
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter.flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, mark_killed_runs,
                             owner_tags, use_experiment)
-from tasks.extract import extract_chunk
+from trainspotter.tasks.extract import extract_chunk
 from trainspotter import __version__
 from trainspotter.audit import AuditConfig, audit
 from trainspotter.backends import spec_fingerprint
@@ -97,7 +97,7 @@ def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address
     e-value)`` is called in this process after every batch."""
     flow_, remote = audit_flow, dask_address is not None
     if remote:
-        from flows.extract import dask_runner
+        from trainspotter.flows.extract import dask_runner
 
         check_dask_audit(config, dask_address)
         flow_ = audit_flow.with_options(task_runner=dask_runner(dask_address))
@@ -119,7 +119,7 @@ def check_dask_audit(config: AuditConfig, dask_address: str) -> None:
     """InputError unless the audit can run its batches on the Dask scheduler at
     ``dask_address``: one answers, with workers, and no model is an API model (its query
     budget and usage meter live in the process that queries it)."""
-    from flows.extract import check_local_models, check_scheduler
+    from trainspotter.flows.extract import check_local_models, check_scheduler
 
     check_local_models("--dask-address", config.model, config.reference)
     check_scheduler(dask_address)

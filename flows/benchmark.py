@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 from prefect import flow, get_run_logger
 
-import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from flows.tracking import git_commit, log_steps, use_experiment
-from tasks.benchmark import evaluate_method_task, method_costs_task, pvalue_task
-from tasks.extract import extract_chunk
-from tasks.simulate import simulate_task
-from tasks.testbed import build_testbed_task
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
+from trainspotter.tasks.benchmark import evaluate_method_task, method_costs_task, pvalue_task
+from trainspotter.tasks.extract import extract_chunk
+from trainspotter.tasks.simulate import simulate_task
+from trainspotter.tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
 from trainspotter.evaluation.benchmark import (BenchmarkConfig, best_valid, compare_configurations,

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import JSON, REFRESH, Access, Payoff, ShiftCheck, Strategy, choice, emit_json, input_error
-from flows.cli_stats import simulate_cmd, test_cmd
+from trainspotter.flows.cli_common import JSON, REFRESH, Access, Payoff, ShiftCheck, Strategy, choice, emit_json, input_error
+from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 
@@ -110,8 +110,8 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
 
     if name not in PRESETS:
         raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
-    from flows.testbed import testbed_flow
-    from tasks import start_prefect_api
+    from trainspotter.flows.testbed import testbed_flow
+    from trainspotter.tasks import start_prefect_api
 
     start_prefect_api()
     path = testbed_flow(name, force=force)
@@ -135,8 +135,8 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
 
     if testbed not in PRESETS:
         raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
-    from flows.demo import demo_flow
-    from tasks import start_prefect_api
+    from trainspotter.flows.demo import demo_flow
+    from trainspotter.tasks import start_prefect_api
 
     start_prefect_api()
     results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
@@ -218,9 +218,9 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
     check_inputs(config, passages[suspect], passages[heldout])  # before any model loads
-    from flows.audit import check_dask_audit, run_audit
-    from tasks import start_prefect_api
-    from tasks.cache import refreshing
+    from trainspotter.flows.audit import check_dask_audit, run_audit
+    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.cache import refreshing
 
     if dask_address:
         check_dask_audit(config, dask_address)
@@ -281,7 +281,7 @@ def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit, or
     logged to the run."""
     from mlflow.exceptions import MlflowException
 
-    from flows.report import render_report
+    from trainspotter.flows.report import render_report
 
     try:
         path = render_report(run_id, out, tracking_uri)
@@ -294,13 +294,13 @@ def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit, or
 
 app.command("test", short_help="Run the anytime-valid sequential test on a features table.")(test_cmd)
 app.command("simulate", short_help="Simulate the test's TPR, FPR and stopping times.")(simulate_cmd)
-from flows.cli_api import cache_app, serve_cmd  # noqa: E402
+from trainspotter.flows.cli_api import cache_app, serve_cmd  # noqa: E402
 app.command("serve", short_help="Serve a local model as an OpenAI-compatible API.")(serve_cmd)
 app.add_typer(cache_app, name="cache", short_help="Show or clear the query cache of API answers.")
-from flows.cli_features import extract_cmd, features_app  # noqa: E402
+from trainspotter.flows.cli_features import extract_cmd, features_app  # noqa: E402
 app.command("extract", short_help="Extract membership features of passages into Parquet.")(extract_cmd)
 app.add_typer(features_app, name="features", short_help="List the membership features.")
-from flows.cli_benchmark import benchmark_cmd  # noqa: E402
+from trainspotter.flows.cli_benchmark import benchmark_cmd  # noqa: E402
 app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)
 
 

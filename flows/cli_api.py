@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from flows.cli_common import JSON, emit_json
+from trainspotter.flows.cli_common import JSON, emit_json
 
 cache_app = typer.Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
                         no_args_is_help=True)

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import JSON, REFRESH, emit_json, input_error
+from trainspotter.flows.cli_common import JSON, REFRESH, emit_json, input_error
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES
@@ -64,8 +64,8 @@ def _load_yaml(path: Path | None) -> dict:
 
 
 def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
-    from tasks import start_prefect_api
-    from tasks.cache import refreshing
+    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.cache import refreshing
 
     with refreshing(refresh):
         start_prefect_api()
@@ -82,7 +82,7 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
             "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
-    from flows.shift import shift_flow
+    from trainspotter.flows.shift import shift_flow
 
     res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
     if json_out:
@@ -166,7 +166,7 @@ def benchmark_cmd(
     if cfg.testbed not in PRESETS:
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
 
-    from flows.benchmark import benchmark_flow
+    from trainspotter.flows.benchmark import benchmark_flow
 
     res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
     if json_out:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import JSON, REFRESH, Access, choice, emit_json, input_error
+from trainspotter.flows.cli_common import JSON, REFRESH, Access, choice, emit_json, input_error
 from trainspotter.errors import InputError
 
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -88,14 +88,14 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     if dask and dask_address:
         raise InputError("--dask starts a local Dask cluster, --dask-address uses an existing one: "
                          "give one of them")
-    from flows.extract import ExtractConfig, check_local_models, check_scheduler, run_extract
+    from trainspotter.flows.extract import ExtractConfig, check_local_models, check_scheduler, run_extract
 
     if dask or dask_address:  # before Prefect starts: one line naming the option
         check_local_models("--dask-address" if dask_address else "--dask", model, reference)
     if dask_address:
         check_scheduler(dask_address)
-    from tasks import start_prefect_api
-    from tasks.cache import refreshing
+    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.cache import refreshing
 
     files = {k: str(v) for k, v in {"data": data, "suspect": suspect, "heldout": heldout}.items() if v}
     flow_config = ExtractConfig(**files, model=model, reference=reference, access=access.value,

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_error
+from trainspotter.flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_error
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS

@@ -3,8 +3,8 @@ and non-members vs held-out (negative control, H0 true: must not reject)."""
 
 from prefect import flow
 
-from flows.audit import AuditConfig, audit_flow
-from flows.testbed import testbed_flow
+from trainspotter.flows.audit import AuditConfig, audit_flow
+from trainspotter.flows.testbed import testbed_flow
 from trainspotter.stats.sequential import TestConfig
 from trainspotter.evaluation.testbed import PRESETS, split_path
 

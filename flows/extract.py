@@ -15,8 +15,8 @@ from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
-import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from tasks.extract import extract_chunk
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter.tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
 from trainspotter.data import load_labeled
 from trainspotter.errors import InputError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from flows.tracking import tracking_uri as default_uri
+from trainspotter.flows.tracking import tracking_uri as default_uri
 from trainspotter.errors import InputError
 from trainspotter.report import html_report
 
@@ -27,7 +27,7 @@ def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Pa
     names = {a.path for a in client.list_artifacts(run_id)}
     fetch = lambda name: Path(client.download_artifacts(run_id, name))  # noqa: E731
     if "benchmark.md" in names:
-        from flows.benchmark import benchmark_report_html
+        from trainspotter.flows.benchmark import benchmark_report_html
 
         files = {name: fetch(name) for name in sorted(names) if name.endswith(".png")}
         page = benchmark_report_html({"table": fetch("benchmark.md"), **files})

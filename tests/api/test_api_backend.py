@@ -220,7 +220,7 @@ def test_server_response_shapes(server):
 def test_cache_cli(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from trainspotter.flows.cli import app
 
     monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
     QueryCache().put_many("fp", "completions", {"k1": {"text": "a"}, "k2": {"text": "b"}})

@@ -90,7 +90,7 @@ def test_cli_extract_gray_and_black_report_the_mode(llama_server, artifacts, tmp
     data.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     for access in ("gray", "black"):
         out = tmp_path / f"{access}.parquet"
-        res = subprocess.run([sys.executable, "-m", "flows.cli", "extract", "--data", str(data), "--model",
+        res = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "extract", "--data", str(data), "--model",
                               llama_server, "--access", access, "--no-perturbations", "--out", str(out),
                               "--json"], capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-2000:]

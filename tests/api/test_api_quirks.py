@@ -188,7 +188,7 @@ def test_cli_audit_reports_the_mode(start_server, artifacts, tmp_path):
     report say how the server was queried."""
     from typer.testing import CliRunner
 
-    from flows.cli import app as cli
+    from trainspotter.flows.cli import app as cli
     from trainspotter.evaluation.testbed import split_path
 
     results = {}
@@ -235,7 +235,7 @@ def test_cli_extract_reports_the_mode(start_server, artifacts, tmp_path):
     server was queried (as the audit's JSON does)."""
     from typer.testing import CliRunner
 
-    from flows.cli import app as cli
+    from trainspotter.flows.cli import app as cli
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts(2))))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, env=None, **kw):
@@ -101,7 +101,7 @@ def test_audit_explains_the_fixed_n_p_value_beside_the_e_value(mini_testbed, tmp
     assert r["model_reject"] and r["baseline_p_value"] > r["alpha"] and r["baseline_disagrees"] is True
     assert r["baseline_note"].startswith(f"The decision rests on the e-value ({r['e_value']:.3g} ≥ 1/α = 20)")
     assert f"({r['baseline_p_value']:.3g})" in r["baseline_note"] and "They disagree" in r["baseline_note"]
-    from flows.report import render_report
+    from trainspotter.flows.report import render_report
 
     page = render_report(r["run_id"], tmp_path / "page.html").read_text()
     assert "They disagree" in page

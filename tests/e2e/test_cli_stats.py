@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):

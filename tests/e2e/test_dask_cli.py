@@ -96,7 +96,7 @@ def _passages(mini_testbed: Path, tmp_path: Path, n: int) -> Path:
 def _here(data: Path, chunk_size: int = 8) -> pd.DataFrame:
     """The default runner's table, computed in this process: its task function (the library
     extraction) on the same chunks, the CLI's default features, gray access."""
-    from tasks.extract import extract_chunk
+    from trainspotter.tasks.extract import extract_chunk
     from trainspotter.data import load_passages
     from trainspotter.features.features import FeatureConfig
 
@@ -163,8 +163,8 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
 def test_audit_on_dask_flow_for_deployments(mini_testbed, dask_cluster):
     """The flow a deployment runs (it cannot choose its task runner): the audit as its
     subflow on the cluster, same result as the library audit in this process."""
-    from flows.audit import audit_on_dask
-    from tasks import start_prefect_api
+    from trainspotter.flows.audit import audit_on_dask
+    from trainspotter.tasks import start_prefect_api
     from trainspotter.audit import AuditConfig, audit
 
     start_prefect_api()
@@ -199,8 +199,8 @@ def test_an_api_model_is_refused_on_a_cluster(tmp_path):
     """An API model's query budget is counted in the process that queries it: workers would
     each start from a full budget, so audits and extractions on Dask refuse it before any
     connection or flow."""
-    from flows.audit import check_dask_audit
-    from flows.extract import ExtractConfig, run_extract
+    from trainspotter.flows.audit import check_dask_audit
+    from trainspotter.flows.extract import ExtractConfig, run_extract
     from trainspotter.audit import AuditConfig
     from trainspotter.errors import InputError
 

@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):

@@ -19,7 +19,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from flows.cli import app
+from trainspotter.flows.cli import app
 
 ROOT = typer.main.get_command(app)
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def _shown(param) -> str | None:
 def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     """What each benchmark option does when not given: (--suite mia, --suite shift or None
     where the option is not passed to the shift suite)."""
-    from flows.benchmark import RESULTS
+    from trainspotter.flows.benchmark import RESULTS
     from trainspotter.evaluation.benchmark import BenchmarkConfig
     from trainspotter.evaluation.mia import METHODS
     from trainspotter.evaluation.shift import ShiftConfig

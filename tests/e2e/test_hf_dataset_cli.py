@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def test_audit_reads_a_saved_hf_dataset(tmp_path, mini_testbed):

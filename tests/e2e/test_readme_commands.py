@@ -20,7 +20,7 @@ import pytest
 import typer
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 # Documented options the runs below leave out, and where they are exercised instead.
 SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Dask cluster)",
            ("extract", "--dask"): "tests/e2e/test_dask_cli.py",
@@ -52,7 +52,7 @@ def documented() -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def _app():
-    from flows.cli import app
+    from trainspotter.flows.cli import app
 
     return app
 

@@ -13,7 +13,7 @@ INCONCLUSIVE_EXIT = 3
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *args], capture_output=True, text=True,
                           env=os.environ | {"COLUMNS": "200"}, timeout=900)
 
 
@@ -49,7 +49,7 @@ def test_shifted_held_out_set_is_inconclusive_and_queries_nothing(tmp_path, mini
 
     from mlflow.tracking import MlflowClient
 
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.tracking import tracking_uri
 
     logged = MlflowClient(tracking_uri()).get_run(run_id).data
     assert logged.tags["verdict"] == "inconclusive" and logged.metrics["blind_fired"] == 1.0

@@ -20,7 +20,7 @@ from trainspotter.features.features import FeatureConfig
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import TokenEmbeddings, TokenStrings, sigmoid_logprob
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from trainspotter.evaluation.testbed import PRESETS as TESTBEDS
 
 @pytest.fixture(scope="module")
 def demo(mini_testbed):
-    from flows.demo import demo_flow
+    from trainspotter.flows.demo import demo_flow
 
     return {r["set"]: r for r in demo_flow(testbed="mini", alpha=0.05)}
 
@@ -30,7 +30,7 @@ def test_members_rejected_negative_control_not(demo):
 
 
 def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.tracking import tracking_uri
 
     r = demo["members"]
     client = MlflowClient(tracking_uri())
@@ -63,12 +63,12 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
     import trainspotter.features.extract as extract
-    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.evaluation.testbed import split_path
 
     calls = []
     original = extract.extract
-    monkeypatch.setattr("tasks.extract.extract", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr("trainspotter.tasks.extract.extract", lambda *a, **k: calls.append(1) or original(*a, **k))
     config = AuditConfig(name="demo-mini-members", suspect=str(split_path("mini", "member")),
                          heldout=str(split_path("mini", "heldout")), model="testbed:mini",
                          reference="testbed:mini/reference")
@@ -81,8 +81,8 @@ def test_rerun_hits_the_feature_cache(demo, monkeypatch):
 def test_report_regenerated_from_mlflow(demo, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from flows.report import render_report
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.report import render_report
+    from trainspotter.flows.tracking import tracking_uri
 
     r = demo["negative-control"]
     page = render_report(r["run_id"], tmp_path / "report.html").read_text()
@@ -95,7 +95,7 @@ def test_report_regenerated_from_mlflow(demo, tmp_path):
 def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
     """access="black": the features come from the greedy tokens only (BADI App. A.6), yet the
     members are still detected; the log-prob columns never enter the test."""
-    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.evaluation.testbed import split_path
 
     result = audit_flow(AuditConfig(
@@ -110,8 +110,8 @@ def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
 def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_testbed, monkeypatch):
     """The run is open from the start and logs every batch: a crash on batch 3 leaves a
     FAILED run holding W_t for the 2 batches before it, and the error reaches the caller."""
-    import flows.audit as audit_module
-    from flows.tracking import tracking_uri
+    import trainspotter.flows.audit as audit_module
+    from trainspotter.flows.tracking import tracking_uri
     from trainspotter.evaluation.testbed import split_path
 
     real = audit_module.extract_batch

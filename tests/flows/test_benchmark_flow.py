@@ -19,7 +19,7 @@ REDUCED = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12
 
 @pytest.fixture(scope="module")
 def bench(mini_testbed, tmp_path_factory):
-    from flows.cli import app
+    from trainspotter.flows.cli import app
 
     out = tmp_path_factory.mktemp("bench")
     result = CliRunner().invoke(app, ["benchmark", *REDUCED, "--out", str(out), "--json"])
@@ -80,7 +80,7 @@ def test_dataset_inference_reports_tpr_and_negative_control_fpr(bench):
 
 
 def test_mlflow_parent_and_child_runs(bench):
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.tracking import tracking_uri
 
     res, _ = bench
     client = MlflowClient(tracking_uri())
@@ -108,8 +108,8 @@ def test_mlflow_parent_and_child_runs(bench):
 
 def test_rerun_extraction_is_cached(bench, monkeypatch):
     """Every extraction chunk of a rerun comes from the task cache: no model is queried."""
-    import tasks.extract
-    from flows.benchmark import features_table
+    import trainspotter.tasks.extract as task_extract
+    from trainspotter.flows.benchmark import features_table
     from trainspotter.evaluation.benchmark import BenchmarkConfig
 
     res, _ = bench
@@ -117,14 +117,14 @@ def test_rerun_extraction_is_cached(bench, monkeypatch):
     def no_queries(*a, **k):
         raise AssertionError("extraction recomputed")
 
-    monkeypatch.setattr(tasks.extract, "extract", no_queries)
+    monkeypatch.setattr(task_extract, "extract", no_queries)
     table = features_table(BenchmarkConfig(**res["config"]))
     assert len(table) == 36 and list(table["split"].unique()) == ["member", "nonmember", "heldout"]
     assert any(c.startswith("petal_") for c in table) and any(c.startswith("gray_pert_diff_") for c in table)
 
 
 def test_bad_methods_and_unknown_testbed_are_one_clear_error(mini_testbed):
-    from flows.cli import app
+    from trainspotter.flows.cli import app
 
     runner = CliRunner()
     bad = runner.invoke(app, ["benchmark", "--testbed", "mini", "--methods", "loss,nope"])
@@ -137,7 +137,7 @@ def test_bad_methods_and_unknown_testbed_are_one_clear_error(mini_testbed):
 def test_report_verb_renders_the_benchmark_page(bench, tmp_path):
     """`trainspotter report RUN_ID` on a benchmark parent run: the tables as HTML and the
     ROC and power figures inlined, so the page needs no other file."""
-    from flows.report import render_report
+    from trainspotter.flows.report import render_report
 
     res, _ = bench
     page = render_report(res["parent_run_id"], tmp_path / "bench.html").read_text()
@@ -159,7 +159,7 @@ SUBSET_BASE = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max",
     (["--methods", "loss", "--access", "none"], None),  # no DI at all
 ])
 def test_benchmark_runs_on_any_subset_of_configurations(mini_testbed, tmp_path, subset, paper):
-    from flows.cli import app
+    from trainspotter.flows.cli import app
 
     result = CliRunner().invoke(app, ["benchmark", *SUBSET_BASE, *subset, "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0 and result.exception is None, result.output

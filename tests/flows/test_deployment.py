@@ -65,7 +65,7 @@ def server(tmp_path_factory):
 def test_scheduled_audit_continues_wealth(server, mini_testbed, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.tracking import tracking_uri
     from trainspotter.ledger import load_ledger
 
     env, run = server

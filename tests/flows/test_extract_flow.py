@@ -17,7 +17,7 @@ from trainspotter.evaluation.testbed import split_path
 
 RUN = """
 import json, sys
-from flows.extract import ExtractConfig, run_extract
+from trainspotter.flows.extract import ExtractConfig, run_extract
 from trainspotter.features.features import FeatureConfig
 data, out, runner = sys.argv[1:4]
 config = ExtractConfig(data=data, model="testbed:mini", reference="testbed:mini/reference",
@@ -90,8 +90,8 @@ def test_dask_runner_gives_the_same_features(mini_testbed, tmp_path):
 def test_rerun_reads_every_chunk_from_the_cache_and_refresh_recomputes(mini_testbed, tmp_path):
     import json
 
-    from flows.extract import ExtractConfig, extract_flow
-    from tasks.cache import refreshing
+    from trainspotter.flows.extract import ExtractConfig, extract_flow
+    from trainspotter.tasks.cache import refreshing
     from trainspotter.features.features import FeatureConfig
 
     data = tmp_path / "four.jsonl"

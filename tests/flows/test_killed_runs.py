@@ -9,7 +9,7 @@ import sys
 import mlflow
 from mlflow.tracking import MlflowClient
 
-from flows.tracking import mark_killed_runs
+from trainspotter.flows.tracking import mark_killed_runs
 
 
 def test_only_runs_of_dead_processes_on_this_host_are_marked(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from trainspotter.ledger import load_ledger
 
 
 def _config(name, max_pairs, **kw):
-    from flows.audit import AuditConfig
+    from trainspotter.flows.audit import AuditConfig
     from trainspotter.evaluation.testbed import split_path
 
     return AuditConfig(name=name, suspect=str(split_path("mini", "nonmember")),
@@ -19,7 +19,7 @@ def _config(name, max_pairs, **kw):
 
 
 def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
-    from flows.audit import audit_flow
+    from trainspotter.flows.audit import audit_flow
     from trainspotter.stats.sequential import SequentialTest
 
     first = audit_flow(_config("recurring", 20))
@@ -39,7 +39,7 @@ def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
 
 
 def test_changed_settings_refuse_to_continue(mini_testbed):
-    from flows.audit import audit_flow
+    from trainspotter.flows.audit import audit_flow
     from trainspotter.errors import InputError
     from trainspotter.stats.sequential import TestConfig
 
@@ -49,14 +49,14 @@ def test_changed_settings_refuse_to_continue(mini_testbed):
 
 
 def test_ledger_show_json(mini_testbed):
-    from flows.audit import audit_flow
+    from trainspotter.flows.audit import audit_flow
 
     audit_flow(_config("shown", 8))
-    out = subprocess.run([sys.executable, "-m", "flows.cli", "ledger", "show", "shown", "--json"],
+    out = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "shown", "--json"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["pairs_used"] == {"suspect": 8, "heldout": 8} and len(info["runs"]) == 1
-    missing = subprocess.run([sys.executable, "-m", "flows.cli", "ledger", "show", "nope"],
+    missing = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "nope"],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no ledger for audit 'nope'" in missing.stderr

@@ -52,7 +52,7 @@ def server(tmp_path_factory):
 
 @pytest.mark.slow
 def test_audit_logs_to_a_tracking_server(server, mini_testbed, artifacts):
-    from flows.audit import AuditConfig, audit_flow
+    from trainspotter.flows.audit import AuditConfig, audit_flow
 
     url, home = server
     config = AuditConfig(name="server-audit", suspect=str(mini_testbed / "member.jsonl"),
@@ -73,7 +73,7 @@ def test_audit_logs_to_a_tracking_server(server, mini_testbed, artifacts):
     steps = client.get_metric_history(run.info.run_id, "wealth")
     assert len(steps) == result["pairs_used"]
     # the explicit server does not become the process's default for later audits
-    from flows.tracking import tracking_uri
+    from trainspotter.flows.tracking import tracking_uri
 
     assert "MLFLOW_TRACKING_URI" not in os.environ and tracking_uri().startswith("sqlite:///")
     # the features table is a logged input whose source is the server's download address of it

@@ -7,14 +7,14 @@ from mlflow.tracking import MlflowClient
 
 
 def test_sweep_has_parent_and_child_runs(tmp_path, monkeypatch):
-    import tasks.simulate
-    from flows.simulate import simulate_flow
-    from tasks.cache import refreshing
+    import trainspotter.tasks.simulate as task_simulate
+    from trainspotter.flows.simulate import simulate_flow
+    from trainspotter.tasks.cache import refreshing
 
     calls = []  # the library function behind the cached task, counted
-    library = tasks.simulate.simulate_many
-    monkeypatch.setattr(tasks.simulate, "simulate_many", lambda *a, **k: calls.append(1) or library(*a, **k))
-    from flows.tracking import tracking_uri
+    library = task_simulate.simulate_many
+    monkeypatch.setattr(task_simulate, "simulate_many", lambda *a, **k: calls.append(1) or library(*a, **k))
+    from trainspotter.flows.tracking import tracking_uri
 
     rng = np.random.default_rng(3)
     n = 120

@@ -27,10 +27,10 @@ import sys
 def main() -> None:
     import mlflow
 
-    import flows.tracking
-    import tasks.extract
+    import trainspotter.flows.tracking as tracking
+    import trainspotter.tasks.extract as task_extract
     import trainspotter.ledger
-    from flows.cli import main as cli_main
+    from trainspotter.flows.cli import main as cli_main
 
     stage, _, n = (os.environ.get("KILL_AT") or "none:0").partition(":")
     n, seen = int(n), {"query": 0, "batch": 0, "save": 0, "mlflow": 0}
@@ -42,7 +42,7 @@ def main() -> None:
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    extract = tasks.extract.extract
+    extract = task_extract.extract
 
     def killing_extract(passages, *args, **kwargs):
         rows = extract(passages, *args, **kwargs)
@@ -51,15 +51,15 @@ def main() -> None:
             f.write(json.dumps([p["id"] for p in passages]) + "\n")
         return rows
 
-    tasks.extract.extract = killing_extract
+    task_extract.extract = killing_extract
 
-    step = flows.tracking.StepLogger.__call__
+    step = tracking.StepLogger.__call__
 
     def killing_step(self, auditor):
         step(self, auditor)
         at("batch")
 
-    flows.tracking.StepLogger.__call__ = killing_step
+    tracking.StepLogger.__call__ = killing_step
 
     class KillingOs:  # trainspotter.ledger's `os`, with a replace that can be killed in
         def __getattr__(self, name):

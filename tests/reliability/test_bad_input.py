@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, artifacts: Path | None = None):

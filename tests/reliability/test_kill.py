@@ -149,7 +149,7 @@ def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     assert sorted(os.listdir(ledger_file.parent)) == ["chain.json", "chain.json.lock"]  # temp swept
 
     env = os.environ | {"TRAINSPOTTER_ARTIFACTS": str(root)}
-    show = subprocess.run([sys.executable, "-m", "flows.cli", "ledger", "show", "chain", "--json"],
+    show = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "chain", "--json"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert show.returncode == 0, show.stderr
     info = json.loads(show.stdout)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-CLI = [sys.executable, "-m", "flows.cli"]
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 PAIRS = 8
 
 

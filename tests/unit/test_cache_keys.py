@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import trainspotter
-from tasks.benchmark import pvalue_cache_key
-from tasks.extract import chunk_cache_key
-from tasks.simulate import simulate_cache_key
+from trainspotter.tasks.benchmark import pvalue_cache_key
+from trainspotter.tasks.extract import chunk_cache_key
+from trainspotter.tasks.simulate import simulate_cache_key
 from trainspotter import config as C
 from trainspotter.features import features as F
 from trainspotter.features.features import FeatureConfig
