@@ -140,7 +140,7 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
     remote = _extract(data, tmp_path / "remote.parquet", "--dask-address", dask_cluster, cwd=here,
                       storage=storage)
     assert remote["chunks_computed"] == 4
-    assert any(_workers_imported(dask_cluster, "tasks.extract").values())
+    assert any(_workers_imported(dask_cluster, "trainspotter.tasks.extract").values())
     _same_features(pd.read_parquet(tmp_path / "remote.parquet"), _here(data))
 
     suspect, heldout = mini_testbed / "member.jsonl", mini_testbed / "heldout.jsonl"
