@@ -16,7 +16,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.flows.cli_common import JSON, REFRESH, Access, Payoff, ShiftCheck, Strategy, choice, emit_json, input_error
+from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
+                                           MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
+                                           STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff, Scorer, ShiftCheck,
+                                           Strategy, choice, emit_json, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
@@ -124,11 +127,11 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
 
 
 @app.command(short_help="Audit a testbed's members and non-members against held-out.")
-def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
-         alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
-         max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs per audit."),
-         seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
-         tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
+         alpha: float = ALPHA,
+         max_pairs: Optional[int] = MAX_PAIRS,
+         seed: int = SEED,
+         tracking_uri: Optional[str] = TRACKING_URI,
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
     from trainspotter.evaluation.testbed import PRESETS
@@ -150,40 +153,30 @@ def demo(testbed: str = typer.Option("tiny", help="Testbed preset."),
 def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of txt "
                                                  "files or a saved HF dataset."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
-          model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
-                                              "openai:MODEL@URL?tokenizer=...."),
-          reference: Optional[str] = typer.Option(None, help="Reference model spec."),
-          access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy tokens "
-                                  "only, label-only APIs) or both."),
-          features: str = typer.Option("lean", help="Feature set: lean (one forward pass per text "
-                                                    "per model), calibrated (its target-vs-reference "
-                                                    "features only: robust to held-out sets of easier "
-                                                    "or harder text; needs --reference) or full (+ six "
-                                                    "perturbations and suffix generation)."),
-          alpha: float = typer.Option(0.05, help="Significance level: reject once W_t ≥ 1/α."),
-          max_pairs: Optional[int] = typer.Option(None, help="Cap on pairs queried."),
+          model: str = MODEL,
+          reference: Optional[str] = REFERENCE,
+          access: Access = choice(Access, "access", "gray", ACCESS_HELP),
+          features: FeatureSet = choice(FeatureSet, "features", "lean", FEATURES_HELP),
+          alpha: float = ALPHA,
+          max_pairs: Optional[int] = MAX_PAIRS,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
           preset: Optional[str] = typer.Option(
               None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
                          f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy/--payoff/--lambda-max win."),
-          strategy: Optional[Strategy] = choice(Strategy, "strategy", None,
-                                                "Betting strategy (default: from the preset)."),
-          payoff: Optional[Payoff] = choice(Payoff, "payoff", None, "Payoff u_t (default: from the "
-                                            "preset; mmd is BADI's witness, mmd-std the same on standardised scores)."),
-          lambda_max: Optional[float] = typer.Option(None, help="Largest stake λ_max in (0, 1) "
-                                                                "(default: from the preset)."),
+          strategy: Optional[Strategy] = choice(Strategy, "strategy", None, STRATEGY_HELP + " (default: from the preset)."),
+          payoff: Optional[Payoff] = choice(Payoff, "payoff", None, PAYOFF_HELP + " (default: from the preset)."),
+          lambda_max: Optional[float] = typer.Option(None, help=LAMBDA_MAX_HELP + " (default: from the preset)."),
+          scorer: Scorer = SCORER,
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
-          seed: int = typer.Option(0, help="Seed for pairing and the scoring model."),
+          seed: int = SEED,
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
                                                   "with pairs not used before (recurring audits)."),
           shift_check: ShiftCheck = choice(ShiftCheck, "shift-check", "stop", "When the blind check finds "
                                            "that the held-out set differs from the suspect set (the verdict "
                                            "is then inconclusive, exit 3): stop before any model query, or "
                                            "continue to record the model's e-value anyway."),
-          tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
-          dask_address: Optional[str] = typer.Option(
-              None, help="Extract each batch on the Dask cluster whose scheduler is at HOST:PORT "
-                         "(workers need trainspotter and the model files); the test runs here."),
+          tracking_uri: Optional[str] = TRACKING_URI,
+          dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
@@ -196,8 +189,6 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
     from trainspotter.features.features import FEATURE_SETS
 
     # Validate everything before any flow starts, so bad input is one clear line.
-    if features not in FEATURE_SETS:
-        raise InputError(f"option --features: {features!r} is not one of {', '.join(FEATURE_SETS)}")
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     passages = {path: load_passages(path) for path in (suspect, heldout)}
@@ -209,10 +200,10 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
         from trainspotter.audit import AuditConfig, check_inputs
 
         config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
-                             reference=reference, access=access.value, features=FEATURE_SETS[features],
+                             reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              preset=preset or DEFAULT_PRESET, shift_check=shift_check.value,
-                             test=TestConfig(alpha=alpha, seed=seed,
+                             test=TestConfig(alpha=alpha, seed=seed, scorer=scorer.value,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
@@ -275,7 +266,7 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
 def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit, or of a benchmark's "
                                                   "parent run."),
            out: Path = typer.Option(Path("report.html"), help="Where to write the HTML page."),
-           tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+           tracking_uri: Optional[str] = TRACKING_URI,
            json_out: bool = JSON) -> None:
     """Self-contained HTML report of an audit run or a benchmark (its parent run), also
     logged to the run."""

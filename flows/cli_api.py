@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from trainspotter.flows.cli_common import JSON, emit_json
+from trainspotter.flows.cli_common import JSON, SEED, emit_json
 
 cache_app = typer.Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
                         no_args_is_help=True)
@@ -20,7 +20,7 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
                                               help="Fraction of requests that fail (429, 500, timeout, "
                                                    "truncated or malformed), for testing clients."),
               fail_sleep: float = typer.Option(5.0, help="Seconds an injected timeout sleeps."),
-              seed: int = typer.Option(0, help="Seed of the fault injection."),
+              seed: int = SEED,
               list_prompts: bool = typer.Option(True, "--list-prompts/--no-list-prompts",
                                                 help="--no-list-prompts: answer a list of several prompts "
                                                      "with HTTP 500, as llama-cpp-python's server does."),

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.flows.cli_common import JSON, REFRESH, emit_json, input_error
+from trainspotter.flows.cli_common import JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json, input_error
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES
@@ -103,7 +103,7 @@ def benchmark_cmd(
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
                                           "the IID splits and pollution; results in benchmarks/results/shift.md)."),
-    testbed: Optional[str] = typer.Option(None, help="Testbed name; built if needed "
+    testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods " + _default("all") + "."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
@@ -119,8 +119,9 @@ def benchmark_cmd(
                                                         + _default(", ".join(STRATEGIES)) + "."),
     payoffs: Optional[str] = typer.Option(None, help="DI payoffs, comma-separated "
                                                      + _default(", ".join(PAYOFFS)) + "."),
-    access: Optional[str] = typer.Option(None, help="DI feature sets: gray, black, both comma-separated, "
-                                                    "or none " + _default("gray, black") + "."),
+    access: Optional[str] = typer.Option(None, help="DI feature sets: one or more of gray, black, both (as "
+                                                    "audit --access; comma-separated), or none "
+                                                    + _default("gray, black") + "."),
     alphas: Optional[str] = typer.Option(None, help="Significance levels, comma-separated "
                                                     + _default("0.05, 0.01") + "."),
     limit: Optional[int] = typer.Option(None, min=4, help="At most this many passages per split (per pool "
@@ -131,12 +132,12 @@ def benchmark_cmd(
     n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
     perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
                                                            + _default(", ".join(KINDS)) + "."),
-    seed: Optional[int] = typer.Option(None, help="Seed of subsamples, folds, bootstrap and trials "
-                                                  + _default("0") + "."),
+    seed: Optional[int] = typer.Option(None, help="Seed of every random choice the verb makes: the same seed, "
+                                                  "the same result " + _default("0") + "."),
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
     out: Optional[Path] = typer.Option(None, help="Output folder " + _default("benchmarks/results/TESTBED/",
                                                                              "benchmarks/results/") + "."),
-    tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI."),
+    tracking_uri: Optional[str] = TRACKING_URI,
     refresh: bool = REFRESH,
     json_out: bool = JSON,
 ) -> None:
@@ -159,7 +160,7 @@ def benchmark_cmd(
         raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
     cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "trials": trials, "null_trials": null_trials,
                          "n_max": n_max,
-                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": _csv(access),
+                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if access == "none" else choices(Access, "access", access),
                          "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
                          "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed,
                          "features": features or None, "out": str(out) if out else None})

@@ -1,4 +1,5 @@
-"""What every CLI verb shares: the choice types, ``--json``, ``--refresh``, JSON output and
+"""What every CLI verb shares: the choice types, the options that mean the same in every
+verb (defined once here, so a name has one meaning and one help text), JSON output and
 turning a pydantic ValidationError into one InputError line."""
 
 from __future__ import annotations
@@ -11,16 +12,40 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
+from trainspotter.features.features import FEATURE_SETS
 from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.scoring import SCORERS
 
-Access = Enum("Access", {a: a for a in ("gray", "black", "both")}, type=str)
+ACCESS_LEVELS = ("gray", "black", "both")
+Access = Enum("Access", {a: a for a in ACCESS_LEVELS}, type=str)
 Strategy = Enum("Strategy", {s: s for s in STRATEGIES}, type=str)
 Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
+Scorer = Enum("Scorer", {s: s for s in SCORERS}, type=str)
+FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
 ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue")}, type=str)
 
 JSON = typer.Option(False, "--json", help="Print only a machine-readable JSON result on stdout.")
 REFRESH = typer.Option(False, "--refresh", help="Recompute cached task results (and overwrite "
                                                 "them) instead of reusing them.")
+TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else a SQLite "
+                                       "store in the artifacts folder).")
+ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")
+SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
+MODEL = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or openai:MODEL@URL with "
+                                "?tokenizer=SPEC (README: Model specs).")
+REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model).")
+TESTBED_HELP = "Testbed preset, built if needed"
+MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per audit.")
+DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
+                                       "need the same trainspotter and the model files).")
+STRATEGY_HELP = "Betting strategy (ons is the paper's)"
+PAYOFF_HELP = ("Payoff u_t: mmd (the paper's kernel-MMD witness), mmd-std (the same on standardised scores), "
+               "ks (one-sided KS) or diff")
+LAMBDA_MAX_HELP = "Largest stake λ_max, in (0, 1)"
+ACCESS_HELP = "gray (log-probs), black (greedy tokens and generations only: label-only APIs) or both."
+FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calibrated (its "
+                 "target-vs-reference features only: robust to held-out sets of easier or harder text; "
+                 "needs --reference) or full (+ six perturbations and suffix generation).")
 
 
 def choice(enum: type[Enum], option: str, default: str, help: str):
@@ -41,6 +66,24 @@ def choice(enum: type[Enum], option: str, default: str, help: str):
 
     return typer.Option(default, f"--{option}", parser=parse, metavar=f"[{'|'.join(names)}]",
                         help=help)
+
+
+def choices(enum: type[Enum], option: str, value: str | None) -> list[str] | None:
+    """A comma-separated list of ``enum`` values (an option that takes several), checked
+    like ``choice``: one line naming the option and the bad value, exit 2."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    names = [m.value for m in enum]
+    bad = [v for v in items if v not in names]
+    if bad or not items:
+        raise InputError(f"option --{option} {value!r}: expected one or more of {', '.join(names)}, "
+                         f"comma-separated")
+    return items
+
+
+SCORER = choice(Scorer, "scorer", "online", "Online scoring model: online (Newton step on running statistics, "
+                                            "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
 
 
 def emit_json(obj) -> None:

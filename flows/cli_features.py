@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.flows.cli_common import JSON, REFRESH, Access, choice, emit_json, input_error
+from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
+                                           Access, FeatureSet, choice, emit_json, input_error)
 from trainspotter.errors import InputError
 
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -44,22 +45,22 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                                                                   "written with set = suspect."),
                 heldout: Optional[Path] = typer.Option(None, help="Held-out passages (with --suspect): "
                                                                   "written with set = heldout."),
-                model: str = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or "
-                                                    "openai:MODEL@URL?tokenizer=SPEC."),
-                reference: Optional[str] = typer.Option(None, help="Reference model spec."),
-                access: Access = choice(Access, "access", "gray", "gray (log-probs), black (greedy "
-                                                                  "tokens and generations only) or both."),
+                model: str = MODEL,
+                reference: Optional[str] = REFERENCE,
+                access: Access = choice(Access, "access", "gray", ACCESS_HELP),
+                features: FeatureSet = choice(FeatureSet, "features", "full", FEATURES_HELP),
                 out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
-                seed: int = typer.Option(0, help="Perturbation seed."),
-                perturbations: bool = typer.Option(True, help="Score the six perturbed variants."),
-                sequence: bool = typer.Option(True, help="Suffix-generation features (black)."),
+                seed: int = SEED,
+                perturbations: Optional[bool] = typer.Option(None, help="Score the six perturbed variants "
+                                                                        "(default: from --features)."),
+                sequence: Optional[bool] = typer.Option(None, help="Suffix-generation features, black "
+                                                                   "(default: from --features)."),
                 estimator: str = typer.Option("sigmoid", help="Black-box estimator: sigmoid, raw or petal."),
                 batch_size: int = typer.Option(16, help="Passages per batch of model calls."),
                 chunk_size: int = typer.Option(64, help="Passages per cached task: a rerun after "
                                                         "a crash recomputes no finished chunk."),
                 dask: bool = typer.Option(False, help="Run the chunks on a local Dask cluster."),
-                dask_address: Optional[str] = typer.Option(None, help="Address of an existing "
-                                                                      "Dask scheduler."),
+                dask_address: Optional[str] = DASK_ADDRESS,
                 refresh: bool = REFRESH,
                 json_out: bool = JSON) -> None:
     """Extract membership features of passages under MODEL into a Parquet table (the extract
@@ -71,15 +72,19 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
 
     from trainspotter.backends import resolve_spec
     from trainspotter.data import load_labeled
-    from trainspotter.features.features import FeatureConfig
+    from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 
     if out.suffix.lower() != ".parquet":
         raise InputError(f"--out {out}: expected a .parquet file name")
     try:
-        config = FeatureConfig(seed=seed, perturbations=perturbations, sequence=sequence,
-                               estimator=estimator, batch_size=batch_size)
+        chosen = {"seed": seed, "estimator": estimator, "batch_size": batch_size, "perturbations": perturbations,
+                  "sequence": sequence}  # explicit options win over the feature set's
+        config = FeatureConfig.model_validate(FEATURE_SETS[features.value].model_dump()
+                                              | {k: v for k, v in chosen.items() if v is not None})
     except ValidationError as e:
         raise input_error(e) from None
+    if config.relative_only and not reference:
+        raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)

@@ -17,7 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.flows.cli_common import JSON, Payoff, Strategy, choice, emit_json, input_error
+from trainspotter.flows.cli_common import (ALPHA, JSON, LAMBDA_MAX_HELP, PAYOFF_HELP, SCORER, SEED, STRATEGY_HELP,
+                                           Payoff, Scorer, Strategy, choice, emit_json, input_error)
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS
@@ -27,12 +28,9 @@ from trainspotter.stats.sequential import TestConfig, run_test
 _console = Console()
 
 _DEFAULT = PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
-STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], "Betting strategy (ons is the paper's).")
-PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], "Payoff: mmd (the paper's kernel-MMD witness), mmd-std "
-                                                       "(on standardised scores), ks (one-sided KS) or diff.")
-LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help="Stake cap, in (0, 1).")
-SCORER = typer.Option("online", help="Online scoring model: online (Newton step on running statistics, "
-                                     "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
+STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], STRATEGY_HELP + ".")
+PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], PAYOFF_HELP + ".")
+LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help=LAMBDA_MAX_HELP + ".")
 
 
 def _config(**kw) -> TestConfig:
@@ -68,18 +66,19 @@ def _table(title: str, rows: list[tuple[str, object]]) -> None:
 
 
 def test_cmd(
-    features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
-    alpha: float = typer.Option(0.05, help="Significance level; reject when the wealth reaches 1/alpha."),
+    table: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
+    alpha: float = ALPHA,
     strategy: Strategy = STRATEGY,
     payoff: Payoff = PAYOFF,
     lambda_max: float = LAMBDA_MAX,
-    scorer: str = SCORER,
+    scorer: Scorer = SCORER,
+    seed: int = SEED,
     json_out: bool = JSON,
 ) -> None:
     """Run the anytime-valid sequential test on a features table."""
-    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer)
-    df = read_features(features)
-    out = _with_file(features, lambda: run_test(df, config))
+    config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer, seed=seed)
+    df = read_features(table)
+    out = _with_file(table, lambda: run_test(df, config))
     if json_out:
         return emit_json(out)
     verdict = "reject H0 (suspect set used in training)" if out["reject"] else "no rejection"
@@ -114,16 +113,16 @@ def _pollution(path: Path, df, config: TestConfig, ratios: str, trials: int, n_m
 
 
 def simulate_cmd(
-    features: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
+    table: Path = typer.Argument(..., help="Features table (.parquet or .csv) with a `set` column."),
     trials: int = typer.Option(200, min=1, help="Monte Carlo trials (random orders)."),
     null: bool = typer.Option(False, "--null", help="Compare two random halves of the held-out rows (FPR)."),
     n_max: int | None = typer.Option(None, min=1, help="At most this many pairs per trial."),
-    alpha: float = typer.Option(0.05, help="Significance level."),
+    alpha: float = ALPHA,
     strategy: Strategy = STRATEGY,
     payoff: Payoff = PAYOFF,
     lambda_max: float = LAMBDA_MAX,
-    scorer: str = SCORER,
-    seed: int = typer.Option(0, help="Seed of the trial orders."),
+    scorer: Scorer = SCORER,
+    seed: int = SEED,
     pollution: str | None = typer.Option(None, help="Comma-separated fractions of the held-out stream to "
                                          "replace by suspect rows outside the trial's suspect stream (members "
                                          "leaking into the held-out set, BADI App. D.6), e.g. 0,0.1,0.25,0.5: "
@@ -133,10 +132,10 @@ def simulate_cmd(
     """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer,
                      seed=seed)
-    df = read_features(features)
+    df = read_features(table)
     if pollution is not None:
-        return _pollution(features, df, config, pollution, trials, n_max, seed, json_out)
-    out = _with_file(features, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
+        return _pollution(table, df, config, pollution, trials, n_max, seed, json_out)
+    out = _with_file(table, lambda: simulate(df, config, trials=trials, n_max=n_max, null=null, seed=seed))
     if json_out:
         return emit_json(out)
     mean, std = out["mean_stop"], out["std_stop"]

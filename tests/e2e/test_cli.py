@@ -127,3 +127,50 @@ def test_audit_is_quiet_with_a_progress_bar_and_verbose_with_v(mini_testbed):
     assert "reject H0" in quiet.stdout
     loud = run("-v", *args, env=env)
     assert loud.returncode == 0 and "| INFO    | Flow run" in loud.stderr, loud.stderr[-2000:]
+
+
+def test_audit_scorer_and_features_options_reach_the_audit(mini_testbed, tmp_path):
+    """--scorer and --features are the audit's settings, recorded in its MLflow run."""
+    import mlflow
+
+    out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+              str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--reference",
+              "testbed:mini/reference", "--features", "calibrated", "--scorer", "paper", "--max-pairs", "16",
+              "--name", "scorer-option", "--json")
+    assert out.returncode in (0, 3), out.stderr[-2000:]
+    from trainspotter.flows.tracking import tracking_uri
+
+    params = mlflow.MlflowClient(tracking_uri()).get_run(json.loads(out.stdout)["run_id"]).data.params
+    assert params["test.scorer"] == "paper" and params["features.relative_only"] == "True"
+    bad = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+              str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--scorer", "adam")
+    assert bad.returncode == 2 and "error: option --scorer 'adam': expected one of online, paper" in bad.stderr
+
+
+def test_extract_features_option_picks_the_set_and_explicit_flags_win(mini_testbed, tmp_path):
+    import pandas as pd
+
+    from trainspotter.features.features import MIN_K
+
+    data = tmp_path / "few.jsonl"
+    data.write_text("".join((mini_testbed / "member.jsonl").read_text().splitlines(keepends=True)[:4]))
+    lean = run("extract", "--data", str(data), "--model", "testbed:mini", "--features", "lean",
+               "--out", str(tmp_path / "lean.parquet"))
+    assert lean.returncode == 0, lean.stderr[-2000:]
+    cols = set(pd.read_parquet(tmp_path / "lean.parquet").columns)
+    assert "gray_ppl" in cols and not any("_pert_" in c for c in cols)
+    assert {c for c in cols if c.startswith("gray_min_k_")} == {f"gray_min_k_{round(MIN_K * 100)}"}  # lean: one K
+    flagged = run("extract", "--data", str(data), "--model", "testbed:mini", "--features", "lean",
+                  "--perturbations", "--no-sequence", "--out", str(tmp_path / "pert.parquet"))
+    assert flagged.returncode == 0, flagged.stderr[-2000:]
+    assert any("_pert_" in c for c in pd.read_parquet(tmp_path / "pert.parquet").columns)
+    no_ref = run("extract", "--data", str(data), "--model", "testbed:mini", "--features", "calibrated",
+                 "--out", str(tmp_path / "x.parquet"))
+    assert no_ref.returncode == 2 and "option --features: calibrated" in no_ref.stderr and "--reference" in no_ref.stderr
+
+
+def test_benchmark_access_takes_the_audit_levels(tmp_path):
+    out = run("benchmark", "--testbed", "mini", "--access", "gray,grey", "--out", str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: option --access 'gray,grey': expected one or more of gray, black, both, "
+                                  "comma-separated")

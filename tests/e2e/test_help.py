@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import os
 import re
 from pathlib import Path
 
@@ -138,11 +139,31 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
         return stated == "from the preset" and param.default is None  # AuditConfig fills it from --preset
     if verb == "audit" and name == "preset":
         return stated == DEFAULT_PRESET and param.default is None
+    if verb == "extract" and name in ("perturbations", "sequence"):
+        return stated == "from --features" and param.default is None  # extract_cmd: the set's flag
+    if name == "tracking_uri":
+        return (stated == "$MLFLOW_TRACKING_URI, else a SQLite store in the artifacts folder"
+                and param.default is None and _tracking_default())
     if verb == "serve" and name == "model_name":
         return stated == "SPEC" and param.default is None  # serve_cmd: model_name or spec
     if verb == "serve" and name == "host":
         return stated == "loopback" and ipaddress.ip_address(param.default).is_loopback
     return False
+
+
+def _tracking_default() -> bool:
+    """flows.tracking.tracking_uri(None): the environment's server, else SQLite in artifacts/."""
+    from unittest import mock
+
+    from trainspotter.config import artifacts_root
+    from trainspotter.flows.tracking import tracking_uri
+
+    with mock.patch.dict(os.environ, {"MLFLOW_TRACKING_URI": "http://mlflow.example:5000"}):
+        from_env = tracking_uri(None)
+    with mock.patch.dict(os.environ):
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        local = tracking_uri(None)
+    return from_env == "http://mlflow.example:5000" and local == f"sqlite:///{artifacts_root() / 'mlflow.db'}"
 
 
 STATED = [re.compile(r"\(default: (?P<value>[^;)]*)(?:; --suite shift: (?P<shift>[^)]*))?"),
@@ -232,3 +253,41 @@ def test_help_fits_100_columns_without_cutting_a_word(path):
     out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": "100"})
     assert out.exit_code == 0, out.output
     assert "…" not in out.output, [line for line in out.output.splitlines() if "…" in line]
+
+
+# ------------------------------------------------------------------ one meaning per option name
+
+# Option names whose help may differ between verbs, and why (everything else shared by
+# several verbs must be the one definition in flows/cli_common.py).
+MAY_DIFFER = {
+    "access": "benchmark takes several levels (DI configurations); features list filters the catalogue",
+    "suspect": "extract labels rows, audit tests them", "heldout": "extract labels rows, audit tests them",
+    "name": "an audit's name, a testbed preset", "out": "a page, a table or a folder",
+    "n_max": "per simulation trial or per benchmark trial",
+    "trials": "of one simulation, or of each benchmark configuration",
+    "perturbations": "extract: whether to score them; benchmark: which kinds (none: no perturbations)",
+    "json_out": "serve prints its address once listening, not a result",
+    "features": "a feature set (audit, extract); the table argument of test/simulate is TABLE",
+}
+
+
+def _meaning(help_text: str) -> str:
+    """A help text without its default and range notes: what the option means."""
+    text = re.sub(r"\s*\[(default|required|x>=|x<=)[^\]]*\]", "", " ".join(help_text.split()))
+    return re.sub(r"\s*\(default: [^)]*\)", "", text).rstrip(".")
+
+
+def test_an_option_name_means_one_thing_in_every_verb():
+    meanings: dict[str, dict[str, str]] = {}
+    for path, cmd, ctx in VERBS:
+        for param in cmd.params:
+            record = param.get_help_record(ctx)
+            if record is not None and isinstance(param, typer.core.TyperOption):
+                meanings.setdefault(param.name, {})[" ".join(path)] = _meaning(record[1])
+    shared = {name: verbs for name, verbs in meanings.items() if len(verbs) > 1}
+    assert {"alpha", "seed", "tracking_uri", "model", "reference", "scorer", "max_pairs"} <= set(shared)
+    for name, verbs in shared.items():
+        if name not in MAY_DIFFER:
+            assert len(set(verbs.values())) == 1, (name, verbs)
+    assert set(shared["scorer"]) == {"audit", "test", "simulate"}
+    assert {"audit", "extract"} <= set(shared["features"]) and "dask_address" in shared

@@ -113,13 +113,13 @@ def runs(mini_testbed, tmp_path_factory) -> dict[str, list[list[str]]]:
               "--reference", "testbed:mini/reference"]
     audit = json.loads(go("audit", *common, "--access", "gray", "--features", "calibrated", "--alpha", "0.05",
                           "--max-pairs", "20", "--name", "readme", "--ledger", "--preset", "default",
-                          "--payoff", "diff", "--strategy", "mixture", "--lambda-max", "0.8",
+                          "--payoff", "diff", "--strategy", "mixture", "--lambda-max", "0.8", "--scorer", "online",
                           "--shift-check", "stop", "--refresh", "--json").stdout)
     assert audit["verdict"] == "trained on" and audit["pairs_used"] <= 20
     go("features list", "--json")
     features = tmp / "features.parquet"
     go("extract", "--suspect", suspect, "--heldout", public, "--model", "testbed:mini", "--reference",
-       "testbed:mini/reference", "--access", "gray", "--out", features, "--json")
+       "testbed:mini/reference", "--access", "gray", "--features", "full", "--out", features, "--json")
     labelled = tmp / "labelled.jsonl"
     labelled.write_text("".join(json.dumps(r | {"set": s}) + "\n" for r, s in
                                 [(rows[30], "suspect"), (rows[31], "suspect"),
