@@ -57,7 +57,7 @@ from dataclasses import replace
 
 from trainspotter.backends.api.config import APIConfig, api_fingerprint, tokenizer_identity
 from trainspotter.backends.api.errors import Incompatible, ListRefused, MalformedResponse, Unsupported
-from trainspotter.backends.api.modes import BY_NAME, Mode
+from trainspotter.backends.api.modes import BY_NAME, MODES, Mode
 from trainspotter.backends.api.positions import LocalTokens
 from trainspotter.backends.api.probe import PROBE_VERSION, Probe, ServerProfile
 from trainspotter.backends.api.transport import Transport
@@ -68,8 +68,6 @@ from trainspotter.errors import APIRequestError
 
 __all__ = ["MODES", "APIConfig", "APIRequestError", "Incompatible", "MalformedResponse", "OpenAIBackend",
            "Unsupported", "api_fingerprint", "tokenizer_identity"]
-
-MODES = ("auto", *BY_NAME)  # what a spec's mode= may ask for
 
 
 class OpenAIBackend:

@@ -242,6 +242,7 @@ class ChatMode(Mode):
 
 LABEL, LOGPROBS, ECHO, CHAT = LabelMode(), LogprobsMode(), EchoMode(), ChatMode()
 BY_NAME: dict[str, Mode] = {m.name: m for m in (ECHO, LOGPROBS, LABEL, CHAT)}
+MODES = ("auto", *BY_NAME)  # what a spec's mode= may ask for ("auto": the probe chooses)
 
 
 def _choices(body: dict, n: int) -> list[dict]:
