@@ -68,6 +68,8 @@ from trainspotter.errors import APIRequestError
 
 __all__ = ["MODES", "APIConfig", "APIRequestError", "Incompatible", "MalformedResponse", "OpenAIBackend",
            "Unsupported", "api_fingerprint", "tokenizer_identity"]
+NOT_PROBED = {"list_prompts": False, "top_logprobs": None, "echo_shift": None, "echo_values": None,
+              "empty_prompt": ""}  # describe() before a probe
 
 
 class OpenAIBackend:
@@ -111,6 +113,7 @@ class OpenAIBackend:
         return self.local.positions(text)[0]
 
     def _positions(self, text: str) -> tuple[list[int], list[str], list[str]]:
+        """[BOS]+ids, prefix texts and token texts (tests and benchmarks count positions)."""
         return self.local.positions(text)
 
     def score(self, texts: list[str]) -> list[TokenScores]:
@@ -138,12 +141,9 @@ class OpenAIBackend:
         """What this backend does against its server: ``mode`` (None until probed; a probe
         cached by an earlier run counts, no request is sent), whether prompts go in lists,
         ``echo_shift`` (echo's log-prob of token j read at position j + shift) and ``summary``."""
-        c = self.config
-        if self.profile is None:
-            self.profile = self._cached_profile()
-        mode = BY_NAME[self.profile.mode] if self.profile else None
-        how = mode.describe(self.profile) if mode else {
-            "list_prompts": False, "top_logprobs": None, "echo_shift": None, "echo_values": None, "empty_prompt": ""}
+        c, profile = self.config, self._known_profile()
+        mode = BY_NAME[profile.mode] if profile else None
+        how = mode.describe(profile) if mode else NOT_PROBED
         d = {"backend": "openai", "model": c.model, "base_url": c.base_url, "mode": self.mode, **how,
              "batch": c.batch if mode is None or how["list_prompts"] else 1, "tokenizer": c.tokenizer,
              "key_env": c.key_env, "fingerprint": self.fingerprint}
@@ -184,23 +184,23 @@ class OpenAIBackend:
 
     def _resolve_mode(self) -> Mode:
         """The mode in use: probed once per endpoint (the answer cached), then adopted."""
-        if self.profile is None:
-            self.profile = self._cached_profile()
-        if self.profile is None:
+        if self._known_profile() is None:
             self._keep_profile(Probe(self.transport, self.tokenizer, self._store).run(self.config.mode))
         return BY_NAME[self.profile.mode]
 
-    def _cached_profile(self) -> ServerProfile | None:
-        found = self.cache.get_many([self._probe_key]).get(self._probe_key)
-        return None if found is None else ServerProfile.from_record(found)
+    def _known_profile(self) -> ServerProfile | None:
+        """The profile in use, else the one an earlier probe cached (no request is sent)."""
+        if self.profile is None and (found := self.cache.get_many([self._probe_key]).get(self._probe_key)):
+            self.profile = ServerProfile.from_record(found)
+        return self.profile
 
     def _keep_profile(self, profile: ServerProfile) -> None:
         self.profile = profile
         self.cache.put_many(self.fingerprint, "probe", {self._probe_key: profile.record()})
 
     def _store(self, mode: Mode, params: dict, prompt: str, answer: dict) -> None:
-        self.cache.put_many(self.fingerprint, mode.method, {query_key(self.fingerprint, mode.method, params, prompt):
-                                                           answer})
+        key = query_key(self.fingerprint, mode.method, params, prompt)
+        self.cache.put_many(self.fingerprint, mode.method, {key: answer})
 
 
 def _summary(d: dict) -> str:
