@@ -10,6 +10,7 @@ server-side. Writes benchmarks/results/api_requests.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -44,7 +45,7 @@ def main() -> None:
             b = OpenAIBackend(parse_api_spec(spec), cache=QueryCache(Path(tempfile.mkdtemp()) / "q.sqlite"))
             b._resolve_mode()  # the one-off probe is not per-sample cost
             if batch == 1:
-                b._list = False
+                b.profile = dataclasses.replace(b.profile, lists=False)
             start, t0 = app.state.stats["requests"], time.perf_counter()
             b.score(texts)
             n = app.state.stats["requests"] - start

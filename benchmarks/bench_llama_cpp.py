@@ -14,6 +14,7 @@ benchmarks/results/llama_cpp.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -52,7 +53,7 @@ def main() -> None:
             b._resolve_mode()  # the one-off probe is not per-sample cost
             summary = summary or b.describe()["summary"]
             if label.startswith("one plain"):
-                b.mode = "logprobs"
+                b.profile = dataclasses.replace(b.profile, mode="logprobs")
             before = b.usage()
             t0 = time.perf_counter()
             scores[label] = b.score(texts)

@@ -29,7 +29,9 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features",
                 "trainspotter.features.perturb", "trainspotter.features.probability",
                 "trainspotter.features.ez", "trainspotter.backends", "trainspotter.backends.base",
-                "trainspotter.backends.hf", "trainspotter.backends.openai_compat")
+                "trainspotter.backends.hf", "trainspotter.backends.spec", "trainspotter.backends.openai_compat",
+                "trainspotter.backends.api.modes", "trainspotter.backends.api.positions",
+                "trainspotter.backends.api.probe", "trainspotter.backends.api.transport")
 
 
 def chunk_cache_key(context, parameters) -> str:

@@ -254,7 +254,7 @@ def test_lookup_censors_at_the_kth_largest_not_the_smallest_entry():
     """A top-k dict from llama-cpp-python can hold one entry more than k (the fed token's own,
     from the same row): a token absent from it has log p at most the k-th largest value, and
     the smallest entry would not be an upper bound."""
-    from trainspotter.backends.openai_compat import _lookup
+    from trainspotter.backends.api.positions import lookup as _lookup
 
     top = {"a": -0.1, "b": -1.0, "c": -2.0, "fed": -9.0}
     assert _lookup(top, "b", 3) == -1.0 and _lookup(top, "fed", 3) == -9.0

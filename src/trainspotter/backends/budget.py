@@ -1,9 +1,13 @@
-"""Query budget for API backends: limits on requests, tokens and money.
+"""Query budget for API backends: limits on requests, tokens and money, and the count of
+every HTTP attempt.
 
 Black-box audits pay per query (BADI App. E), so every request is checked against the
 budget *before* it is sent; ``BudgetExhausted`` stops the audit with nothing overspent.
 Token counts before a request are estimates (local tokenizer for the prompt, ``max_tokens``
 per prompt for the answer); after the request the server's ``usage`` replaces them.
+Failed attempts are counted too, as ``retries`` (re-sent: a fault) or ``rejected`` (the
+server refused the request, or it was given up on); what a failure was is sometimes
+learnt only later, and then ``refusal`` / ``faults_after_all`` recount it here.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ class Budget:
     max_cost: float = math.inf  # in the currency of the prices below
     price_prompt_1k: float = 0.0  # price per 1,000 prompt tokens
     price_completion_1k: float = 0.0  # price per 1,000 completion tokens
-    used: dict = field(default_factory=lambda: {
+    _used: dict = field(init=False, repr=False, default_factory=lambda: {
         "requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0,
         "cache_hits": 0, "retries": 0, "rejected": 0})
 
@@ -30,7 +34,7 @@ class Budget:
 
     def check(self, prompt_tokens: int, completion_tokens: int) -> None:
         """Raise BudgetExhausted if one more request of about this size would exceed a limit."""
-        u = self.used
+        u = self._used
         tokens = u["prompt_tokens"] + u["completion_tokens"] + prompt_tokens + completion_tokens
         cost = u["cost"] + self.cost_of(prompt_tokens, completion_tokens)
         for name, value, limit in (("requests", u["requests"] + 1, self.max_requests),
@@ -43,7 +47,40 @@ class Budget:
 
     def charge(self, prompt_tokens: int, completion_tokens: int) -> None:
         """Record one answered request (failed attempts count as retries, not requests)."""
-        self.used["requests"] += 1
-        self.used["prompt_tokens"] += int(prompt_tokens)
-        self.used["completion_tokens"] += int(completion_tokens)
-        self.used["cost"] += self.cost_of(prompt_tokens, completion_tokens)
+        self._used["requests"] += 1
+        self._used["prompt_tokens"] += int(prompt_tokens)
+        self._used["completion_tokens"] += int(completion_tokens)
+        self._used["cost"] += self.cost_of(prompt_tokens, completion_tokens)
+
+    def cache_hits(self, n: int) -> None:
+        """``n`` prompts answered from the query cache (nothing sent, nothing billed)."""
+        self._used["cache_hits"] += n
+
+    def retry(self) -> None:
+        """One failed attempt that is sent again (a fault)."""
+        self._used["retries"] += 1
+
+    def reject(self) -> None:
+        """One failed attempt given up on (no retry left, or none wanted)."""
+        self._used["rejected"] += 1
+
+    def refusal(self, row: int) -> None:
+        """The attempt that just failed ends a row of ``row`` failures that were one refusal
+        (a server that answers a feature it lacks with HTTP 500 every time): the ``row - 1``
+        counted as retries before it were rejected too."""
+        self._used["retries"] -= row - 1
+        self._used["rejected"] += row
+
+    def faults_after_all(self, n: int) -> None:
+        """The last ``n`` attempts counted as rejected were faults after all (a later try of
+        the same request was answered): they count as retries."""
+        moved = min(n, self._used["rejected"])
+        self._used["rejected"] -= moved
+        self._used["retries"] += moved
+
+    def usage(self) -> dict:
+        """The counts, with ``total_tokens`` and ``http_requests`` (every attempt sent)."""
+        u = dict(self._used)
+        u["total_tokens"] = u["prompt_tokens"] + u["completion_tokens"]
+        u["http_requests"] = u["requests"] + u["retries"] + u["rejected"]
+        return u

@@ -1,0 +1,180 @@
+"""Model specs (DESIGN.md, Conventions; the schemes and their options are listed in
+backends/__init__.py). ``parse_spec`` reads a spec string once into a ``ModelSpec``
+(syntax and options, nothing on disk); ``resolve_spec`` finds what it points to,
+``api_config`` the API backend's settings. Every problem is one InputError naming the spec.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+from trainspotter.backends.api.config import APIConfig
+from trainspotter.errors import InputError
+
+_LOCAL_PARAMS = {"device": str, "dtype": str, "batch_size": int}
+DTYPES = ("float32", "float16", "bfloat16")
+
+_API_PARAMS = {"tokenizer": str, "key_env": str, "mode": str, "batch": int, "top_logprobs": int,
+               "timeout": float, "retries": int, "backoff": float, "seed": int, "max_requests": float,
+               "max_tokens": float, "max_cost": float, "price": float, "price_prompt": float,
+               "price_completion": float, "cache": str}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed spec; made by ``parse_spec``. Equal specs are specs written alike."""
+
+    text: str  # as written
+    scheme: str  # hf, testbed or openai
+    base: str  # without the options: hf:PATH, testbed:NAME[/ROLE], openai:MODEL@URL
+    where: str  # hf: the path as written; testbed: NAME; openai: BASE_URL
+    role: str = "target"  # testbed: target or reference
+    model: str = ""  # openai: MODEL
+    options: dict = field(default_factory=dict, compare=False)  # validated; openai: APIConfig's fields
+    tokenizer: ModelSpec | str | None = field(default=None, compare=False)  # openai: a local spec or path
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Fingerprint of the weights the spec points to (changes when a testbed is rebuilt:
+        parse the spec again to see it) and the dtype they run in: bfloat16 gives other
+        log-probs than float32, so cached features must not be shared. The device is left
+        out on purpose (cpu and cuda agree to float rounding) and so is batch_size (padding
+        is masked). For an API: model + endpoint + what shapes the features (tokenizer files,
+        mode, top-k); never the key, and no request is sent."""
+        if self.scheme == "openai":
+            from trainspotter.backends.api.config import api_fingerprint, tokenizer_identity
+            from trainspotter.config import fingerprint
+
+            c = api_config(self)
+            return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer),
+                               c.mode, c.top_logprobs)
+        from trainspotter.backends.hf import model_fingerprint
+
+        return model_fingerprint(resolve_spec(self), self.options.get("dtype", "float32"))
+
+
+def parse_spec(spec: str | ModelSpec) -> ModelSpec:
+    """The one parser of spec strings (a ModelSpec is returned as it is)."""
+    if isinstance(spec, ModelSpec):
+        return spec
+    return _parse_api(spec) if spec.startswith("openai:") else _parse_local(spec)
+
+
+def _parse_local(spec: str) -> ModelSpec:
+    """``hf:PATH?k=v&...`` / ``testbed:NAME[/ROLE]?k=v&...``: options first (an unknown key or
+    bad value names the whole spec), then the scheme and role (naming the spec without options)."""
+    base, _, query = spec.partition("?")
+    opts = _query_options(spec, query, _LOCAL_PARAMS)
+    if opts.get("dtype", "float32") not in DTYPES:
+        raise InputError(f"model spec {spec!r}: option dtype={opts['dtype']!r} is not one of {', '.join(DTYPES)}")
+    if opts.get("batch_size", 1) < 1:
+        raise InputError(f"model spec {spec!r}: option batch_size={opts['batch_size']} must be at least 1")
+    device = opts.get("device")
+    if device is not None:
+        if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+            raise InputError(f"model spec {spec!r}: option device={device!r} is not cpu, cuda, cuda:N or mps")
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise InputError(f"model spec {spec!r}: option device={device!r} but CUDA is not available")
+    kind, sep, rest = base.partition(":")
+    if not sep or not rest:
+        raise InputError(f"model spec {base!r}: expected hf:PATH or testbed:NAME[/reference]")
+    if kind == "hf":
+        return ModelSpec(spec, "hf", base, rest, options=opts)
+    if kind != "testbed":
+        raise InputError(f"model spec {base!r}: unknown backend {kind!r} (expected hf, testbed or openai)")
+    name, _, role = rest.partition("/")
+    if (role or "target") not in ("target", "reference"):
+        raise InputError(f"model spec {base!r}: role must be target or reference")
+    return ModelSpec(spec, "testbed", base, name, role=role or "target", options=opts)
+
+
+def _parse_api(spec: str) -> ModelSpec:
+    """``openai:MODEL@BASE_URL[?k=v&...]`` (no network, no tokenizer loading)."""
+    from trainspotter.backends.api.modes import MODES
+
+    m = re.fullmatch(r"openai:(?P<model>[^?]+?)@(?P<url>https?://[^?]+)(?:\?(?P<query>.*))?", spec)
+    if not m:
+        raise InputError(f"model spec {spec!r}: expected openai:MODEL@http(s)://HOST[:PORT]/PATH[?k=v&...]")
+    kwargs = _query_options(spec, m["query"] or "", _API_PARAMS)
+    if "price" in kwargs:
+        price = kwargs.pop("price")
+        kwargs.setdefault("price_prompt", price)
+        kwargs.setdefault("price_completion", price)
+    for short in ("price_prompt", "price_completion"):
+        if short in kwargs:
+            kwargs[short + "_1k"] = kwargs.pop(short)
+    if kwargs.get("mode", "auto") not in MODES:
+        raise InputError(f"model spec {spec!r}: mode must be one of {', '.join(MODES)}")
+    tok = kwargs.pop("tokenizer", None)
+    if not tok:
+        raise InputError(f"model spec {spec!r}: name the local tokenizer that defines positions, "
+                         f"e.g. ?tokenizer=hf:/path/to/model or ?tokenizer=testbed:tiny")
+    return ModelSpec(spec, "openai", spec.partition("?")[0], m["url"].rstrip("/"), model=m["model"],
+                     options=kwargs, tokenizer=parse_spec(tok) if tok.startswith(("hf:", "testbed:")) else tok)
+
+
+def _query_options(spec: str, query: str, params: dict) -> dict:
+    """The ``k=v&...`` options of a model spec, each converted by ``params[k]`` (an unknown
+    key or a bad value is an InputError naming the spec and the option)."""
+    opts: dict = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in params:
+            raise InputError(f"model spec {spec!r}: unknown option {key!r} "
+                             f"(expected one of {', '.join(params)})")
+        try:
+            opts[key] = params[key](value)
+        except ValueError:
+            kind = params[key].__name__
+            raise InputError(f"model spec {spec!r}: option {key}={value!r} is not "
+                             f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}") from None
+    return opts
+
+
+def resolve_spec(spec: str | ModelSpec) -> Path:
+    """Local path a spec points to (for openai: specs, the local tokenizer); raises
+    InputError naming the problem (a local spec's query options included)."""
+    s = parse_spec(spec)
+    if s.scheme == "openai":
+        if isinstance(s.tokenizer, ModelSpec):
+            return resolve_spec(s.tokenizer)
+        path = Path(s.tokenizer).expanduser()
+        if not path.exists():
+            raise InputError(f"model spec {s.text!r}: tokenizer {path} does not exist")
+        return path
+    if s.scheme == "hf":
+        path = Path(s.where).expanduser()
+    else:
+        from trainspotter.evaluation.testbed import testbed_dir
+
+        path = testbed_dir(s.where) / s.role
+        if not path.exists():
+            raise InputError(f"model spec {s.base!r}: testbed {s.where!r} is not built; "
+                             f"run `trainspotter testbed build {s.where}`")
+    if not path.exists():
+        raise InputError(f"model spec {s.base!r}: {path} does not exist")
+    return path
+
+
+def api_config(spec: ModelSpec) -> APIConfig:
+    """The API backend's settings of an openai: spec, its tokenizer resolved to a path."""
+    if spec.scheme != "openai":
+        raise InputError(f"model spec {spec.text!r}: expected openai:MODEL@http(s)://HOST[:PORT]/PATH[?k=v&...]")
+    return APIConfig(model=spec.model, base_url=spec.where, tokenizer=str(resolve_spec(spec)), **spec.options)
+
+
+def parse_api_spec(spec: str | ModelSpec) -> APIConfig:
+    """``openai:MODEL@BASE_URL[?k=v&...]`` -> APIConfig (no network, no tokenizer loading)."""
+    return api_config(spec if isinstance(spec, ModelSpec) else _parse_api(spec))
+
+
+def parse_local_spec(spec: str | ModelSpec) -> tuple[str, dict]:
+    """``hf:PATH?k=v&...`` / ``testbed:NAME?k=v&...`` -> (spec without the query, options)."""
+    s = spec if isinstance(spec, ModelSpec) else _parse_local(spec)
+    return s.base, dict(s.options)
