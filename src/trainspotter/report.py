@@ -33,15 +33,20 @@ def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
         b = np.concatenate([[1.0], np.asarray(blind, dtype=float)])
         ax.plot(np.arange(len(b)), b, color="tab:orange", lw=1.2, ls="--", label="blind check (texts only)")
     ax.axhline(1 / alpha, color="tab:red", ls="--", lw=1, label=f"1/α = {1 / alpha:g}")
-    ax.axhline(1, color="grey", lw=0.6)
     if run_start > 0:
         ax.axvline(run_start, color="grey", ls="-.", lw=1, label=f"this run from t = {run_start + 1}")
     if stop_time is not None:
         ax.axvline(stop_time, color="tab:green", ls=":", lw=1, label=f"stop at t = {stop_time}")
+    return _wealth_axes(fig, ax, title or "Testing by betting", path)
+
+
+def _wealth_axes(fig, ax, title: str, path: Path) -> Path:
+    """What every wealth plot shares: the W = 1 line, a log axis, labels, legend; saved."""
+    ax.axhline(1, color="grey", lw=0.6)
     ax.set_yscale("log")
     ax.set_xlabel("pairs t")
     ax.set_ylabel("wealth (e-value)")
-    ax.set_title(title or "Testing by betting")
+    ax.set_title(title)
     ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 
@@ -131,13 +136,7 @@ def sets_wealth_plot(wealth: dict[str, list[float]], alpha: float, path: Path, t
     ax.axhline(k / alpha, color="tab:red", ls="--", lw=1, label=f"K/α = {k / alpha:g}")
     if k > 1:
         ax.axhline(1 / alpha, color="tab:red", ls=":", lw=1, label=f"1/α = {1 / alpha:g}")
-    ax.axhline(1, color="grey", lw=0.6)
-    ax.set_yscale("log")
-    ax.set_xlabel("pairs t")
-    ax.set_ylabel("wealth (e-value)")
-    ax.set_title(title or "Suspect sets, testing by betting")
-    ax.legend(loc="best", fontsize=8)
-    return _save(fig, path)
+    return _wealth_axes(fig, ax, title or "Suspect sets, testing by betting", path)
 
 
 SETS_TEMPLATE = """<!doctype html>
