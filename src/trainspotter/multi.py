@@ -19,10 +19,10 @@ Why the FDR is at most α:
   whatever the other sets' e-values (then k* ≥ 1 and K/(α k*) ≤ K/α).
 - e-BH sees e_i · 1{the blind check of set i did not fire} ≤ e_i, still an e-value: a set
   whose held-out passages differ from it without any model is never rejected through e-BH
-  (it is "inconclusive"). The blind check keeps the single audit's level α: it only removes
-  rejections, so firing more often cannot raise the FDR.
+  (it is "inconclusive"). The blind check keeps the single audit's level α; at any level
+  the product is an e-value, so the guarantee does not depend on it.
 - The e-values are dependent (one held-out set, one model); e-BH's FDR ≤ α K_0 / K holds
-  under any dependence (Wang & Ramdas 2022, Sec. 3), K_0 the sets not trained on.
+  under any dependence (Wang & Ramdas 2022), K_0 the sets not trained on.
 
 One caveat: with an API query budget shared by the sets, an earlier set's spending moves a
 later set's stop, which then depends on more than that set's own pairs.

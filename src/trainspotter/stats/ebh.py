@@ -1,10 +1,10 @@
 """e-BH: false discovery rate control over K hypotheses from their e-values (Wang &
-Ramdas 2022, "False discovery rate control with e-values", JRSS-B 84(3), Sec. 3).
+Ramdas 2022, "False discovery rate control with e-values", JRSS-B 84(3), arXiv:2009.02824).
 
 With e_(1) ≥ … ≥ e_(K), e-BH at level q rejects the k* hypotheses with the largest
 e-values, k* = max{k : e_(k) ≥ K / (q k)} (0 if no k qualifies). Its FDR is at most
-q K_0 / K ≤ q whatever the dependence between the e-values (their Theorem 2), so K
-audits that share one held-out set may be combined with it.
+q K_0 / K ≤ q (K_0 true nulls) whatever the dependence between the e-values, so K audits
+that share one held-out set may be combined with it.
 """
 
 from __future__ import annotations
