@@ -1,27 +1,29 @@
 """The audit flow: the library audit (trainspotter.audit) with cached feature batches and
-one MLflow run, opened when the audit starts and updated after every batch."""
+one MLflow run, opened when the audit starts and updated after every batch; several suspect
+sets (trainspotter.multi): one parent run, a nested run per set."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
 import mlflow
 import pandas as pd
+from mlflow.tracking import MlflowClient
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_steps, mark_killed_runs,
-                            owner_tags, use_experiment)
+from trainspotter.flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_sets_outputs,
+                                         log_steps, mark_killed_runs, owner_tags, use_experiment)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter import __version__
-from trainspotter.audit import AuditConfig, audit
+from trainspotter.audit import AuditConfig, audit, read_passages
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten
-from trainspotter.data import load_passages
+from trainspotter.multi import AuditSetsConfig, audit_sets
 
-__all__ = ["AuditConfig", "audit_flow", "audit_on_dask", "run_audit"]
+__all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
 
 # An audit queries one batch at a time, so the "model-calls" concurrency tag would only add a
 # server round trip (~0.4 s) per batch.
@@ -34,18 +36,77 @@ BLIND_METRICS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used")
 # ``progress(pairs queried, e-value)`` after every batch, set in the caller's process: a
 # flow parameter is pickled to Dask workers, a progress bar cannot be (see flows/extract.py).
 PROGRESS: ContextVar[Callable[[int, float], None] | None] = ContextVar("audit_progress", default=None)
+# Passages the caller already read, by path (the CLI reads them for its checks), so an audit
+# reads each file once; not a flow parameter, which Prefect would store, texts and all.
+PASSAGES: ContextVar[Mapping[str, list] | None] = ContextVar("audit_passages", default=None)
 
 
-def _on_batch(run_id: str) -> Callable:
-    """After every batch: the run's curves grow in MLflow, and the caller's progress bar moves."""
+def _on_batch(run_id: str, before: int = 0) -> Callable:
+    """After every batch: the run's curves grow in MLflow, and the caller's progress bar moves
+    (``before``: pairs queried by earlier suspect sets of the same audit)."""
     steps, progress = StepLogger(run_id, STEPS), PROGRESS.get()
 
     def on_batch(auditor) -> None:
         steps(auditor)
         if progress is not None:
-            progress(auditor.pairs_queried, float(auditor.test.e_value) if auditor.test is not None else 1.0)
+            progress(before + auditor.pairs_queried,
+                     float(auditor.test.e_value) if auditor.test is not None else 1.0)
 
     return on_batch
+
+
+def _extract_fn(config: AuditConfig, remote: bool) -> Callable[[list[dict], int], list[dict]]:
+    """Each batch's features as a cached task; ``remote``: on the flow's task runner."""
+    def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
+        args = (passages, config.model, config.reference, config.access, config.features)
+        if remote:  # one batch at a time: the test decides after each whether to query more
+            return extract_batch.submit(*args, chunk=batch_no).result()
+        return extract_batch(*args, chunk=batch_no)
+
+    return extract_fn
+
+
+def _experiment(name: str, tracking_uri: str | None) -> tuple[str, str]:
+    """The audit's MLflow experiment (name, id), after ending runs an earlier kill -9 left RUNNING."""
+    experiment = f"audit/{name}"
+    experiment_id = use_experiment(experiment, tracking_uri)
+    for killed in mark_killed_runs(experiment_id):
+        get_run_logger().warning("MLflow run %s of audit %s: its process is gone; marked KILLED", killed, name)
+    return experiment, experiment_id
+
+
+def _read(*paths: str) -> dict[str, list]:
+    given = PASSAGES.get()
+    return {path: read_passages(path, given) for path in dict.fromkeys(paths)}
+
+
+def _log_setup(config: AuditConfig) -> None:
+    mlflow.log_params(flatten(config))
+    mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
+                     "model_fingerprint": spec_fingerprint(config.model),
+                     "reference_fingerprint": spec_fingerprint(config.reference) if config.reference else "none"})
+
+
+def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment: str, remote: bool,
+                  tracking_uri: str | None, before: int = 0):
+    """One audit in the active MLflow run: setup, inputs, W_t batch by batch, then metrics and
+    outputs. Returns the result and where it is (run id, experiment, artifacts, plot, report)."""
+    where = {"run_id": mlflow.active_run().info.run_id, "experiment": experiment}
+    _log_setup(config)
+    for side in ("suspect", "heldout"):
+        path = getattr(config, side)
+        log_dataset(pd.DataFrame(passages[path]), side, path, context=side)
+    result = audit(config, extract_fn=_extract_fn(config, remote), on_batch=_on_batch(where["run_id"], before),
+                   run_id=where["run_id"], passages=passages)
+    mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
+                       | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS})
+    mlflow.set_tag("verdict", result.verdict)
+    log_steps(where["run_id"], {"blind_wealth": result.blind.wealth})
+    return result, where | log_audit_outputs(config, result, where, tracking_uri)
+
+
+def _artifact_key(name: str) -> str:
+    return "audit-" + "".join(c if c.isalnum() else "-" for c in name.lower())
 
 
 @flow(name="audit", log_prints=False)
@@ -53,59 +114,80 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
     """Run one sequential audit (or continue a recurring one) and record it in MLflow.
     ``remote``: each batch's features are computed by the flow's task runner (a Dask
     cluster, see ``run_audit``) while the test, the ledger and MLflow stay here."""
-    def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
-        args = (passages, config.model, config.reference, config.access, config.features)
-        if remote:  # one batch at a time: the test decides after each whether to query more
-            return extract_batch.submit(*args, chunk=batch_no).result()
-        return extract_batch(*args, chunk=batch_no)
-
-    experiment = f"audit/{config.name}"
-    experiment_id = use_experiment(experiment, tracking_uri)
-    for killed in mark_killed_runs(experiment_id):  # an earlier run of this audit died by kill -9
-        get_run_logger().warning("MLflow run %s of audit %s: its process is gone; marked KILLED", killed,
-                                 config.name)
+    experiment, experiment_id = _experiment(config.name, tracking_uri)
+    passages = _read(config.suspect, config.heldout)
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
-    with mlflow.start_run(experiment_id=experiment_id, run_name=config.name) as run:
-        where = {"run_id": run.info.run_id, "experiment": experiment}
-        mlflow.log_params(flatten(config))
-        mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
-                         "model_fingerprint": spec_fingerprint(config.model),
-                         "reference_fingerprint": spec_fingerprint(config.reference) if config.reference else "none"})
-        for side in ("suspect", "heldout"):
-            path = getattr(config, side)
-            log_dataset(pd.DataFrame(load_passages(path)), side, path, context=side)
-        result = audit(config, extract_fn=extract_fn, on_batch=_on_batch(where["run_id"]), run_id=where["run_id"])
-        mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
-                           | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS})
-        mlflow.set_tag("verdict", result.verdict)
-        log_steps(where["run_id"], {"blind_wealth": result.blind.wealth})
-        where |= log_audit_outputs(config, result, where, tracking_uri)
+    with mlflow.start_run(experiment_id=experiment_id, run_name=config.name):
+        result, where = _audit_in_run(config, passages, experiment, remote, tracking_uri)
     summary = result.model_dump() | where
-    create_markdown_artifact(key="audit-" + "".join(c if c.isalnum() else "-" for c in config.name.lower()),
-                             markdown=_markdown(summary), description=f"audit {config.name}")
+    create_markdown_artifact(key=_artifact_key(config.name), markdown=_markdown(summary),
+                             description=f"audit {config.name}")
     get_run_logger().info("audit %s: %s, e=%.3g after %d pairs (blind e=%.3g)", config.name, result.verdict,
                           result.e_value, result.pairs_used, result.blind.e_value)
     return summary
 
 
+@flow(name="audit-sets", log_prints=False)
+def audit_sets_flow(config: AuditSetsConfig, tracking_uri: str | None = None, remote: bool = False) -> dict:
+    """Several suspect sets against one held-out set, decided by e-BH at FDR level α
+    (``trainspotter.multi.audit_sets``): one parent MLflow run holding the decision, and
+    inside it one nested run per set (MLflow's ``mlflow.parentRunId`` tag), each recorded
+    as a single audit is."""
+    experiment, experiment_id = _experiment(config.name, tracking_uri)
+    passages = _read(config.heldout, *config.suspect)
+    label_of, where, queried = dict(zip(config.suspect, config.labels)), {}, 0
+
+    def run_set(set_config: AuditConfig, data: Mapping[str, list]):
+        nonlocal queried
+        label = label_of[set_config.suspect]
+        with mlflow.start_run(experiment_id=experiment_id, run_name=label, nested=True):
+            mlflow.set_tag("trainspotter.set", label)
+            result, where[label] = _audit_in_run(set_config, data, experiment, remote, tracking_uri, queried)
+        queried += result.pairs_queried
+        return result
+
+    with mlflow.start_run(experiment_id=experiment_id, run_name=config.name) as parent:
+        _log_setup(config)
+        result = audit_sets(config, run_set=run_set, passages=passages)
+        client = MlflowClient()
+        for s in result.sets:  # e-BH's decision, also on each set's own run
+            client.set_tag(where[s.label]["run_id"], "ebh_verdict", s.verdict)
+            client.log_metric(where[s.label]["run_id"], "ebh_e_value", s.e_value)
+        mlflow.log_metrics({"sets": len(result.sets), "rejections": result.rejections}
+                           | {f"e_value.{s.label}": s.e_value for s in result.sets})
+        summary = result.model_dump()
+        for s in summary["sets"]:
+            s |= where[s["label"]]
+        summary |= {"run_id": parent.info.run_id, "experiment": experiment}
+        summary |= log_sets_outputs(config, result, summary, tracking_uri)
+    create_markdown_artifact(key=_artifact_key(config.name), markdown=_sets_markdown(summary),
+                             description=f"audit {config.name}: {len(result.sets)} suspect sets")
+    get_run_logger().info("audit %s: e-BH at FDR %g rejected %d of %d sets", config.name, result.alpha,
+                          result.rejections, len(result.sets))
+    return summary
+
+
 def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None,
-              progress: Callable[[int, float], None] | None = None) -> dict:
-    """The audit flow; with ``dask_address`` each batch is extracted on that Dask cluster
-    (checked first, ``check_dask_audit``) and the sequential test stays in this process.
-    Cached batches are read, not recomputed, wherever they were computed, as long as the
-    workers share this process's Prefect result storage. ``progress(pairs queried,
-    e-value)`` is called in this process after every batch."""
-    flow_, remote = audit_flow, dask_address is not None
+              progress: Callable[[int, float], None] | None = None,
+              passages: Mapping[str, list] | None = None) -> dict:
+    """The audit flow (for an ``AuditSetsConfig``, the flow of several suspect sets); with
+    ``dask_address`` each batch is extracted on that Dask cluster (checked first,
+    ``check_dask_audit``) and the sequential test stays in this process. Cached batches are
+    read, not recomputed, wherever they were computed, as long as the workers share this
+    process's Prefect result storage. ``progress(pairs queried, e-value)`` is called in this
+    process after every batch; ``passages``: files already read, by path."""
+    flow_, remote = audit_sets_flow if isinstance(config, AuditSetsConfig) else audit_flow, dask_address is not None
     if remote:
         from trainspotter.flows.extract import dask_runner
 
         check_dask_audit(config, dask_address)
-        flow_ = audit_flow.with_options(task_runner=dask_runner(dask_address))
-    token = PROGRESS.set(progress)
+        flow_ = flow_.with_options(task_runner=dask_runner(dask_address))
+    progress_token, passages_token = PROGRESS.set(progress), PASSAGES.set(passages)
     try:
         return flow_(config, tracking_uri, remote=remote)
     finally:
-        PROGRESS.reset(token)
+        PASSAGES.reset(passages_token)
+        PROGRESS.reset(progress_token)
 
 
 @flow(name="audit-on-dask", log_prints=False)
@@ -135,3 +217,12 @@ def _markdown(s: dict) -> str:
         f"| wealth at start of run | {s['wealth_start']:.4g} |", f"| α | {s['alpha']} |",
         f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |", "",
         s["baseline_note"]])
+
+
+def _sets_markdown(s: dict) -> str:
+    rows = [f"| {x['label']} | {x['result']['pairs_used']} | {x['result']['e_value']:.4g} | "
+            f"{'yes' if x['result']['blind']['fired'] else 'no'} | {x['verdict']} | `{x['run_id']}` |" for x in s["sets"]]
+    return "\n".join([
+        f"# Audit `{s['name']}`: {len(s['sets'])} suspect sets, e-BH at FDR α = {s['alpha']:g}", "",
+        s["explanation"], "", "| set | pairs | e-value | blind check fired | decision | MLflow run |",
+        "|---|---|---|---|---|---|", *rows, "", f"Parent MLflow run `{s['run_id']}`."])

@@ -150,8 +150,9 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
 
 
 @app.command(short_help="Test whether SUSPECT was used to train MODEL.")
-def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of txt "
-                                                 "files or a saved HF dataset."),
+def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of "
+                                                       "txt files or a saved HF dataset. Repeat for several sets: "
+                                                       "e-BH then decides at false discovery rate α."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
           model: str = MODEL,
           reference: Optional[str] = REFERENCE,
@@ -179,7 +180,8 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
           dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
           json_out: bool = JSON) -> None:
-    """Was SUSPECT used to train MODEL? Sequential test against HELDOUT."""
+    """Was SUSPECT used to train MODEL? Sequential test against HELDOUT; with several
+    --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
     from trainspotter.backends import resolve_spec
@@ -191,15 +193,16 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
     # Validate everything before any flow starts, so bad input is one clear line.
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
-    passages = {path: load_passages(path) for path in (suspect, heldout)}
+    passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
     try:
         from trainspotter.audit import AuditConfig, check_inputs
+        from trainspotter.multi import AuditSetsConfig, check_sets
 
-        config = AuditConfig(name=name, suspect=str(suspect), heldout=str(heldout), model=model,
+        config = AuditConfig(name=name, suspect=str(suspect[0]), heldout=str(heldout), model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              preset=preset or DEFAULT_PRESET, shift_check=shift_check.value,
@@ -208,23 +211,53 @@ def audit(suspect: Path = typer.Option(..., help="Suspect passages: JSONL, Parqu
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
-    check_inputs(config, passages[suspect], passages[heldout])  # before any model loads
+    if len(suspect) > 1:  # several sets, one held-out set: e-BH over their audits
+        config = AuditSetsConfig(**config.model_dump(exclude={"suspect"}), suspect=list(map(str, suspect)))
+        check_sets(config, passages)  # before any model loads
+    else:
+        check_inputs(config, passages[config.suspect], passages[config.heldout])
     from trainspotter.flows.audit import check_dask_audit, run_audit
     from trainspotter.tasks import start_prefect_api
     from trainspotter.tasks.cache import refreshing
 
     if dask_address:
         check_dask_audit(config, dask_address)
-    total = min(len(passages[suspect]), len(passages[heldout]), max_pairs or len(passages[suspect]))
+    held = len(passages[str(heldout)])
+    total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in suspect)
     with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
         start_prefect_api()
-        result = run_audit(config, tracking_uri, dask_address, progress=progress)
+        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages)
     if json_out:
         emit_json(result)
+    elif len(suspect) > 1:
+        _print_sets(result)
     else:
         _print_results([result], f"Audit {name!r} (α = {alpha})")
-    if result["verdict"] == "inconclusive":
+    if any(r["verdict"] == "inconclusive" for r in result.get("sets", [result])):
         raise typer.Exit(INCONCLUSIVE_EXIT)
+
+
+def _print_sets(summary: dict) -> None:
+    """An audit of several suspect sets: one row per set, decided by e-BH (its caption says
+    what that controls), then each set's inconclusive explanation and where the runs are."""
+    from trainspotter.multi import EBH_CAPTION
+
+    table = Table(title=f"Audit {summary['name']!r}: {len(summary['sets'])} suspect sets, e-BH at FDR "
+                        f"α = {summary['alpha']:g}", caption=EBH_CAPTION, caption_justify="left")
+    for col in ("set", "pairs used", "e-value", "blind check", "decision"):
+        table.add_column(col, overflow="fold")
+    for s in summary["sets"]:
+        r = s["result"]
+        table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", f"{r['e_value']:.3g}",
+                      f"fired ({r['blind']['e_value']:.3g})" if r["blind"]["fired"] else f"{r['blind']['e_value']:.3g}",
+                      DECISIONS[s["verdict"]])
+    out = Console()
+    out.print(table)
+    for s in summary["sets"]:
+        if s["verdict"] == "inconclusive":
+            out.print(f"{s['label']}: {s['result']['explanation']}", markup=False, highlight=False)
+    out.print(f"[bold]e-BH[/bold]: MLflow run {summary['run_id']} (experiment {summary['experiment']}, one "
+              f"nested run per set), report {summary['report']}")
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from trainspotter.flows.tracking import tracking_uri as default_uri
 from trainspotter.errors import InputError
-from trainspotter.report import html_report
+from trainspotter.report import html_report, sets_html
 
 
 def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Path:
@@ -34,6 +34,8 @@ def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Pa
     elif "summary.json" in names:
         summary = json.loads(fetch("summary.json").read_text())
         page = html_report(summary, fetch("wealth.png").read_bytes(), summary.get("feature_weights"))
+    elif "sets.json" in names:  # the parent run of an audit of several suspect sets
+        page = sets_html(json.loads(fetch("sets.json").read_text()), fetch("wealth.png").read_bytes())
     else:
         raise InputError(f"run {run_id}: neither an audit (summary.json) nor a benchmark "
                          f"(benchmark.md) run")

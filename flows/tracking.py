@@ -21,7 +21,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from trainspotter.config import artifacts_root, fingerprint
-from trainspotter.report import html_report, wealth_plot
+from trainspotter.report import html_report, sets_html, sets_wealth_plot, wealth_plot
 
 BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
 
@@ -187,6 +187,24 @@ def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> di
     local = {k: local_artifact(artifacts, where["run_id"], name, uri) for k, name in
              (("plot", "wealth.png"), ("report", "report.html"))}
     return {"artifacts": artifacts} | local
+
+
+def log_sets_outputs(config, result, summary: dict, uri: str | None = None) -> dict:
+    """An audit of several suspect sets, in the active (parent) run: config.yaml, sets.json
+    (the e-BH decision, every set's result less its history, and its run), wealth.png (every
+    set's W_t), report.html; returns where they are."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        wealth = {s.label: s.result.wealth_path() for s in result.sets}
+        sets_wealth_plot(wealth, result.alpha, out / "wealth.png", title=f"{config.name}: e-BH at FDR {result.alpha:g}")
+        (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
+        sets = [s | {"result": {k: v for k, v in s["result"].items() if k != "history"}} for s in summary["sets"]]
+        (out / "sets.json").write_text(json.dumps(summary | {"sets": sets}, indent=1))
+        (out / "report.html").write_text(sets_html(summary, (out / "wealth.png").read_bytes()))
+        mlflow.log_artifacts(str(out))
+    artifacts, run_id = mlflow.get_artifact_uri(), mlflow.active_run().info.run_id
+    return {"artifacts": artifacts} | {k: local_artifact(artifacts, run_id, name, uri) for k, name in
+                                       (("plot", "wealth.png"), ("report", "report.html"))}
 
 
 def git_commit() -> str:

@@ -5,6 +5,7 @@ weights or from an API that returns only tokens. This package is the library: ev
 formula lives here; it never imports prefect, mlflow, ``flows`` or ``tasks``.
 
     from trainspotter import audit, AuditConfig, AuditResult
+    from trainspotter import audit_sets, AuditSetsConfig    # several suspect sets, e-BH
 """
 
 import importlib
@@ -13,7 +14,9 @@ import types
 
 __version__ = "0.1.0"
 
-_API = ("audit", "AuditConfig", "AuditResult", "Auditor")
+_API = {"audit": "trainspotter.audit", "AuditConfig": "trainspotter.audit", "AuditResult": "trainspotter.audit",
+        "Auditor": "trainspotter.audit", "audit_sets": "trainspotter.multi",
+        "AuditSetsConfig": "trainspotter.multi", "AuditSetsResult": "trainspotter.multi"}
 __all__ = ["__version__", *_API]
 
 
@@ -21,7 +24,7 @@ def __getattr__(name: str):
     """The audit API on first use: it imports torch (feature configs), which a bare
     ``import trainspotter`` should not."""
     if name in _API:
-        return getattr(importlib.import_module("trainspotter.audit"), name)
+        return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'trainspotter' has no attribute {name!r}")
 
 

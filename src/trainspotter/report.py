@@ -1,5 +1,6 @@
 """Plots and self-contained HTML pages: an audit (wealth trajectory W_t on a log scale with
-the 1/α line, decision, feature weights) and a benchmark (its tables, ROC and power curves)."""
+the 1/α line, decision, feature weights), an audit of several suspect sets (e-BH's table and
+every set's W_t) and a benchmark (its tables, ROC and power curves)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,20 @@ def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
         b = np.concatenate([[1.0], np.asarray(blind, dtype=float)])
         ax.plot(np.arange(len(b)), b, color="tab:orange", lw=1.2, ls="--", label="blind check (texts only)")
     ax.axhline(1 / alpha, color="tab:red", ls="--", lw=1, label=f"1/α = {1 / alpha:g}")
-    ax.axhline(1, color="grey", lw=0.6)
     if run_start > 0:
         ax.axvline(run_start, color="grey", ls="-.", lw=1, label=f"this run from t = {run_start + 1}")
     if stop_time is not None:
         ax.axvline(stop_time, color="tab:green", ls=":", lw=1, label=f"stop at t = {stop_time}")
+    return _wealth_axes(fig, ax, title or "Testing by betting", path)
+
+
+def _wealth_axes(fig, ax, title: str, path: Path) -> Path:
+    """What every wealth plot shares: the W = 1 line, a log axis, labels, legend; saved."""
+    ax.axhline(1, color="grey", lw=0.6)
     ax.set_yscale("log")
     ax.set_xlabel("pairs t")
     ax.set_ylabel("wealth (e-value)")
-    ax.set_title(title or "Testing by betting")
+    ax.set_title(title)
     ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
 
@@ -65,7 +71,7 @@ REPORT_TEMPLATE = """<!doctype html>
 {% if s.verdict == 'trained on' %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
 (e-value {{ '%.4g' % s.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}).
 {% elif s.verdict == 'inconclusive' %}<b>Inconclusive</b>: the held-out set differs from the suspect set
-(blind e-value {{ '%.4g' % s.blind.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}); no verdict about training.
+(blind e-value {{ '%.4g' % s.blind.e_value }} ≥ 1/α = {{ '%g' % (1 / (s.blind.alpha or s.alpha)) }}); no verdict about training.
 {% else %}<b>No rejection</b>: not enough evidence that the suspect set was trained on
 (e-value {{ '%.4g' % s.e_value }} &lt; 1/α = {{ '%g' % (1 / s.alpha) }}).{% endif %}</p>
 <p>{{ s.explanation }}</p>
@@ -117,6 +123,62 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
                            figures=[(t, b64(p)) for t, p in figures or []])
+
+
+def sets_wealth_plot(wealth: dict[str, list[float]], alpha: float, path: Path, title: str = "") -> Path:
+    """Every suspect set's W_t on one log axis, with e-BH's extreme thresholds: K/α (a set
+    there is rejected whatever the others show; it stops querying) and 1/α (the K-th, reached
+    by all K sets for all to be rejected)."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
+    for label, w in wealth.items():
+        ax.plot(np.arange(len(w) + 1), np.concatenate([[1.0], w]), lw=1.4, label=label)
+    k = len(wealth)
+    ax.axhline(k / alpha, color="tab:red", ls="--", lw=1, label=f"K/α = {k / alpha:g}")
+    if k > 1:
+        ax.axhline(1 / alpha, color="tab:red", ls=":", lw=1, label=f"1/α = {1 / alpha:g}")
+    return _wealth_axes(fig, ax, title or "Suspect sets, testing by betting", path)
+
+
+SETS_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>trainspotter audit {{ s.name }}</title>
+<style>
+ body { font-family: system-ui, sans-serif; max-width: 900px; margin: 2em auto; color: #222; }
+ table { border-collapse: collapse; margin: 1em 0; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
+ td.num { text-align: right; font-variant-numeric: tabular-nums; }
+ .reject { background: #fde2e1; } .inconclusive { background: #fff4d6; } small { color: #666; }
+</style></head><body>
+<h1>Dataset-inference audit <code>{{ s.name }}</code>: {{ s.sets|length }} suspect sets</h1>
+<p>Held-out set <code>{{ s.heldout }}</code>. <b>{{ s.explanation }}</b></p>
+<table>
+<tr><th>set</th><th>pairs used / available</th><th>e-value</th><th>blind check fired</th><th>e-BH rejected</th><th>decision</th><th>MLflow run</th></tr>
+{% for x in s.sets %}<tr class="{{ {'trained on': 'reject', 'inconclusive': 'inconclusive'}.get(x.verdict, '') }}">
+<td><code>{{ x.label }}</code></td><td class="num">{{ x.result.pairs_used }} / {{ x.result.pairs_available }}</td>
+<td class="num">{{ '%.4g' % x.result.e_value }}</td><td>{{ 'yes' if x.result.blind.fired else 'no' }}</td>
+<td>{{ 'yes' if x.rejected else 'no' }}</td><td>{{ x.verdict }}</td><td><small>{{ x.run_id }}</small></td></tr>
+{% endfor %}</table>
+<p><small>{{ caption }}</small></p>
+<h2>Wealth trajectories</h2>
+<img alt="wealth trajectories" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
+<p><small>Each set's own audit report (its wealth, blind check, feature weights) is in its MLflow run.
+MLflow run {{ s.run_id }} · trainspotter {{ version }}</small></p>
+</body></html>
+"""
+
+
+def sets_html(summary: dict, wealth_png: bytes) -> str:
+    """A self-contained HTML page of an audit of several suspect sets (``AuditSetsResult``
+    and where its runs are): e-BH's decision, one row per set (pairs, e-value, blind check,
+    rejected) under what e-BH controls, and every set's wealth trajectory."""
+    import base64
+
+    from jinja2 import Environment
+
+    from trainspotter import __version__
+    from trainspotter.multi import EBH_CAPTION
+
+    return Environment(autoescape=True).from_string(SETS_TEMPLATE).render(  # no run ids: blank
+        s=summary, caption=EBH_CAPTION, version=__version__, wealth_png=base64.b64encode(wealth_png).decode("ascii"))
 
 
 BENCHMARK_TEMPLATE = """<!doctype html>

@@ -133,3 +133,25 @@ def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_
     assert run.info.status == "FAILED"
     wealth = client.get_metric_history(run.info.run_id, "wealth")
     assert sorted(m.step for m in wealth) == list(range(1, 9))
+
+
+def test_an_audit_reads_each_file_once(demo, monkeypatch):
+    """The flow reads the suspect and held-out files once (logged as the run's inputs, then
+    audited); files its caller already read (the CLI, for its checks) are not read again."""
+    import sys
+    from collections import Counter
+
+    from trainspotter.flows.audit import AuditConfig, run_audit
+    from trainspotter.evaluation.testbed import split_path
+
+    audit_module = sys.modules["trainspotter.audit"]  # the package's attribute is the function
+    reads, load = Counter(), audit_module.load_passages
+    monkeypatch.setattr(audit_module, "load_passages", lambda path: reads.update([str(path)]) or load(path))
+    paths = str(split_path("mini", "member")), str(split_path("mini", "heldout"))
+    config = AuditConfig(name="read-once", suspect=paths[0], heldout=paths[1], model="testbed:mini",
+                         reference="testbed:mini/reference")
+    first = run_audit(config)
+    assert reads == {paths[0]: 1, paths[1]: 1}
+    reads.clear()
+    again = run_audit(config, passages={p: load(p) for p in paths})
+    assert reads == {} and again["e_value"] == pytest.approx(first["e_value"]) == demo["members"]["e_value"]

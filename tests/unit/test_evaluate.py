@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.stats.simulation import (ebh, pollution, power_curve, run_batch, simulate, simulate_many,
-                                           stop_times)
+from trainspotter.stats.ebh import ebh
+from trainspotter.stats.simulation import pollution, power_curve, run_batch, simulate, simulate_many, stop_times
 from trainspotter.stats.sequential import split_features, SequentialTest, TestConfig
 
 

@@ -1,4 +1,4 @@
-"""Monte Carlo evaluation of the sequential test and e-BH.
+"""Monte Carlo evaluation of the sequential test (e-BH: ``trainspotter.stats.ebh``).
 
 BADI paper Sec. 5.1 and App. D: T trials, each a random order (subset without
 replacement) of at most N_max pairs; the test runs with the fixed threshold
@@ -24,7 +24,7 @@ from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
 from trainspotter.stats.scoring import make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of, split_features
 
-__all__ = ["run_batch", "stop_times", "stream_stops", "power_curve", "simulate", "simulate_many", "pollution", "ebh"]
+__all__ = ["run_batch", "stop_times", "stream_stops", "power_curve", "simulate", "simulate_many", "pollution"]
 
 
 def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig, columns: list[str] | None = None) -> dict:
@@ -239,30 +239,6 @@ def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0
         summ["mean_log_wealth"] = (mean_logw / trials).tolist()
         out["ratios"][str(ratio)] = summ
     return out
-
-
-def ebh(e_values, q: float = 0.05) -> np.ndarray:
-    """e-BH (Wang & Ramdas 2022) at FDR level q over K e-values.
-
-    Reject the k* largest, k* = max{k : e_(k) ≥ K / (q k)} with e_(1) ≥ … ≥ e_(K)
-    (k* = 0 if no k qualifies). Valid under arbitrary dependence.
-    Returns a boolean mask in the input order.
-    """
-    e = np.asarray(e_values, dtype=float)
-    if e.ndim != 1:
-        raise ValueError("e_values must be one-dimensional")
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q must lie in (0, 1); got {q}")
-    if np.any(e < 0) or np.any(np.isnan(e)):
-        raise ValueError("e-values must be non-negative numbers")
-    K = len(e)
-    order = np.argsort(-e, kind="stable")
-    ks = np.arange(1, K + 1)
-    ok = e[order] >= K / (q * ks)
-    k_star = int(ks[ok].max()) if ok.any() else 0
-    mask = np.zeros(K, dtype=bool)
-    mask[order[:k_star]] = True
-    return mask
 
 
 def _finite(x: float) -> float | None:
