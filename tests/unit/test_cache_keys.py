@@ -19,7 +19,7 @@ from trainspotter.tasks.simulate import simulate_cache_key
 from trainspotter import config as C
 from trainspotter.features import features as F
 from trainspotter.features.features import FeatureConfig
-from trainspotter.stats import betting, pvalue
+from trainspotter.stats import eprocess, pvalue
 from trainspotter.stats.sequential import TestConfig
 
 SRC = Path(trainspotter.__file__).parent
@@ -95,7 +95,7 @@ def test_feature_formula_edit_changes_only_the_extract_key(library, tmp_path):
 
 def test_betting_edit_changes_simulate_key_not_extract(library, tmp_path):
     before = _keys(tmp_path)
-    _edit(library, betting.wealth_path)
+    _edit(library, eprocess.wealth_path)
     assert _changed(before, _keys(tmp_path)) == {"simulate"}
 
 

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field, field_validator
 
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.payoffs import PAYOFFS
+from trainspotter.stats.strategies import STRATEGIES
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
 from trainspotter.evaluation.metrics import method_metrics, roc

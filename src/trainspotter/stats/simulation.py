@@ -20,7 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
+from trainspotter.stats.eprocess import EProcess, wealth_path
+from trainspotter.stats.payoffs import make_payoff
 from trainspotter.stats.scoring import make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of, split_features
 
@@ -263,7 +264,3 @@ def ebh(e_values, q: float = 0.05) -> np.ndarray:
     mask = np.zeros(K, dtype=bool)
     mask[order[:k_star]] = True
     return mask
-
-
-def _finite(x: float) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
