@@ -84,6 +84,35 @@ def test_black_box_estimates_correlate_with_true_logprobs(models, passages):
         + len(set(strings(np.concatenate([s.argmax for s in scores]))))
 
 
+def test_library_and_flow_read_the_same_default_token_table(models, passages, mini_testbed, tmp_path,
+                                                           monkeypatch):
+    """The MiniLM token table is the library's default (FeatureConfig.embedding_cache None:
+    ``default_token_table_path()`` under the artifacts root), so library ``extract`` and the
+    flow's cached chunks compute black-box features from the same embeddings. A default
+    table with every string's vector swapped for its neighbour's shows who reads it."""
+    import trainspotter.features.probability as P
+    from trainspotter.tasks.extract import extract_chunk
+
+    root = tmp_path / "artifacts"
+    (root / "testbeds").mkdir(parents=True)
+    (root / "testbeds" / "mini").symlink_to(mini_testbed, target_is_directory=True)
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(root))
+    monkeypatch.setattr(P, "_TABLES", {})  # as in a new process: no table loaded yet
+    ps = [{"id": p["id"], "text": p["text"]} for p in passages["member"][:4]]
+    config = FeatureConfig(perturbations=False, sequence=False)
+    own = tmp_path / "own.npz"
+    minilm = extract(ps, models[0], None, "black", config.model_copy(update={"embedding_cache": str(own)}))
+    P.default_token_table_path().parent.mkdir(parents=True)
+    with np.load(own) as table:  # every string these passages need, embedded by MiniLM
+        np.savez(P.default_token_table_path(), strings=table["strings"], vectors=np.roll(table["vectors"], 1, axis=0))
+    library = extract(ps, models[0], None, "black", config)
+    flow = pd.DataFrame(extract_chunk.fn(ps, "testbed:mini", None, "black", config))
+    cols = [c for c in minilm.columns if c.startswith("black_")]
+    pd.testing.assert_frame_equal(library[cols], flow[cols])
+    assert P.token_table(P.default_token_table_path()).encoded == 0  # nothing embedded anew
+    assert not np.allclose(library[cols], minilm[cols])  # both read the swapped table
+
+
 def test_black_box_features_separate_members_from_heldout(models, passages):
     """Cross-fitted (5-fold) logistic regression on the black-box token-level features."""
     from sklearn.linear_model import LogisticRegression
