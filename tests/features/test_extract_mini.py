@@ -163,7 +163,7 @@ def run(*args):
     return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
 
 
-def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp_path):
+def test_extract_verb_writes_the_models_features_and_bad_input_is_one_line(models, mini_testbed, tmp_path):
     data = tmp_path / "few.jsonl"
     data.write_text("".join(line + "\n" for line in (mini_testbed / "member.jsonl").read_text().splitlines()[:3]))
     out = tmp_path / "f.parquet"
@@ -173,8 +173,18 @@ def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp
     info = json.loads(res.stdout)
     df = pd.read_parquet(out)
     assert len(df) == 3 and info["features"] == list(df.columns[1:])
-    assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff",
-            "black_strip_k_10"} <= set(df.columns)
+    assert list(df["id"]) == [p["id"] for p in load_passages(data)]
+    # the values, from the models' own outputs in this process: gray from the log-probs
+    # (BADI App. A.2 items 1, 5), black from the greedy tokens alone (label-only: Eq. 1 on the
+    # MiniLM similarity of true and greedy token, sim = 1 where the greedy token is right)
+    texts = [p["text"] for p in load_passages(data)]
+    strings, emb = TokenStrings(models[0].tokenizer), TokenEmbeddings()
+    for i, (t, r) in enumerate(zip(models[0].score(texts), models[1].score(texts))):
+        sim = emb.similarity(strings(t.token_ids), strings(t.argmax))
+        black = -np.log1p(np.exp(-2 * sim))  # log σ(2·sim)
+        expected = {"gray_ppl": np.exp(-t.logprobs.mean()), "gray_ref_diff": r.logprobs.mean() - t.logprobs.mean(),
+                    "black_ppl": np.exp(-black.mean())}
+        assert df.iloc[i][list(expected)].to_dict() == pytest.approx(expected, rel=1e-5)
     same = ["extract", "--data", str(data), "--model", "testbed:mini", "--reference", "testbed:mini/reference",
             "--access", "both", "--no-sequence", "--no-perturbations", "--out", str(out), "--json"]
     assert json.loads(run(*same).stdout)["chunks_cached"] == 1  # the one chunk, from the cache
