@@ -23,6 +23,7 @@ from trainspotter.data import Passage, load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
 
+
 class Caller(NamedTuple):
     """What the caller's process hands the flow besides its parameters: Prefect stores a flow
     run's parameters and ships them to every Dask worker with each task, and a progress bar
