@@ -71,20 +71,15 @@ class BenchmarkConfig(BaseModel):
                              f"choose from {', '.join(METHODS)}")
         return tuple(dict.fromkeys(v))
 
-    @field_validator("strategies")
+    @field_validator("strategies", "payoffs", "di_access")
     @classmethod
-    def _strategies(cls, v):
-        return _subset(v, STRATEGIES, "strategy")
-
-    @field_validator("payoffs")
-    @classmethod
-    def _payoffs(cls, v):
-        return _subset(v, PAYOFFS, "payoff")
-
-    @field_validator("di_access")
-    @classmethod
-    def _access(cls, v):
-        return _subset(v, DI_ACCESS, "access")
+    def _subset(cls, v, info):
+        allowed, what = {"strategies": (STRATEGIES, "strategy"), "payoffs": (PAYOFFS, "payoff"),
+                         "di_access": (DI_ACCESS, "access")}[info.field_name]
+        bad = [x for x in v if x not in allowed]
+        if bad:
+            raise ValueError(f"unknown {what}(s) {', '.join(map(repr, bad))}; choose from {', '.join(allowed)}")
+        return tuple(dict.fromkeys(v))
 
     @field_validator("alphas")
     @classmethod
@@ -99,13 +94,6 @@ class BenchmarkConfig(BaseModel):
         if 0 < v < 4:
             raise ValueError("cost_samples: 0 (skip) or at least 4 (2 members + 2 non-members)")
         return v
-
-
-def _subset(values, allowed, what):
-    bad = [x for x in values if x not in allowed]
-    if bad:
-        raise ValueError(f"unknown {what}(s) {', '.join(map(repr, bad))}; choose from {', '.join(allowed)}")
-    return tuple(dict.fromkeys(values))
 
 
 # ---------------------------------------------------------------- what to extract
