@@ -230,8 +230,8 @@ def test_readme_counts_the_battery():
     assert f"`tests/reliability/` runs {len(CASES)} kinds of bad input" in readme
 
 
-def _extract(*files):
-    return ["extract", *files, "--model", "testbed:mini", "--out", "{f}/out/x.parquet"]
+def _extract(f, *files):
+    return ["extract", *files, "--model", "testbed:mini", "--out", f / "out" / "x.parquet"]
 
 
 # Every option of every verb that reads a user's file, given one that is bad on a known line:
@@ -240,9 +240,9 @@ def _extract(*files):
 PASSAGE_OPTIONS = {
     "audit --suspect": lambda f, bad: audit(f, bad),
     "audit --heldout": lambda f, bad: audit(f, "good.jsonl", bad),
-    "extract --data": lambda f, bad: _extract("--data", bad),
-    "extract --suspect": lambda f, bad: _extract("--suspect", bad, "--heldout", f / "good.jsonl"),
-    "extract --heldout": lambda f, bad: _extract("--suspect", f / "good.jsonl", "--heldout", bad),
+    "extract --data": lambda f, bad: _extract(f, "--data", bad),
+    "extract --suspect": lambda f, bad: _extract(f, "--suspect", bad, "--heldout", f / "good.jsonl"),
+    "extract --heldout": lambda f, bad: _extract(f, "--suspect", f / "good.jsonl", "--heldout", bad),
 }
 TABLE_OPTIONS = {
     "test": lambda f, bad: ["test", bad],
@@ -257,8 +257,7 @@ def test_every_option_that_reads_a_file_names_it_and_the_row(option, f, own_arti
         make, bad, where = PASSAGE_OPTIONS[option], "null_text.jsonl", "4: `text` must be a string"
     else:
         make, bad, where = TABLE_OPTIONS[option], "nan.csv", " row 5: column 'f1' is nan"
-    args = [str(a).replace("{f}", str(f)) for a in make(f, f / bad)]
-    rejected(args, [f"error: {f / bad}:{where}"], f, own_artifacts)
+    rejected(make(f, f / bad), [f"error: {f / bad}:{where}"], f, own_artifacts)
 
 
 def test_a_200k_character_passage_is_scored_on_its_first_512_tokens(tmp_path, mini_testbed):
