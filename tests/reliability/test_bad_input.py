@@ -116,7 +116,7 @@ CASES = {
     "alpha-one": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--alpha", "1"),
                   ["option --alpha: ", "less than 1"]),
     "max-pairs-zero": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--max-pairs", "0"),
-                       ["option --max-pairs: ", "greater than or equal to 1"]),
+                       ["Invalid value for '--max-pairs'", "greater than or equal to 1"]),
     "max-pairs-too-few-to-reject": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--max-pairs", "3"),
                                     ["option --max-pairs: 3 pairs, but the test needs at least 6"]),
     "max-pairs-not-an-int": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--max-pairs", "ten"),
