@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
-from trainspotter.stats.betting import MMDWitness, make_payoff
-from trainspotter.stats.scoring import OnlineScorer
+from trainspotter.stats.payoffs import MMDWitness, make_payoff
+from trainspotter.stats.adam_scorer import AdamScorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 from trainspotter.stats.simulation import stop_times
 
@@ -102,7 +102,7 @@ def pipeline_scores(X: np.ndarray, Y: np.ndarray, epochs: int, seed: int) -> tup
     """Scores of the online scorer (B, n, p) → (B, n) × 2, in SequentialTest's round order."""
     B, n, p = X.shape
     cfg = TestConfig(epochs=epochs, seed=seed)
-    scorer = OnlineScorer(p, cfg.lr, cfg.epochs, cfg.trim, cfg.seed, B)
+    scorer = AdamScorer(p, cfg.lr, cfg.epochs, cfg.trim, cfg.seed, B)
     sx, sy = np.zeros((B, n)), np.zeros((B, n))
     for t in range(n):
         sx[:, t], sy[:, t] = scorer.score(X[:, t]), scorer.score(Y[:, t])

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.payoffs import PAYOFFS
+from trainspotter.stats.strategies import STRATEGIES
 from trainspotter.stats.simulation import run_batch, stop_times
 from trainspotter.stats.sequential import TestConfig
 

@@ -23,10 +23,12 @@ from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BenchmarkConfig, best_valid, compare_configurations,
-                                               cost_subsample, di_configs, di_frame, di_row, extraction_plan,
-                                               header_line, mia_rows, pvalue_row, render_markdown, split_passages,
+from trainspotter.evaluation.benchmark import (BenchmarkConfig, extraction_plan, mia_rows, split_passages,
                                                store_table)
+from trainspotter.evaluation.benchmark_cost import cost_subsample
+from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
+                                                  pvalue_row)
+from trainspotter.evaluation.benchmark_tables import header_line, render_markdown
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.errors import InputError
 from trainspotter.evaluation.mia import METHODS, as_petal

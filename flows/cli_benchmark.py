@@ -19,7 +19,8 @@ from rich.table import Table
 from trainspotter.flows.cli_common import JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json, input_error
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.payoffs import PAYOFFS
+from trainspotter.stats.strategies import STRATEGIES
 
 _console = Console()
 

@@ -13,8 +13,9 @@ from rich.console import Console
 
 from trainspotter.errors import InputError
 from trainspotter.features.features import FEATURE_SETS
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES
+from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.scoring import SCORERS
+from trainspotter.stats.strategies import STRATEGIES
 
 ACCESS_LEVELS = ("gray", "black", "both")
 Access = Enum("Access", {a: a for a in ACCESS_LEVELS}, type=str)

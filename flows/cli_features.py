@@ -111,7 +111,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
         task = bar.add_task("extracting features", total=len(passages))
         start_prefect_api()
         result = run_extract(flow_config, dask=dask, dask_address=dask_address,
-                             progress=lambda done, total: bar.update(task, completed=done))
+                             progress=lambda done, total: bar.update(task, completed=done), passages=passages)
     if json_out:
         return emit_json(result)
     sets = result["sets"]

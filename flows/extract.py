@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 from prefect import flow, get_run_logger
@@ -18,21 +19,28 @@ from pydantic import BaseModel, Field
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
-from trainspotter.data import load_labeled
+from trainspotter.data import Passage, load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
 
-# ``progress(passages done, total)``, set in the caller's process and called from the flow
-# as chunks finish. Not a flow parameter: Prefect ships the flow run's parameters to every
-# Dask worker with each task, and a progress bar (locks, a console) cannot be pickled.
-PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("extract_progress", default=None)
+
+class Caller(NamedTuple):
+    """What the caller's process hands the flow besides its parameters: Prefect stores a flow
+    run's parameters and ships them to every Dask worker with each task, and a progress bar
+    (locks, a console) cannot be pickled, nor should the whole dataset travel with each chunk."""
+
+    progress: Callable[[int, int], None] | None = None  # (passages done, total), as chunks finish
+    passages: list[Passage] | None = None  # the config's files, already read (load_labeled)
 
 
-def current_progress() -> Callable[[int, int], None] | None:
-    """The caller's progress callback. The flow reads it through this function, never the
-    variable itself: a flow with other options is pickled by value with the globals it
-    names (prefect-dask sends it to the workers), and a ContextVar cannot be pickled."""
-    return PROGRESS.get()
+CALLER: ContextVar[Caller] = ContextVar("extract_caller", default=Caller())
+
+
+def current_caller() -> Caller:
+    """The flow reads the caller's context through this function, never the variable itself:
+    a flow with other options is pickled by value with the globals it names (prefect-dask
+    sends it to the workers), and a ContextVar cannot be pickled."""
+    return CALLER.get()
 
 
 class ExtractConfig(BaseModel):
@@ -52,12 +60,13 @@ class ExtractConfig(BaseModel):
 @flow(name="extract", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def extract_flow(config: ExtractConfig) -> dict:
     """Submit every chunk (run concurrently by the flow's task runner), gather in order,
-    write one Parquet table. Chunks whose result is cached are not recomputed.
-    Reports to the callback in ``PROGRESS`` (if any) as chunks finish."""
+    write one Parquet table. Chunks whose result is cached are not recomputed. Reads the
+    passages unless the caller has (``Caller``), and reports to its progress callback."""
     logger = get_run_logger()
-    progress = current_progress()
+    progress, passages = current_caller()
     start = time.time()
-    passages = load_labeled(config.data, config.suspect, config.heldout)
+    if passages is None:
+        passages = load_labeled(config.data, config.suspect, config.heldout)
     # The labels are the user's, not features: set here, never in the cached chunks
     chunks = [passages[i:i + config.chunk_size] for i in range(0, len(passages), config.chunk_size)]
     futures = [extract_chunk.submit(chunk, config.model, config.reference, config.access,
@@ -130,16 +139,19 @@ def check_local_models(option: str, *specs: str | None) -> None:
 
 
 def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,
-                progress: Callable[[int, int], None] | None = None) -> dict:
+                progress: Callable[[int, int], None] | None = None,
+                passages: list[Passage] | None = None) -> dict:
     """The default runner works through the chunks in this process; ``dask`` runs them on a
     local Dask cluster (or the one at ``dask_address``) through prefect-dask.
-    ``progress(passages done, total)`` is called in this process as chunks finish."""
+    ``progress(passages done, total)`` is called in this process as chunks finish.
+    ``passages``: what ``load_labeled`` gave for the config's files, when the caller has read
+    them already (the flow then reads nothing)."""
     flow_ = extract_flow
     if dask or dask_address:
         check_local_models("--dask-address" if dask_address else "--dask", config.model, config.reference)
         flow_ = extract_flow.with_options(task_runner=dask_runner(dask_address))
-    token = PROGRESS.set(progress)
+    token = CALLER.set(Caller(progress, passages))
     try:
         return flow_(config)
     finally:
-        PROGRESS.reset(token)
+        CALLER.reset(token)

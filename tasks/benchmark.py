@@ -9,7 +9,9 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import evaluate_method, method_costs, pvalue_baseline
+from trainspotter.evaluation.benchmark import evaluate_method
+from trainspotter.evaluation.benchmark_cost import method_costs
+from trainspotter.evaluation.benchmark_di import pvalue_baseline
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
 from trainspotter.features.features import FeatureConfig
@@ -28,8 +30,8 @@ def method_costs_task(names: list[str], passages: list[dict], labels: list[int],
                         features, folds=folds, seed=seed, repeats=repeats)
 
 
-# pvalue_baseline (evaluation.benchmark) over di_pvalue (stats.pvalue) and split_features.
-PVALUE_CODE = ("trainspotter.stats.pvalue", "trainspotter.evaluation.benchmark",
+# pvalue_baseline (evaluation.benchmark_di) over di_pvalue (stats.pvalue) and split_features.
+PVALUE_CODE = ("trainspotter.stats.pvalue", "trainspotter.evaluation.benchmark_di",
                "trainspotter.stats.sequential", "trainspotter.data")
 
 

@@ -4,11 +4,10 @@ re-queries no model."""
 from prefect import task
 
 from trainspotter.backends import load_backend, spec_fingerprint
-from trainspotter.config import artifacts_root, code_digest, fingerprint
+from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import BudgetExhausted
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
-from trainspotter.features.probability import default_token_table_path
 
 
 def _retry_unless_budget(task, task_run, state) -> bool:
@@ -51,13 +50,9 @@ def chunk_cache_key(context, parameters) -> str:
 def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``).
-    Black-box features read and extend the MiniLM token table persisted under artifacts/.
     Only id and text go in: the cache key covers nothing else (a `set` label read from the
     user's file would be served to the next run of the same texts)."""
     passages = [{"id": p["id"], "text": p["text"]} for p in passages]
-    if access != "gray" and features.embedding_cache is None:
-        table = default_token_table_path(artifacts_root())
-        features = features.model_copy(update={"embedding_cache": str(table)})
     df = extract(passages, load_backend(model), load_backend(reference) if reference else None,
                  access, features)
     return df.to_dict("records")

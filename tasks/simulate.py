@@ -11,9 +11,13 @@ from trainspotter.stats.simulation import simulate_many
 from trainspotter.stats.sequential import TestConfig
 
 
-# The library code a Monte Carlo result depends on (table reading, test, betting, scoring).
+# The library code a Monte Carlo result depends on (table reading, test, betting, scoring,
+# the features' member-like directions the scorer is constrained to).
 SIMULATE_CODE = ("trainspotter.stats.simulation", "trainspotter.stats.sequential",
-                 "trainspotter.stats.betting", "trainspotter.stats.scoring", "trainspotter.data")
+                 "trainspotter.stats.streams", "trainspotter.stats.payoffs", "trainspotter.stats.strategies",
+                 "trainspotter.stats.eprocess", "trainspotter.stats.scoring", "trainspotter.stats.adam_scorer",
+                 "trainspotter.stats.newton_scorer", "trainspotter.stats.quantiles",
+                 "trainspotter.stats.oriented_qp", "trainspotter.features.orientation", "trainspotter.data")
 
 
 def simulate_cache_key(context, parameters) -> str:

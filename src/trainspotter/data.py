@@ -9,6 +9,7 @@ nothing is dropped silently.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from pathlib import Path
@@ -68,9 +69,9 @@ def _read_table(path: Path) -> list[Passage]:
     import pandas as pd
 
     try:
-        if path.suffix == ".csv":
-            _decode(path, path.read_bytes())
-            df = pd.read_csv(path, dtype={"text": object, "id": object}, keep_default_na=False)
+        if path.suffix == ".csv":  # decoded first, for the line of a bad byte
+            df = pd.read_csv(io.StringIO(_decode(path, path.read_bytes())), dtype={"text": object, "id": object},
+                             keep_default_na=False)
         else:
             df = pd.read_parquet(path)
     except InputError:

@@ -208,7 +208,8 @@ def test_documented_defaults_are_the_real_ones(path, cmd, ctx):
 
 
 def test_benchmark_help_states_every_default_payoff(monkeypatch):
-    from trainspotter.evaluation.benchmark import BenchmarkConfig, di_configs
+    from trainspotter.evaluation.benchmark import BenchmarkConfig
+    from trainspotter.evaluation.benchmark_di import di_configs
 
     monkeypatch.setattr("typer.core.HAS_RICH", False)
     out = CliRunner().invoke(app, ["benchmark", "--help"], env={"COLUMNS": "200"})

@@ -84,6 +84,35 @@ def test_black_box_estimates_correlate_with_true_logprobs(models, passages):
         + len(set(strings(np.concatenate([s.argmax for s in scores]))))
 
 
+def test_library_and_flow_read_the_same_default_token_table(models, passages, mini_testbed, tmp_path,
+                                                           monkeypatch):
+    """The MiniLM token table is the library's default (FeatureConfig.embedding_cache None:
+    ``default_token_table_path()`` under the artifacts root), so library ``extract`` and the
+    flow's cached chunks compute black-box features from the same embeddings. A default
+    table with every string's vector swapped for its neighbour's shows who reads it."""
+    import trainspotter.features.probability as P
+    from trainspotter.tasks.extract import extract_chunk
+
+    root = tmp_path / "artifacts"
+    (root / "testbeds").mkdir(parents=True)
+    (root / "testbeds" / "mini").symlink_to(mini_testbed, target_is_directory=True)
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(root))
+    monkeypatch.setattr(P, "_TABLES", {})  # as in a new process: no table loaded yet
+    ps = [{"id": p["id"], "text": p["text"]} for p in passages["member"][:4]]
+    config = FeatureConfig(perturbations=False, sequence=False)
+    own = tmp_path / "own.npz"
+    minilm = extract(ps, models[0], None, "black", config.model_copy(update={"embedding_cache": str(own)}))
+    P.default_token_table_path().parent.mkdir(parents=True)
+    with np.load(own) as table:  # every string these passages need, embedded by MiniLM
+        np.savez(P.default_token_table_path(), strings=table["strings"], vectors=np.roll(table["vectors"], 1, axis=0))
+    library = extract(ps, models[0], None, "black", config)
+    flow = pd.DataFrame(extract_chunk.fn(ps, "testbed:mini", None, "black", config))
+    cols = [c for c in minilm.columns if c.startswith("black_")]
+    pd.testing.assert_frame_equal(library[cols], flow[cols])
+    assert P.token_table(P.default_token_table_path()).encoded == 0  # nothing embedded anew
+    assert not np.allclose(library[cols], minilm[cols])  # both read the swapped table
+
+
 def test_black_box_features_separate_members_from_heldout(models, passages):
     """Cross-fitted (5-fold) logistic regression on the black-box token-level features."""
     from sklearn.linear_model import LogisticRegression
@@ -134,7 +163,7 @@ def run(*args):
     return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
 
 
-def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp_path):
+def test_extract_verb_writes_the_models_features_and_bad_input_is_one_line(models, mini_testbed, tmp_path):
     data = tmp_path / "few.jsonl"
     data.write_text("".join(line + "\n" for line in (mini_testbed / "member.jsonl").read_text().splitlines()[:3]))
     out = tmp_path / "f.parquet"
@@ -144,8 +173,18 @@ def test_extract_verb_writes_parquet_and_bad_input_is_one_line(mini_testbed, tmp
     info = json.loads(res.stdout)
     df = pd.read_parquet(out)
     assert len(df) == 3 and info["features"] == list(df.columns[1:])
-    assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff",
-            "black_strip_k_10"} <= set(df.columns)
+    assert list(df["id"]) == [p["id"] for p in load_passages(data)]
+    # the values, from the models' own outputs in this process: gray from the log-probs
+    # (BADI App. A.2 items 1, 5), black from the greedy tokens alone (label-only: Eq. 1 on the
+    # MiniLM similarity of true and greedy token, sim = 1 where the greedy token is right)
+    texts = [p["text"] for p in load_passages(data)]
+    strings, emb = TokenStrings(models[0].tokenizer), TokenEmbeddings()
+    for i, (t, r) in enumerate(zip(models[0].score(texts), models[1].score(texts))):
+        sim = emb.similarity(strings(t.token_ids), strings(t.argmax))
+        black = -np.log1p(np.exp(-2 * sim))  # log σ(2·sim)
+        expected = {"gray_ppl": np.exp(-t.logprobs.mean()), "gray_ref_diff": r.logprobs.mean() - t.logprobs.mean(),
+                    "black_ppl": np.exp(-black.mean())}
+        assert df.iloc[i][list(expected)].to_dict() == pytest.approx(expected, rel=1e-5)
     same = ["extract", "--data", str(data), "--model", "testbed:mini", "--reference", "testbed:mini/reference",
             "--access", "both", "--no-sequence", "--no-perturbations", "--out", str(out), "--json"]
     assert json.loads(run(*same).stdout)["chunks_cached"] == 1  # the one chunk, from the cache

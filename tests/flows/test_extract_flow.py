@@ -110,3 +110,29 @@ def test_rerun_reads_every_chunk_from_the_cache_and_refresh_recomputes(mini_test
     assert fresh["chunks_computed"] == 2 and fresh["chunks_cached"] == 0
     pd.testing.assert_frame_equal(pd.read_parquet(fresh["out"]), table)
     assert extract_flow(config)["chunks_cached"] == 2  # the refreshed results are stored again
+
+
+def test_passages_the_caller_read_are_not_read_again(mini_testbed, tmp_path):
+    """`trainspotter extract` reads (and checks) its input before the flow starts and hands the
+    passages over: the flow reads no file again (here the files are gone by then), and the
+    labels of the passages it was given are the table's `set` column."""
+    from trainspotter.data import load_labeled
+    from trainspotter.features.features import FeatureConfig
+    from trainspotter.flows.extract import ExtractConfig, run_extract
+
+    files = {}
+    for side, split in (("suspect", "member"), ("heldout", "heldout")):
+        lines = split_path("mini", split).read_text().splitlines()[4:6]
+        files[side] = tmp_path / f"{side}.jsonl"
+        files[side].write_text("".join(line + "\n" for line in lines))
+    passages = load_labeled(None, files["suspect"], files["heldout"])
+    for path in files.values():
+        path.unlink()
+    config = ExtractConfig(suspect=str(files["suspect"]), heldout=str(files["heldout"]), model="testbed:mini",
+                           access="gray", out=str(tmp_path / "f.parquet"), chunk_size=2,
+                           features=FeatureConfig(min_k=(0.2,), strip_k=(), perturbations=False, sequence=False))
+    seen = []
+    result = run_extract(config, progress=lambda done, total: seen.append((done, total)), passages=passages)
+    table = pd.read_parquet(result["out"])
+    assert len(passages) == 4 and list(table["id"]) == [p["id"] for p in passages]
+    assert list(table["set"]) == ["suspect", "suspect", "heldout", "heldout"] and seen[-1] == (4, 4)

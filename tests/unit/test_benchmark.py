@@ -10,8 +10,9 @@ import pandas as pd
 import pydantic
 import pytest
 
-from trainspotter.evaluation.benchmark import (BenchmarkConfig, best_valid, censored_stops, di_frame,
-                                               paired_saving, pvalue_baseline, render_markdown)
+from trainspotter.evaluation.benchmark import BenchmarkConfig
+from trainspotter.evaluation.benchmark_di import best_valid, censored_stops, di_frame, paired_saving, pvalue_baseline
+from trainspotter.evaluation.benchmark_tables import render_markdown
 
 
 def test_config_validation():
@@ -60,7 +61,7 @@ def test_pvalue_baseline_rejects_a_shift_and_holds_level_under_the_null():
 PEAKS = """
 import json, time
 import numpy as np
-from trainspotter.evaluation.benchmark import PeakRSS
+from trainspotter.evaluation.benchmark_cost import PeakRSS
 
 def touch_305_mib(hold):
     block = np.ones(40_000_000)

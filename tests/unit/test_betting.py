@@ -8,17 +8,9 @@ import pytest
 
 from scipy.stats import binomtest
 
-from trainspotter.stats.betting import (
-    EProcess,
-    KSWitness,
-    MMDWitness,
-    Mixture,
-    make_payoff,
-    make_strategy,
-    payoff_from_dict,
-    poly2_feature_map,
-    wealth_path,
-)
+from trainspotter.stats.eprocess import EProcess, wealth_path
+from trainspotter.stats.payoffs import KSWitness, MMDWitness, make_payoff, payoff_from_dict, poly2_feature_map
+from trainspotter.stats.strategies import Mixture, make_strategy
 
 ONS_STEP = 2.0 / (2.0 - math.log(3.0))  # 2/(2 − ln 3) = 2/0.901388 ≈ 2.218803 (App. C.1)
 

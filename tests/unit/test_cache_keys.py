@@ -6,6 +6,8 @@ below are real edits of real module text, never asserted constants."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import inspect
 import shutil
 from pathlib import Path
@@ -19,7 +21,7 @@ from trainspotter.tasks.simulate import simulate_cache_key
 from trainspotter import config as C
 from trainspotter.features import features as F
 from trainspotter.features.features import FeatureConfig
-from trainspotter.stats import betting, pvalue
+from trainspotter.stats import eprocess, pvalue
 from trainspotter.stats.sequential import TestConfig
 
 SRC = Path(trainspotter.__file__).parent
@@ -95,7 +97,7 @@ def test_feature_formula_edit_changes_only_the_extract_key(library, tmp_path):
 
 def test_betting_edit_changes_simulate_key_not_extract(library, tmp_path):
     before = _keys(tmp_path)
-    _edit(library, betting.wealth_path)
+    _edit(library, eprocess.wealth_path)
     assert _changed(before, _keys(tmp_path)) == {"simulate"}
 
 
@@ -103,6 +105,30 @@ def test_pvalue_edit_changes_only_the_pvalue_key(library, tmp_path):
     before = _keys(tmp_path)
     _edit(library, pvalue.di_pvalue)
     assert _changed(before, _keys(tmp_path)) == {"pvalue"}
+
+
+def _library_imports(module: str, seen: set[str]) -> set[str]:
+    """``module`` and every trainspotter module it imports, directly or not (any scope)."""
+    if module not in seen:
+        seen.add(module)
+        tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+        for node in ast.walk(tree):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                if name and name.startswith("trainspotter."):
+                    _library_imports(name, seen)
+    return seen
+
+
+def test_simulate_key_covers_every_module_the_monte_carlo_runs():
+    """A module split in two must list both halves: every library module that simulation or
+    the table reader imports is in SIMULATE_CODE, but error messages and presets (the test
+    configuration is in the key itself)."""
+    from trainspotter.tasks.simulate import SIMULATE_CODE
+
+    used = _library_imports("trainspotter.stats.simulation", _library_imports("trainspotter.data", set()))
+    assert used - set(SIMULATE_CODE) == {"trainspotter.errors", "trainspotter.presets"}
 
 
 def test_edit_outside_every_list_changes_no_key(library, tmp_path):

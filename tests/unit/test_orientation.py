@@ -8,7 +8,8 @@ from scipy.stats import binomtest
 
 from trainspotter.features.orientation import direction
 from trainspotter.presets import PRESETS
-from trainspotter.stats.scoring import NewtonScorer, oriented_qp
+from trainspotter.stats.newton_scorer import NewtonScorer
+from trainspotter.stats.oriented_qp import oriented_qp
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 from trainspotter.stats.simulation import pollution
 

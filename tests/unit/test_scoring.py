@@ -5,8 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from trainspotter.stats.scoring import AdamScorer as OnlineScorer  # the paper scorer (A.4)
-from trainspotter.stats.scoring import NewtonScorer, P2Quantile, make_scorer, scorer_from_dict
+from trainspotter.stats.adam_scorer import AdamScorer  # the paper scorer (A.4)
+from trainspotter.stats.newton_scorer import NewtonScorer
+from trainspotter.stats.quantiles import P2Quantile
+from trainspotter.stats.scoring import make_scorer, scorer_from_dict
 
 
 def _pairs(n, p, shift=0.0, seed=0):
@@ -18,7 +20,7 @@ def _pairs(n, p, shift=0.0, seed=0):
 
 def test_normalisation_uses_past_rows_only():
     X, Y = _pairs(30, 3, seed=1)
-    sc = OnlineScorer(3, trim=0.025)
+    sc = AdamScorer(3, trim=0.025)
     for x, y in zip(X, Y):
         sc.update(x, y)
     past = np.vstack([np.column_stack([X[i], Y[i]]).T for i in range(30)])  # 60 rows, x then y
@@ -36,7 +38,7 @@ def test_normalisation_uses_past_rows_only():
 
 
 def test_no_trimming_before_enough_rows():
-    sc = OnlineScorer(1)
+    sc = AdamScorer(1)
     sc.update([1.0], [3.0])
     z = sc._normalise(np.array([[[1.0], [3.0], [2.0]]]))[0, :, 0]
     np.testing.assert_allclose(z, [-1.0, 1.0, 0.0])  # μ = 2, σ = 1, extremes kept
@@ -45,7 +47,7 @@ def test_no_trimming_before_enough_rows():
 def test_one_round_of_adam_matches_torch():
     torch = pytest.importorskip("torch")
     X, Y = _pairs(20, 4, shift=1.0, seed=2)
-    sc = OnlineScorer(4, lr=0.01, epochs=30, seed=3)
+    sc = AdamScorer(4, lr=0.01, epochs=30, seed=3)
     theta0 = sc.theta[0].copy()
     for x, y in zip(X, Y):
         sc.update(x, y)  # 20 rounds × 30 epochs, one Adam optimiser kept warm
@@ -54,7 +56,7 @@ def test_one_round_of_adam_matches_torch():
         lin.weight.copy_(torch.tensor(theta0[:4])[None])
         lin.bias.copy_(torch.tensor(theta0[4:]))
     opt = torch.optim.Adam(lin.parameters(), lr=0.01)
-    ref = OnlineScorer(4, seed=3)
+    ref = AdamScorer(4, seed=3)
     for x, y in zip(X, Y):
         ref.update(x, y)  # only to get the same past-only normalised design matrix
         z = torch.tensor(ref._design()[0, :4].T)
@@ -71,19 +73,19 @@ def test_one_round_of_adam_matches_torch():
 def test_pair_t_is_scored_by_a_model_of_pairs_before_t_and_leaking_would_show():
     X, Y = _pairs(40, 5, shift=0.5, seed=4)
     t = 25  # pair t (1-based) = index 24
-    online = OnlineScorer(5, seed=7)
+    online = AdamScorer(5, seed=7)
     scores = []
     for x, y in zip(X, Y):
         scores.append((online.score(x), online.score(y)))  # score before update, as SequentialTest does
         online.update(x, y)
     # Scorer trained on pairs 1..t−1 only.
-    past = OnlineScorer(5, seed=7)
+    past = AdamScorer(5, seed=7)
     for x, y in zip(X[: t - 1], Y[: t - 1]):
         past.update(x, y)
     assert scores[t - 1] == (past.score(X[t - 1]), past.score(Y[t - 1]))
     # A leaky variant (pair t absorbed before it is scored) gives different scores,
     # so the equality above really pins the order down.
-    leaky = OnlineScorer(5, seed=7)
+    leaky = AdamScorer(5, seed=7)
     for x, y in zip(X[:t], Y[:t]):
         leaky.update(x, y)
     assert abs(leaky.score(X[t - 1]) - scores[t - 1][0]) > 1e-6
@@ -92,7 +94,7 @@ def test_pair_t_is_scored_by_a_model_of_pairs_before_t_and_leaking_would_show():
 
 def test_future_pairs_do_not_change_past_scores():
     X, Y = _pairs(30, 3, seed=5)
-    a, b = OnlineScorer(3, seed=1), OnlineScorer(3, seed=1)
+    a, b = AdamScorer(3, seed=1), AdamScorer(3, seed=1)
     Y2 = Y.copy()
     Y2[20:] += 100.0  # wildly different future
     sa, sb = [], []
@@ -109,22 +111,22 @@ def test_learns_member_direction_and_is_deterministic():
     X, Y = _pairs(300, 6, shift=1.5, seed=6)
     runs = []
     for _ in range(2):
-        sc = OnlineScorer(6, seed=11)
+        sc = AdamScorer(6, seed=11)
         for x, y in zip(X, Y):
             sc.update(x, y)
         runs.append(sc.theta.copy())
     np.testing.assert_array_equal(runs[0], runs[1])
     Xt, Yt = _pairs(200, 6, shift=1.5, seed=99)
     assert sc.score(Xt).mean() > sc.score(Yt).mean() + 1.0  # suspect = 1 ⇒ higher score
-    other = OnlineScorer(6, seed=12)
-    assert not np.array_equal(other.theta, OnlineScorer(6, seed=11).theta)
+    other = AdamScorer(6, seed=12)
+    assert not np.array_equal(other.theta, AdamScorer(6, seed=11).theta)
 
 
 def test_batch_streams_match_single_streams():
     X, Y = _pairs(15, 3, shift=0.5, seed=8)
     X2, Y2 = _pairs(15, 3, seed=9)
-    batch = OnlineScorer(3, seed=0, batch=2)
-    singles = [OnlineScorer(3, seed=0), OnlineScorer(3, seed=0)]
+    batch = AdamScorer(3, seed=0, batch=2)
+    singles = [AdamScorer(3, seed=0), AdamScorer(3, seed=0)]
     singles[1].theta = batch.theta[1:2].copy()  # same initial layer as batch row 1
     for i in range(15):
         bx = np.stack([X[i], X2[i]])
@@ -138,13 +140,13 @@ def test_batch_streams_match_single_streams():
 
 def test_save_load_continuation_is_exact():
     X, Y = _pairs(80, 4, shift=0.3, seed=10)
-    full = OnlineScorer(4, seed=2)
+    full = AdamScorer(4, seed=2)
     for x, y in zip(X, Y):
         full.update(x, y)
-    part = OnlineScorer(4, seed=2)
+    part = AdamScorer(4, seed=2)
     for x, y in zip(X[:37], Y[:37]):
         part.update(x, y)
-    resumed = OnlineScorer.from_dict(json.loads(json.dumps(part.to_dict())))
+    resumed = AdamScorer.from_dict(json.loads(json.dumps(part.to_dict())))
     for x, y in zip(X[37:], Y[37:]):
         resumed.update(x, y)
     np.testing.assert_array_equal(resumed.theta, full.theta)
@@ -345,9 +347,9 @@ def test_newton_save_load_is_exact_and_does_not_grow_with_n():
 
 def test_make_scorer_and_legacy_states():
     assert isinstance(make_scorer("online", 3), NewtonScorer)
-    assert isinstance(make_scorer("paper", 3), OnlineScorer)
+    assert isinstance(make_scorer("paper", 3), AdamScorer)
     with pytest.raises(ValueError, match="unknown scorer"):
         make_scorer("sgd", 3)
-    legacy = OnlineScorer(3).to_dict()
+    legacy = AdamScorer(3).to_dict()
     del legacy["kind"]  # saved before scorers had a kind: the paper scorer
-    assert isinstance(scorer_from_dict(legacy), OnlineScorer)
+    assert isinstance(scorer_from_dict(legacy), AdamScorer)

@@ -7,10 +7,13 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.stats.betting import EProcess, make_payoff
+from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.payoffs import make_payoff
 from trainspotter.errors import InputError
 from trainspotter.stats.simulation import run_batch, stop_times
-from trainspotter.stats.scoring import AdamScorer, NewtonScorer, make_scorer
+from trainspotter.stats.adam_scorer import AdamScorer
+from trainspotter.stats.newton_scorer import NewtonScorer
+from trainspotter.stats.scoring import make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig, run_test
 
 STRATEGIES = ["ons", "kelly", "mixture"]

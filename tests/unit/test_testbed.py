@@ -66,11 +66,11 @@ def _blocks(seed, n=16, length=12):
 def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
     """EZ-MIA App. A: the saved target is the best epoch on validation, not the last one
     (random tokens: members get memorised while validation loss turns up)."""
-    from trainspotter.evaluation.testbed import _finetune, mean_loss
+    from trainspotter.evaluation.lm_training import finetune, mean_loss
 
     config = PRESETS["smollm2"].model_copy(update={"target_epochs": 6, "target_lr": 3e-2,
                                                    "target_batch_size": 4})
-    model, epochs = _finetune(_tiny_lm(), _blocks(1), _blocks(2), config, None)
+    model, epochs = finetune(_tiny_lm(), _blocks(1), _blocks(2), config, None)
     val = [e["validation_loss"] for e in epochs]
     assert len(val) == 6 and val.index(min(val)) < 5  # the last epoch was not the best here
     assert mean_loss(model, _blocks(2)) == pytest.approx(min(val), rel=1e-6)
@@ -79,13 +79,13 @@ def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
 def test_lora_finetune_trains_only_attention_adapters_and_merges_them():
     import torch
 
-    from trainspotter.evaluation.testbed import _finetune
+    from trainspotter.evaluation.lm_training import finetune
 
     base = _tiny_lm()
     before = {k: v.clone() for k, v in base.state_dict().items()}
     config = PRESETS["smollm2-lora"].model_copy(update={"target_epochs": 2, "target_lr": 1e-2,
                                                         "target_batch_size": 4, "lora_r": 4})
-    model, _ = _finetune(base, _blocks(1), _blocks(2), config, None)
+    model, _ = finetune(base, _blocks(1), _blocks(2), config, None)
     after = model.state_dict()
     assert type(model).__name__ == "LlamaForCausalLM" and set(after) == set(before)  # merged, plain
     changed = {k for k in before if not torch.equal(before[k], after[k])}

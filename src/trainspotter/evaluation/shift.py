@@ -193,7 +193,7 @@ def summarise(result: dict, alpha: float, h0: bool, baseline: str = "unoriented"
     streams (``h0`` False), the share of true rejections the guard turns into "inconclusive"
     and the paired saving in pairs against the ``baseline`` test on the same trials; the
     blind check's firing rate. Rates come with the one-sided binomial p-value of rate ≤ α."""
-    from trainspotter.evaluation.benchmark import paired_saving
+    from trainspotter.evaluation.benchmark_di import paired_saving
 
     fired = result["blind_stop"] > 0
     out = {"pairs": result["pairs"], "trials": result["trials"], "blind": _rate(fired, alpha), "tests": {}}

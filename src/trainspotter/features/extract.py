@@ -29,18 +29,19 @@ from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, catalog, suffix_length, token_level_row
 from trainspotter.features.perturb import perturb
-from trainspotter.features.probability import (TokenStrings, bertscore_f1, estimate_logprobs, petal_fit,
-                                               token_table)
+from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
+                                               estimate_logprobs, petal_fit, token_table)
 
 Access = Literal["gray", "black", "both"]
 
 
 class _Context:
-    """Per-run state shared across batches: token-string and embedding tables."""
+    """Per-run state shared across batches: token-string and (black-box) embedding tables."""
 
-    def __init__(self, target: Backend, reference: Backend | None, config: FeatureConfig):
+    def __init__(self, target: Backend, reference: Backend | None, access: Access, config: FeatureConfig):
         self.config = config
-        self.embeddings = token_table(config.embedding_cache)
+        self.embeddings = None if access == "gray" else token_table(
+            config.embedding_cache or default_token_table_path())
         self.t_strings = TokenStrings(target.tokenizer)
         self.r_strings = TokenStrings(reference.tokenizer) if reference is not None else None
 
@@ -190,13 +191,14 @@ def extract(passages: list[dict], target: Backend, reference: Backend | None = N
     for j, p in enumerate(passages):
         if not isinstance(p.get("text"), str) or not p["text"].strip():
             raise InputError(f"passage {p.get('id', j)!r}: `text` must be a non-empty string")
-    ctx = _Context(target, reference, config)
+    ctx = _Context(target, reference, access, config)
     rows: list[dict] = []
     for start in range(0, len(passages), config.batch_size):
         rows += _batch(passages[start:start + config.batch_size], target, reference, access, config, ctx)
         if progress is not None:
             progress(len(rows), len(passages))
-    ctx.embeddings.save()
+    if ctx.embeddings is not None:
+        ctx.embeddings.save()
     head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
     return pd.DataFrame(rows, columns=head + feature_columns(config, access, reference is not None))
 

@@ -125,7 +125,7 @@ class FeatureConfig(BaseModel):
     sigmoid_scale: float = SIGMOID_SCALE
     ez_cap: float = EZ_CAP  # EZ value for EZ-MIA App. E.5/E.6's "∞" cases
     batch_size: int = 16  # passages per batch of model calls
-    embedding_cache: str | None = None  # .npz path for the token-embedding table
+    embedding_cache: str | None = None  # .npz token-embedding table; None: default_token_table_path()
     # Only features that compare the target with the reference model (calibrated: what makes
     # one text easier than another cancels to first order; the "calibrated" set).
     relative_only: bool = False

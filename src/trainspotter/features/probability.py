@@ -13,8 +13,8 @@ true token x_t, sim(x_t, x̂_t) = cosine of their all-MiniLM-L6-v2 embeddings:
   test predictable), and use sim (Eq. 4), not log sim (B.2), since sim can be ≤ 0.
 
 Token embeddings: each distinct token *string* is embedded once and kept in a table
-shared by every extraction in the process (flows persist it as an ``.npz`` under
-``artifacts/cache/``), never per occurrence.
+shared by every extraction in the process and persisted as an ``.npz`` under
+``artifacts/cache/`` (``default_token_table_path``), never per occurrence.
 Sequence-level similarity (App. B.1) is BERTScore F1 with MiniLM's 6 layers,
 since RoBERTa weights are not available offline.
 """
@@ -161,12 +161,15 @@ def token_table(path: str | Path | None = None) -> TokenEmbeddings:
         return _TABLES[key]
 
 
-def default_token_table_path(root: Path) -> Path:
-    """Where flows persist the token table: one file per MiniLM weights under ``root``."""
+def default_token_table_path() -> Path:
+    """The token table every extraction reads and extends unless its FeatureConfig names
+    another (library calls and the flow's cached chunks alike, so both see the same
+    embeddings): one file per MiniLM weights under the artifacts root."""
     from trainspotter.assets import minilm_dir
     from trainspotter.backends.hf import weights_fingerprint
+    from trainspotter.config import artifacts_root
 
-    return root / "cache" / f"minilm-tokens-{weights_fingerprint(minilm_dir())}.npz"
+    return artifacts_root() / "cache" / f"minilm-tokens-{weights_fingerprint(minilm_dir())}.npz"
 
 
 class TokenStrings:

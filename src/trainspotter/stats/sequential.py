@@ -36,8 +36,10 @@ from trainspotter.data import SET_LABELS
 from trainspotter.errors import InputError
 from trainspotter.features.orientation import directions
 from trainspotter.presets import DEFAULT_PRESET, PRESETS
-from trainspotter.stats.betting import PAYOFFS, STRATEGIES, EProcess, make_payoff, payoff_from_dict
+from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.payoffs import PAYOFFS, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
+from trainspotter.stats.strategies import STRATEGIES
 
 __all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "signs_of",
            "split_features"]

@@ -20,7 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.stats.betting import EProcess, make_payoff, wealth_path
+from trainspotter.stats.eprocess import EProcess, wealth_path
+from trainspotter.stats.payoffs import make_payoff
 from trainspotter.stats.scoring import make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of, split_features
 
@@ -239,7 +240,3 @@ def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0
         summ["mean_log_wealth"] = (mean_logw / trials).tolist()
         out["ratios"][str(ratio)] = summ
     return out
-
-
-def _finite(x: float) -> float | None:
-    return x if x is not None and math.isfinite(x) else None

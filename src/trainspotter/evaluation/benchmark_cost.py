@@ -1,0 +1,160 @@
+"""The cost of each per-sample method in the benchmark (TDDBench Sec. 3.5, Table 7).
+
+Each method's own minimal extraction (``Method.extraction``) plus its scoring, run on a
+small subsample of members and non-members with the models already loaded and every
+lazily loaded helper (MiniLM, BERTScore, WordNet) warmed up by an untimed run, in
+interleaved rounds: wall seconds per sample of the fastest round, and the largest peak
+increase of the process's resident set size over its value just before a run (garbage
+collected and freed heap trimmed first; sampled every 5 ms in a background thread with
+psutil). Memory the process already holds (model weights, embedding tables, loaded
+helpers) is not counted, so this is the working memory the method needed on top, not its
+total.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from trainspotter.evaluation.benchmark import BenchmarkConfig, split_passages
+from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
+from trainspotter.features.features import FeatureConfig
+
+__all__ = ["cost_subsample", "PeakRSS", "warm_up", "method_cost", "method_costs"]
+
+
+def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int]]:
+    """The seeded subsample the cost is measured on: up to ``cost_samples / 2`` members and
+    as many non-members (within the first ``limit`` of each split), with their labels."""
+    rng = np.random.default_rng(config.seed)
+    passages, labels = [], []
+    for split, label in (("member", 1), ("nonmember", 0)):
+        ps = split_passages(config.testbed, split, config.limit)
+        k = min(config.cost_samples // 2, len(ps))
+        passages += [ps[i] for i in sorted(rng.choice(len(ps), k, replace=False))]
+        labels += [label] * k
+    return passages, labels
+
+
+class PeakRSS:
+    """``with PeakRSS() as m: ...`` then ``m.peak_mb``: the peak increase of this process's
+    resident set size over its value at entry. On Linux the kernel's own high-water mark
+    (VmHWM, reset on entry through /proc/self/clear_refs) makes it exact; elsewhere, or where
+    the reset is refused, psutil samples RSS every ``interval`` seconds in a background thread,
+    which can miss a short-lived peak. ``peak_mb`` is None when neither is available."""
+
+    def __init__(self, interval: float = 0.005):
+        self.interval, self.peak_mb = interval, None
+        try:
+            import psutil
+        except ImportError:  # pragma: no cover - psutil ships with the dev environment
+            self._proc = None
+        else:
+            self._proc = psutil.Process()
+
+    @staticmethod
+    def _hwm() -> int | None:
+        """VmHWM in bytes, or None off Linux."""
+        try:
+            status = Path("/proc/self/status").read_text()
+        except OSError:
+            return None
+        line = next((ln for ln in status.splitlines() if ln.startswith("VmHWM:")), None)
+        return int(line.split()[1]) * 1024 if line else None
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._peak = max(self._peak, self._proc.memory_info().rss)
+
+    def __enter__(self) -> "PeakRSS":
+        if self._proc is None:
+            return self
+        try:  # "5" resets the peak RSS to the current RSS (Linux ≥ 4.0)
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+        hwm, self._base = self._hwm(), self._proc.memory_info().rss
+        # trust the kernel's mark only where the reset took effect (sandboxed kernels such
+        # as gVisor accept the write, or lack VmHWM, without resetting anything)
+        self._exact = hwm is not None and hwm - self._base < 16 * 2**20
+        self._peak = self._base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._peak = max(self._peak, self._proc.memory_info().rss, (self._hwm() or 0) if self._exact else 0)
+        self.peak_mb = (self._peak - self._base) / 2**20
+
+
+def warm_up(passages: list[dict], target, reference, base: FeatureConfig | None = None) -> None:
+    """One untimed run of every extraction path (loads MiniLM, BERTScore, WordNet)."""
+    from trainspotter.features.extract import extract
+
+    base = base or FeatureConfig()
+    extract(passages[:2], target, reference, "both", base)
+    extract(passages[:2], target, reference, "black",
+            base.model_copy(update={"estimator": "petal", "perturbations": False, "sequence": False}))
+
+
+def _release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``), so
+    the RSS before a run is not inflated by pages an earlier run freed but kept."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the RSS baseline just stays higher
+        pass
+
+
+def method_cost(name: str, passages: list[dict], labels, target, reference,
+                base: FeatureConfig | None = None, folds: int = 5, seed: int = 0) -> dict:
+    """Wall time and peak RSS increase of one run of method ``name``'s own minimal
+    extraction (``METHODS[name].extraction.config(base)``) plus its scoring on ``passages``."""
+    from trainspotter.features.extract import extract
+
+    method = METHODS[name]
+    ex = method.extraction
+    config = ex.config(base)
+    _release_memory()
+    with PeakRSS() as mem:
+        start = time.perf_counter()
+        df = extract(passages, target, reference if ex.reference else None, ex.access, config)
+        if ex.estimator == "petal":
+            df = as_petal(df)
+        method_scores(name, df, labels, folds, seed)
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_rss_mb": mem.peak_mb}
+
+
+def method_costs(names: list[str], passages: list[dict], labels, target, reference,
+                 base: FeatureConfig | None = None, folds: int = 5, seed: int = 0,
+                 repeats: int = 3) -> dict[str, dict]:
+    """``method_cost`` of every method after an untimed ``warm_up``, ``repeats`` interleaved
+    rounds (method 1, 2, …, then again), so a busy machine or a first-call effect hits all
+    methods alike. Per method: the fastest round's seconds (and seconds per sample) and the
+    largest peak RSS increase of any round."""
+    warm_up(passages, target, reference, base)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for _ in range(repeats):
+        for name in names:
+            runs[name].append(method_cost(name, passages, labels, target, reference, base, folds, seed))
+    out = {}
+    for name, rs in runs.items():
+        seconds = min(r["seconds"] for r in rs)
+        peaks = [r["peak_rss_mb"] for r in rs if r["peak_rss_mb"] is not None]
+        out[name] = {"seconds": seconds, "seconds_per_sample": seconds / len(passages),
+                     "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages),
+                     "repeats": repeats}
+    return out
