@@ -218,3 +218,27 @@ def test_every_testbed_preset_is_described_for_the_cli():
     from trainspotter.presets import TESTBEDS
 
     assert list(TESTBEDS) == list(PRESETS) and all(len(v) > 20 for v in TESTBEDS.values())
+
+
+def test_a_rebuild_killed_half_way_is_not_taken_for_a_finished_testbed(tmp_path, monkeypatch):
+    """--force (or a new recipe) over a built testbed: until the new manifest is written last,
+    none is there, so a build that dies mid-way is rebuilt next time, not reused half-written."""
+    from trainspotter.evaluation import testbed
+
+    config = PRESETS["mini"].model_copy(update={"name": "killed"})
+    out = testbed.testbed_dir(config.name, tmp_path)
+    out.mkdir(parents=True)
+    key = testbed.fingerprint(config, testbed.__version__)
+    (out / "manifest.json").write_text(json.dumps({"fingerprint": key}))  # a finished build
+
+    def dies(*a, **k):  # the first step after the build starts writing
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testbed, "wikipedia_leads", dies)
+    with pytest.raises(KeyboardInterrupt):
+        build_testbed(config, tmp_path, force=True)
+    assert testbed.load_manifest(config.name, tmp_path) is None
+    calls = []
+    monkeypatch.setattr(testbed, "_build", lambda c, o, k, p: calls.append(c.name) or o)
+    build_testbed(config, tmp_path)
+    assert calls == ["killed"]

@@ -167,6 +167,9 @@ def _build(config: TestbedConfig, out: Path, key: str,
     hf_logging.disable_progress_bar()
     start = time.time()
     out.mkdir(parents=True, exist_ok=True)
+    # The manifest says "complete": gone until the new one is written last, so a rebuild
+    # killed half-way (--force, or a new recipe) is never taken for a finished testbed.
+    (out / "manifest.json").unlink(missing_ok=True)
     torch.manual_seed(config.seed)
     records = wikipedia_leads()
     if config.base == "scratch":
