@@ -184,7 +184,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
-    from trainspotter.backends import resolve_spec
+    from trainspotter.backends import parse_spec, resolve_spec
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
 
@@ -194,6 +194,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
+    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
+    model, reference = (parse_spec(s) if s else None for s in (model, reference))
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,

@@ -70,7 +70,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import resolve_spec
+    from trainspotter.backends import parse_spec, resolve_spec
     from trainspotter.data import load_labeled
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 
@@ -86,6 +86,8 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     if config.relative_only and not reference:
         raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
+    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
+    model, reference = (parse_spec(s) if s else None for s in (model, reference))
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     if chunk_size < 1:
