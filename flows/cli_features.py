@@ -9,10 +9,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
-                                           Access, FeatureSet, choice, emit_json, input_error)
+                                           Access, FeatureSet, choice, emit_json, folded_table, input_error)
 from trainspotter.errors import InputError
 
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -28,9 +27,8 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     specs = catalog(access=access.value)
     if json_out:
         return emit_json([s.as_dict() for s in specs])
-    table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
-    for col in ("name", "access", "models", "member-like", "definition", "source"):
-        table.add_column(col, overflow="fold")
+    table = folded_table(f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})",
+                         ("name", "access", "models", "member-like", "definition", "source"))
     for s in specs:
         table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
                       s.definition, s.source)

@@ -1,4 +1,4 @@
-"""Model backends, named by spec strings (DESIGN.md, Conventions):
+"""Model backends, named by spec strings (docs/architecture.md, "Conventions"):
 
 - ``hf:PATH[?key=value&...]``  a local Hugging Face model directory or a ``.gguf`` file;
 - ``testbed:NAME[?key=value&...]``  the target model of a built-in testbed

@@ -1,4 +1,4 @@
-"""Model specs (DESIGN.md, Conventions; the schemes and their options are listed in
+"""Model specs (docs/architecture.md, "Conventions"; the schemes and their options are listed in
 backends/__init__.py). ``parse_spec`` reads a spec string once into a ``ModelSpec``
 (syntax and options, nothing on disk); ``resolve_spec`` finds what it points to,
 ``api_config`` the API backend's settings. Every problem is one InputError naming the spec.
