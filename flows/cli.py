@@ -18,8 +18,8 @@ from rich.table import Table
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
-                                           STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff, Scorer, ShiftCheck,
-                                           Strategy, choice, emit_json, input_error)
+                                           STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
+                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
@@ -61,10 +61,8 @@ INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (READ
 def _results_table(results: list[dict], title: str) -> Table:
     from trainspotter.audit import BASELINE_CAPTION
 
-    table = Table(title=title, caption=BASELINE_CAPTION, caption_justify="left")
-    for col in ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
-                "blind check e-value", "decision"):
-        table.add_column(col, overflow="fold")
+    table = folded_table(title, ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
+                                 "blind check e-value", "decision"), caption=BASELINE_CAPTION, caption_justify="left")
     for r in results:
         baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
@@ -184,7 +182,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
-    from trainspotter.backends import resolve_spec
+    from trainspotter.backends import parse_spec, resolve_spec
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
 
@@ -194,6 +192,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
+    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
+    model, reference = (parse_spec(s) if s else None for s in (model, reference))
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
@@ -242,10 +242,9 @@ def _print_sets(summary: dict) -> None:
     what that controls), then each set's inconclusive explanation and where the runs are."""
     from trainspotter.multi import EBH_CAPTION
 
-    table = Table(title=f"Audit {summary['name']!r}: {len(summary['sets'])} suspect sets, e-BH at FDR "
-                        f"α = {summary['alpha']:g}", caption=EBH_CAPTION, caption_justify="left")
-    for col in ("set", "pairs used", "e-value", "blind check", "decision"):
-        table.add_column(col, overflow="fold")
+    table = folded_table(f"Audit {summary['name']!r}: {len(summary['sets'])} suspect sets, e-BH at FDR "
+                         f"α = {summary['alpha']:g}", ("set", "pairs used", "e-value", "blind check", "decision"),
+                         caption=EBH_CAPTION, caption_justify="left")
     for s in summary["sets"]:
         r = s["result"]
         table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", f"{r['e_value']:.3g}",
@@ -285,9 +284,8 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
     if json_out:
         return emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
                            "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
-    table = Table(title=f"Evidence ledger {name!r}")
-    for col in ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"):
-        table.add_column(col, overflow="fold")
+    table = folded_table(f"Evidence ledger {name!r}",
+                         ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"))
     for r in runs:  # runs recorded before the blind check have no verdict of their own
         verdict = r.get("verdict") or ("trained on" if r["reject"] else "no evidence")
         table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),

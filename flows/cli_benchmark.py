@@ -14,9 +14,9 @@ from typing import Optional
 import pydantic
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from trainspotter.flows.cli_common import JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json, input_error
+from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json,
+                                           folded_table, input_error)
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
 from trainspotter.stats.payoffs import PAYOFFS
@@ -88,9 +88,8 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
     res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
     if json_out:
         return emit_json(res)
-    t = Table(title=f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})')
-    for col in ("shift", "suspect vs held-out", "blind fires", "default", "+ guard", "calibrated", "+ guard"):
-        t.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
+    t = folded_table(f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})',
+                     ("shift", "suspect vs held-out", "blind fires", "default", "+ guard", "calibrated", "+ guard"))
     for r in res["scenarios"]:
         lean, cal = r["tests"]["lean"], r["tests"]["calibrated"]
         t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", f"{r['blind']['rate']:.3f}",
@@ -173,9 +172,8 @@ def benchmark_cmd(
     res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
     if json_out:
         return emit_json(res)
-    t = Table(title=f"Per-sample methods on {cfg.testbed}")
-    for col in ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"):
-        t.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
+    t = folded_table(f"Per-sample methods on {cfg.testbed}",
+                     ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"))
     for r in res["methods"]:
         m, c = r["metrics"], r["cost"] or {}
         t.add_row(r["label"], f"{m['auroc']:.3f} [{m.get('auroc_ci_low', float('nan')):.3f}, "
@@ -185,9 +183,8 @@ def benchmark_cmd(
                   "—" if c.get("peak_rss_mb") is None else f"{c['peak_rss_mb']:.1f}")
     _console.print(t)
     if res["di"]:
-        d = Table(title="Dataset inference (FPR: non-members vs held-out)")
-        for col in ("access", "test", "α", "TPR", "FPR", "pairs to decision"):
-            d.add_column(col, overflow="fold")  # wrap long cells, never cut them with …
+        d = folded_table("Dataset inference (FPR: non-members vs held-out)",
+                         ("access", "test", "α", "TPR", "FPR", "pairs to decision"))
         for r in res["di"]:
             stop = "—" if r["mean_stop"] is None else f"{r['mean_stop']:.1f} ± {r['std_stop']:.1f}"
             d.add_row(r["access"], r["test"], f"{r['alpha']:g}", f"{r['tpr']:.3f}", f"{r['fpr']:.3f}", stop)

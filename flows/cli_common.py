@@ -10,6 +10,7 @@ from enum import Enum
 import pydantic
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from trainspotter.errors import InputError
 from trainspotter.features.features import FEATURE_SETS
@@ -85,6 +86,14 @@ def choices(enum: type[Enum], option: str, value: str | None) -> list[str] | Non
 
 SCORER = choice(Scorer, "scorer", "online", "Online scoring model: online (Newton step on running statistics, "
                                             "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
+
+
+def folded_table(title: str, columns: tuple[str, ...], **kwargs) -> Table:
+    """A rich table whose long cells wrap onto more lines instead of being cut with …"""
+    table = Table(title=title, **kwargs)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table
 
 
 def emit_json(obj) -> None:

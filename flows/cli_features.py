@@ -9,10 +9,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
-                                           Access, FeatureSet, choice, emit_json, input_error)
+                                           Access, FeatureSet, choice, emit_json, folded_table, input_error)
 from trainspotter.errors import InputError
 
 features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -28,9 +27,8 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     specs = catalog(access=access.value)
     if json_out:
         return emit_json([s.as_dict() for s in specs])
-    table = Table(title=f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})")
-    for col in ("name", "access", "models", "member-like", "definition", "source"):
-        table.add_column(col, overflow="fold")
+    table = folded_table(f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})",
+                         ("name", "access", "models", "member-like", "definition", "source"))
     for s in specs:
         table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
                       s.definition, s.source)
@@ -70,7 +68,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import resolve_spec
+    from trainspotter.backends import parse_spec, resolve_spec
     from trainspotter.data import load_labeled
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 
@@ -86,6 +84,8 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     if config.relative_only and not reference:
         raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
+    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
+    model, reference = (parse_spec(s) if s else None for s in (model, reference))
     for spec in filter(None, (model, reference)):
         resolve_spec(spec)
     if chunk_size < 1:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
+from trainspotter.backends.spec import ModelSpec, Spec
 from trainspotter.data import Passage, load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
@@ -47,8 +48,8 @@ class ExtractConfig(BaseModel):
     data: str | None = None  # passages (with an optional `set` each), or:
     suspect: str | None = None  # suspect and held-out files: the table's `set` column
     heldout: str | None = None
-    model: str
-    reference: str | None = None
+    model: Spec  # parsed once, here (backends.spec)
+    reference: Spec | None = None
     access: str = "gray"
     out: str
     chunk_size: int = Field(64, ge=1)  # passages per task: Dask costs ~150 ms per task
@@ -129,12 +130,12 @@ def check_scheduler(address: str, timeout: float = 5) -> None:
                          f"start some with `dask worker {address}`")
 
 
-def check_local_models(option: str, *specs: str | None) -> None:
+def check_local_models(option: str, *specs: ModelSpec | None) -> None:
     """InputError if a spec is an API model (openai:): its query budget and usage meter are
     kept by the process that queries it, and each Dask worker would start a full budget."""
-    api = [spec for spec in specs if spec and spec.startswith("openai:")]
+    api = [spec for spec in specs if spec and spec.scheme == "openai"]
     if api:
-        raise InputError(f"option {option}: {api[0].partition('@')[0]} is an API model; its query budget "
+        raise InputError(f"option {option}: openai:{api[0].model} is an API model; its query budget "
                          f"is kept by the process that queries it, so run it without a Dask cluster")
 
 

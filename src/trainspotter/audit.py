@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
+from trainspotter.backends.spec import Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
@@ -48,8 +49,8 @@ class AuditConfig(BaseModel):
     name: str = "audit"
     suspect: str
     heldout: str
-    model: str
-    reference: str | None = None
+    model: Spec  # a spec string, parsed once here (backends.spec)
+    reference: Spec | None = None
     access: Literal["gray", "black", "both"] = "gray"  # black: greedy tokens only (label-only APIs)
     features: FeatureConfig = FEATURE_SETS["lean"]
     max_pairs: int | None = Field(None, ge=1)
@@ -122,7 +123,7 @@ def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
 
 def setup_of(config: AuditConfig) -> dict:
     """What must not change between runs of a recurring audit."""
-    return {"reference": config.reference, "access": config.access,
+    return {"reference": config.reference and config.reference.text, "access": config.access,
             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
 
 
@@ -225,15 +226,13 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
 
 def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditResult, run_id: str) -> None:
     """Store the continued state, the pairs consumed and one history row."""
-    from trainspotter.backends import spec_fingerprint
-
     if auditor.test is not None:
         ledger["state"], ledger["columns"] = auditor.test.to_dict(), auditor.columns
     for side in ("suspect", "heldout"):
         ledger["used"][side] += [r["id"] for r in auditor.rows if r["set"] == side]
     ledger["runs"].append({
-        "run_id": run_id, "finished": time.time(), "model": config.model,
-        "model_fingerprint": spec_fingerprint(config.model), "pairs_added": result.pairs_this_run,
+        "run_id": run_id, "finished": time.time(), "model": config.model.text,
+        "model_fingerprint": config.model.fingerprint, "pairs_added": result.pairs_this_run,
         "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
         "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
         "verdict": result.verdict, "blind_e_value": result.blind.e_value})

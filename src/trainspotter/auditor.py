@@ -8,6 +8,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.pvalue import di_pvalue
@@ -30,10 +31,11 @@ class UsageMeter:
     API_KEYS = ("mode", "summary", "list_prompts", "batch", "top_logprobs", "echo_shift", "echo_values",
                 "empty_prompt")
 
-    def __init__(self, specs: list[str | None]):
+    def __init__(self, specs: list[str | ModelSpec | None]):
         from trainspotter.backends import load_backend  # imports torch: only when auditing
 
-        self.backends = [load_backend(s) for s in dict.fromkeys(specs) if s and s.startswith("openai:")]
+        parsed = [parse_spec(s) for s in specs if s]
+        self.backends = [load_backend(s) for s in dict.fromkeys(parsed) if s.scheme == "openai"]
         self.before = [b.usage() for b in self.backends]
 
     def report(self, pairs_queried: int, pairs_skipped: int) -> dict:

@@ -1,6 +1,6 @@
 """Reading passages from the user's files and pairing suspect with held-out passages.
 
-Accepted inputs (DESIGN.md, Conventions): JSONL with a ``text`` field, Parquet or CSV
+Accepted inputs (docs/architecture.md, "Conventions"): JSONL with a ``text`` field, Parquet or CSV
 with a ``text`` column, a ``.txt`` file (one passage per non-empty line), a folder of
 ``.txt`` files (one passage each) or a Hugging Face dataset saved with ``save_to_disk``.
 Every problem raises :class:`InputError` naming the file, the line/row and the problem;

@@ -58,7 +58,7 @@ def test_presets_fill_only_unset_test_fields():
     from trainspotter.audit import DEFAULT_PRESET, PRESETS, AuditConfig
     from trainspotter.stats.sequential import TestConfig
 
-    base = {"suspect": "s", "heldout": "h", "model": "m"}
+    base = {"suspect": "s", "heldout": "h", "model": "hf:m"}
     c = AuditConfig(**base)
     assert c.preset == DEFAULT_PRESET
     assert {k: getattr(c.test, k) for k in PRESETS[DEFAULT_PRESET]} == PRESETS[DEFAULT_PRESET]

@@ -113,7 +113,7 @@ def test_shifted_sets_give_inconclusive_whatever_the_model_says(tmp_path, shift_
     s, h = _passages(tmp_path / "s.jsonl", people), _passages(tmp_path / "h.jsonl", science)
     calls = []
     extract = _fake_extract({f"s{i}" for i in range(120)})
-    r = audit(AuditConfig(suspect=s, heldout=h, model="m", shift_check=shift_check),
+    r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m", shift_check=shift_check),
               extract_fn=lambda ps, k: calls.append(k) or extract(ps, k))
     assert r.verdict == "inconclusive" and not r.reject and r.blind.fired
     assert "Inconclusive" in r.explanation and "What to do" in r.explanation
@@ -128,8 +128,8 @@ def test_iid_sets_keep_the_model_verdict(tmp_path):
 
     leads = [r["text"][:400] for r in _leads()[:240]]
     s, h = _passages(tmp_path / "s.jsonl", leads[::2]), _passages(tmp_path / "h.jsonl", leads[1::2])
-    r = audit(AuditConfig(suspect=s, heldout=h, model="m"), extract_fn=_fake_extract({f"s{i}" for i in range(120)}))
+    r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m"), extract_fn=_fake_extract({f"s{i}" for i in range(120)}))
     assert r.verdict == "trained on" and r.reject and r.model_reject and not r.blind.fired
     assert r.blind.pairs_available == 120  # the blind check saw every pair, not only those queried
-    r = audit(AuditConfig(suspect=s, heldout=h, model="m"), extract_fn=_fake_extract(set()))
+    r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m"), extract_fn=_fake_extract(set()))
     assert r.verdict == "no evidence" and not r.reject and not r.model_reject

@@ -11,7 +11,7 @@ ORCHESTRATION = ("trainspotter.flows", "trainspotter.tasks")  # installed inside
 
 def test_library_imports_no_orchestration():
     """Import every library module in a fresh interpreter; none may pull in
-    prefect, mlflow, trainspotter.flows or trainspotter.tasks (DESIGN.md: imports point one way)."""
+    prefect, mlflow, trainspotter.flows or trainspotter.tasks (docs/architecture.md: imports point one way)."""
     modules = [m.name for m in pkgutil.walk_packages([str(SRC)], prefix="trainspotter.")
                if not m.name.startswith(ORCHESTRATION)]
     assert "trainspotter.stats.sequential" in modules and "trainspotter.backends.hf" in modules

@@ -71,3 +71,31 @@ def test_bad_spec_messages_name_what_they_always_named():
             parse_spec(bad)
     with pytest.raises(InputError, match="model spec 'hf:/m': expected openai:MODEL@"):
         S.parse_api_spec(parse_spec("hf:/m"))
+
+
+def test_an_audit_and_an_extraction_parse_each_spec_once(mini_testbed, tmp_path, monkeypatch):
+    """At the edge: AuditConfig / ExtractConfig parse the strings; the audit loop, the usage
+    meter, the backends, the ledger and the extract flow's cached chunks only pass the
+    ModelSpec on (and dump it as written)."""
+    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.flows.extract import ExtractConfig, run_extract
+
+    parses = []
+    real_parse = S._parse_local
+    monkeypatch.setattr(S, "_parse_local", lambda text: parses.append(text) or real_parse(text))
+    config = AuditConfig(name="parsed-once", suspect=str(mini_testbed / "member.jsonl"),
+                         heldout=str(mini_testbed / "heldout.jsonl"), model="testbed:mini",
+                         reference="testbed:mini/reference", max_pairs=16, ledger=True)
+    assert sorted(parses) == ["testbed:mini", "testbed:mini/reference"]
+    assert config.model_dump()["model"] == "testbed:mini"  # MLflow params, Prefect: as written
+    result = audit(config)
+    assert result.pairs_used > 0 and sorted(parses) == ["testbed:mini", "testbed:mini/reference"]
+    from trainspotter.ledger import load_ledger
+
+    run = load_ledger("parsed-once")["runs"][-1]
+    assert run["model"] == "testbed:mini" and run["model_fingerprint"] == config.model.fingerprint
+    parses.clear()
+    out = run_extract(ExtractConfig(data=str(mini_testbed / "member.jsonl"), model="testbed:mini",
+                                    out=str(tmp_path / "f.parquet"), chunk_size=8,
+                                    features={"perturbations": False, "sequence": False}))
+    assert out["rows"] > 0 and parses == ["testbed:mini"]

@@ -39,7 +39,7 @@ def test_labels_are_file_stems_made_unique():
 
     assert set_labels(["x/member.jsonl", "y/member.jsonl", "z/member-2.csv", ".hidden.txt", "a b/c d.jsonl"]) == \
         ["member", "member-2", "member-2-2", "hidden", "c_d"]
-    config = AuditSetsConfig(name="pub", suspect=["x/a.jsonl", "y/b.jsonl"], heldout="h.jsonl", model="m",
+    config = AuditSetsConfig(name="pub", suspect=["x/a.jsonl", "y/b.jsonl"], heldout="h.jsonl", model="hf:m",
                              test={"alpha": 0.1})
     sets = config.configs()
     # each set is an ordinary audit named after its label, stopping at K/α = 20, guarded at α
@@ -47,7 +47,7 @@ def test_labels_are_file_stems_made_unique():
         [("pub-a", "x/a.jsonl", 0.05, 0.1, 0.1), ("pub-b", "y/b.jsonl", 0.05, 0.1, 0.1)]
     assert sets[0].test.strategy == config.test.strategy and sets[0].heldout == "h.jsonl"
     with pytest.raises(ValueError, match="one distinct label per suspect set"):
-        AuditSetsConfig(suspect=["a", "b"], labels=["x", "x"], heldout="h", model="m")
+        AuditSetsConfig(suspect=["a", "b"], labels=["x", "x"], heldout="h", model="hf:m")
 
 
 def test_bad_sets_are_one_clear_error_naming_the_file(tmp_path):
@@ -58,15 +58,15 @@ def test_bad_sets_are_one_clear_error_naming_the_file(tmp_path):
     twice = str(tmp_path / "." / "a.jsonl")  # the same file, spelled differently
     read = {p: load_passages(p) for p in (a, h, twice)}
     with pytest.raises(InputError, match=f"^{twice}: given twice as a suspect set$"):
-        check_sets(AuditSetsConfig(suspect=[a, twice], heldout=h, model="m"), read)
+        check_sets(AuditSetsConfig(suspect=[a, twice], heldout=h, model="hf:m"), read)
     with pytest.raises(InputError, match=f"^{h} and {h}: 30 passages in both sets"):
-        check_sets(AuditSetsConfig(suspect=[a, h], heldout=h, model="m"), read)
+        check_sets(AuditSetsConfig(suspect=[a, h], heldout=h, model="hf:m"), read)
     # 6 pairs suffice for one audit at α = 0.05 (W ≤ 1.8^t: 1.8^6 = 34 ≥ 20), not for one of
     # K = 2 sets, which must reach K/α = 40: 7 pairs (1.8^7 = 61.2)
     small = _write(tmp_path / "small.jsonl", "s", 6, 3)
     read[small] = load_passages(small)
     with pytest.raises(InputError, match=f"^{small}: 6 passages.*needs at least 7 .* alpha=0.025"):
-        check_sets(AuditSetsConfig(suspect=[a, small], heldout=h, model="m"), read)
+        check_sets(AuditSetsConfig(suspect=[a, small], heldout=h, model="hf:m"), read)
 
 
 def _result(e_value, fired):
@@ -83,7 +83,7 @@ def test_ebh_sees_zero_where_the_blind_check_fired():
     the shifted set least of all."""
     from trainspotter.multi import AuditSetsConfig, decide
 
-    config = AuditSetsConfig(suspect=["a", "b", "c"], heldout="h", model="m", test={"alpha": 0.1})
+    config = AuditSetsConfig(suspect=["a", "b", "c"], heldout="h", model="hf:m", test={"alpha": 0.1})
     clean = decide(config, [_result(40.0, False), _result(12.0, False), _result(11.0, False)])
     assert [s.rejected for s in clean.sets] == [True, True, True] and clean.rejections == 3
     assert clean.thresholds == pytest.approx([30.0, 15.0, 10.0])
@@ -105,7 +105,7 @@ def test_audit_sets_is_ordinary_audits_then_ebh_reading_each_file_once(tmp_path,
     audit_module = sys.modules["trainspotter.audit"]  # the package's attribute is the function
     reads, load = Counter(), audit_module.load_passages
     monkeypatch.setattr(audit_module, "load_passages", lambda path: reads.update([path]) or load(path))
-    config = AuditSetsConfig(name="pub", suspect=[member, other], heldout=heldout, model="m", batch_pairs=8)
+    config = AuditSetsConfig(name="pub", suspect=[member, other], heldout=heldout, model="hf:m", batch_pairs=8)
     r = audit_sets(config, extract_fn=_features)
     assert reads == {member: 1, other: 1, heldout: 1}
     assert [(s.label, s.verdict) for s in r.sets] == [("member", "trained on"), ("other", "no evidence")]
@@ -139,7 +139,7 @@ def test_fdr_of_stopping_at_k_over_alpha_then_ebh_in_simulation(alternatives):
     from trainspotter.stats.simulation import run_batch
 
     alpha, K, n, p, B = 0.05, 10, 150, 4, 500
-    config = AuditSetsConfig(suspect=[f"s{i}.jsonl" for i in range(K)], heldout="h.jsonl", model="m",
+    config = AuditSetsConfig(suspect=[f"s{i}.jsonl" for i in range(K)], heldout="h.jsonl", model="hf:m",
                              test={"alpha": alpha})
     rng = np.random.default_rng(alternatives)
     Y = rng.normal(size=(B, n, p))  # the shared held-out stream, in the same order for every set

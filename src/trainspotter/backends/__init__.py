@@ -1,4 +1,4 @@
-"""Model backends, named by spec strings (DESIGN.md, Conventions):
+"""Model backends, named by spec strings (docs/architecture.md, "Conventions"):
 
 - ``hf:PATH[?key=value&...]``  a local Hugging Face model directory or a ``.gguf`` file;
 - ``testbed:NAME[?key=value&...]``  the target model of a built-in testbed
@@ -26,14 +26,23 @@ import threading
 from functools import lru_cache
 
 from trainspotter.backends.base import Backend, TokenScores
-from trainspotter.backends.hf import HFBackend
-from trainspotter.backends.spec import (ModelSpec, api_config, parse_api_spec, parse_local_spec, parse_spec,
+from trainspotter.backends.spec import (ModelSpec, Spec, api_config, parse_api_spec, parse_local_spec, parse_spec,
                                         resolve_spec)
 
-__all__ = ["Backend", "HFBackend", "ModelSpec", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
+__all__ = ["Backend", "HFBackend", "ModelSpec", "Spec", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
            "parse_spec", "resolve_spec", "spec_fingerprint"]
 
 _LOADING = threading.Lock()
+
+
+def __getattr__(name: str):
+    """``HFBackend`` on first use: it imports torch, which parsing a spec or making a
+    config (``Spec`` fields) must not pay for."""
+    if name == "HFBackend":
+        from trainspotter.backends.hf import HFBackend
+
+        return HFBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_backend(spec: str | ModelSpec, batch_size: int = 8) -> Backend:
@@ -51,6 +60,8 @@ def _load_backend(spec: ModelSpec, batch_size: int) -> Backend:
         from trainspotter.backends.openai_compat import OpenAIBackend
 
         return OpenAIBackend(api_config(spec))
+    from trainspotter.backends.hf import HFBackend
+
     opts = spec.options
     return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
                      batch_size=opts.get("batch_size", batch_size))

@@ -1,4 +1,4 @@
-"""Model specs (DESIGN.md, Conventions; the schemes and their options are listed in
+"""Model specs (docs/architecture.md, "Conventions"; the schemes and their options are listed in
 backends/__init__.py). ``parse_spec`` reads a spec string once into a ``ModelSpec``
 (syntax and options, nothing on disk); ``resolve_spec`` finds what it points to,
 ``api_config`` the API backend's settings. Every problem is one InputError naming the spec.
@@ -10,7 +10,10 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import parse_qsl
+
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from trainspotter.backends.api.config import APIConfig
 from trainspotter.errors import InputError
@@ -61,7 +64,15 @@ def parse_spec(spec: str | ModelSpec) -> ModelSpec:
     """The one parser of spec strings (a ModelSpec is returned as it is)."""
     if isinstance(spec, ModelSpec):
         return spec
+    if not isinstance(spec, str):
+        raise InputError(f"model spec {spec!r}: expected a string such as hf:PATH, testbed:NAME or openai:MODEL@URL")
     return _parse_api(spec) if spec.startswith("openai:") else _parse_local(spec)
+
+
+# A config field holding a model spec: a string is parsed once, where the config is made (the
+# edge), and the ModelSpec travels on; dumped (MLflow params, ledgers, Prefect) as written.
+Spec = Annotated[ModelSpec, PlainValidator(parse_spec), PlainSerializer(lambda s: s.text, return_type=str),
+                 WithJsonSchema({"type": "string"})]
 
 
 def _parse_local(spec: str) -> ModelSpec:

@@ -14,8 +14,9 @@ Two scorers, chosen by ``TestConfig.scorer``:
   ridge-penalised BCE of all past rows. Each round costs O(p³), independent of n,
   and its state does not grow with n.
 
-Predictability (DESIGN.md): pair t is scored by weights *and* normalisation
-statistics fitted on pairs 1..t−1 only; ``update`` absorbs pair t afterwards.
+Predictability (docs/architecture.md, "Statistics that must hold", 1): pair t is scored by
+weights *and* normalisation statistics fitted on pairs 1..t−1 only; ``update`` absorbs pair
+t afterwards.
 
 Pre-processing (A.7, Eq. 6–9), applied per feature with statistics of the
 past rows (both sides of all past pairs, so it is symmetric in X and Y):
