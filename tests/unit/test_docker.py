@@ -126,6 +126,7 @@ def test_deployments_load_real_flows_with_valid_parameters(monkeypatch):
         flow = load_flow_from_entrypoint(d["entrypoint"])
         assert isinstance(flow, Flow)
         config = flow.validate_parameters(d["parameters"])["config"]
-        testbed = config.model.removeprefix("testbed:")
+        assert config.model.scheme == "testbed"  # a ModelSpec: the spec parsed once, by the config
+        testbed = config.model.where
         for side, split in (("suspect", "member"), ("heldout", "heldout")):
             assert Path(docker["WORKDIR"]) / getattr(config, side) == split_path(testbed, split, artifacts)
