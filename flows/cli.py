@@ -212,7 +212,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
     if len(suspect) > 1:  # several sets, one held-out set: e-BH over their audits
-        config = AuditSetsConfig(**config.model_dump(exclude={"suspect"}), suspect=list(map(str, suspect)))
+        config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
         check_sets(config, passages)  # before any model loads
     else:
         check_inputs(config, passages[config.suspect], passages[config.heldout])

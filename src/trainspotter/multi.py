@@ -90,7 +90,8 @@ class AuditSetsConfig(AuditConfig):
     def configs(self) -> list[AuditConfig]:
         """Set i's audit: stops at K/α (test at level α/K), blind check at α."""
         k = len(self.suspect)
-        shared = self.model_dump(exclude={"name", "suspect", "labels", "test", "blind_alpha"})
+        # Field values as they are (a dump would turn the parsed ModelSpecs back into strings).
+        shared = {k: v for k, v in self if k not in {"name", "suspect", "labels", "test", "blind_alpha"}}
         test = self.test.model_copy(update={"alpha": self.test.alpha / k})
         return [AuditConfig(**shared, name=f"{self.name}-{label}", suspect=path, test=test,
                             blind_alpha=self.blind_alpha or self.test.alpha)

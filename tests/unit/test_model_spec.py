@@ -99,3 +99,18 @@ def test_an_audit_and_an_extraction_parse_each_spec_once(mini_testbed, tmp_path,
                                     out=str(tmp_path / "f.parquet"), chunk_size=8,
                                     features={"perturbations": False, "sequence": False}))
     assert out["rows"] > 0 and parses == ["testbed:mini"]
+
+
+def test_the_sets_of_a_multi_set_audit_share_the_parsed_specs(monkeypatch):
+    """Each set's AuditConfig gets the ModelSpec parsed once for the whole audit."""
+    from trainspotter.multi import AuditSetsConfig
+
+    parses = []
+    real_parse = S._parse_local
+    monkeypatch.setattr(S, "_parse_local", lambda text: parses.append(text) or real_parse(text))
+    config = AuditSetsConfig(suspect=["a.jsonl", "b.jsonl"], heldout="h.jsonl", model="hf:/m",
+                             reference="hf:/r")
+    sets = config.configs()
+    assert parses == ["hf:/m", "hf:/r"]
+    assert all(c.model is config.model and c.reference is config.reference for c in sets)
+    assert [c.test.alpha for c in sets] == [config.test.alpha / 2] * 2
