@@ -3,7 +3,7 @@ re-queries no model."""
 
 from prefect import task
 
-from trainspotter.backends import load_backend, spec_fingerprint
+from trainspotter.backends import ModelSpec, load_backend, spec_fingerprint
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import BudgetExhausted
 from trainspotter.features.extract import extract
@@ -47,7 +47,7 @@ def chunk_cache_key(context, parameters) -> str:
 
 @task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
       retry_condition_fn=_retry_unless_budget, task_run_name="extract[{chunk}]", tags=["model-calls"])
-def extract_chunk(passages: list[dict], model: str, reference: str | None, access: str,
+def extract_chunk(passages: list[dict], model: ModelSpec, reference: ModelSpec | None, access: str,
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``).
     Only id and text go in: the cache key covers nothing else (a `set` label read from the
