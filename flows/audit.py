@@ -84,7 +84,7 @@ def _log_setup(config: AuditConfig) -> None:
     mlflow.log_params(flatten(config))
     mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
                      "model_fingerprint": spec_fingerprint(config.model),
-                     "reference_fingerprint": spec_fingerprint(config.reference) if config.reference else "none"})
+                     "reference_fingerprint": ",".join(spec_fingerprint(r) for r in config.reference) or "none"})
 
 
 def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment: str, remote: bool,
@@ -203,7 +203,7 @@ def check_dask_audit(config: AuditConfig, dask_address: str) -> None:
     budget and usage meter live in the process that queries it)."""
     from trainspotter.flows.extract import check_local_models, check_scheduler
 
-    check_local_models("--dask-address", config.model, config.reference)
+    check_local_models("--dask-address", config.model, *config.reference)
     check_scheduler(dask_address)
 
 

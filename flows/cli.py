@@ -153,7 +153,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
                                                        "e-BH then decides at false discovery rate α."),
           heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
           model: str = MODEL,
-          reference: Optional[str] = REFERENCE,
+          reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
           features: FeatureSet = choice(FeatureSet, "features", "lean", FEATURES_HELP),
           alpha: float = ALPHA,
@@ -183,6 +183,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     from pydantic import ValidationError
 
     from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
 
@@ -193,8 +194,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
-    model, reference = (parse_spec(s) if s else None for s in (model, reference))
-    for spec in filter(None, (model, reference)):
+    model, reference = parse_spec(model), parse_references(reference)
+    for spec in (model, *reference):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}

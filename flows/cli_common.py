@@ -35,7 +35,8 @@ ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-val
 SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
 MODEL = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or openai:MODEL@URL with "
                                 "?tokenizer=SPEC (README: Model specs).")
-REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model).")
+REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model). Repeat for K references: "
+                                    "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"
 MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per audit.")
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "

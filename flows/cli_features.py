@@ -44,7 +44,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                 heldout: Optional[Path] = typer.Option(None, help="Held-out passages (with --suspect): "
                                                                   "written with set = heldout."),
                 model: str = MODEL,
-                reference: Optional[str] = REFERENCE,
+                reference: Optional[list[str]] = REFERENCE,
                 access: Access = choice(Access, "access", "gray", ACCESS_HELP),
                 features: FeatureSet = choice(FeatureSet, "features", "full", FEATURES_HELP),
                 out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
@@ -69,6 +69,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_labeled
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 
@@ -85,8 +86,8 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
         raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
-    model, reference = (parse_spec(s) if s else None for s in (model, reference))
-    for spec in filter(None, (model, reference)):
+    model, reference = parse_spec(model), parse_references(reference)
+    for spec in (model, *reference):
         resolve_spec(spec)
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
@@ -96,7 +97,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from trainspotter.flows.extract import ExtractConfig, check_local_models, check_scheduler, run_extract
 
     if dask or dask_address:  # before Prefect starts: one line naming the option
-        check_local_models("--dask-address" if dask_address else "--dask", model, reference)
+        check_local_models("--dask-address" if dask_address else "--dask", model, *reference)
     if dask_address:
         check_scheduler(dask_address)
     from trainspotter.tasks import start_prefect_api

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.audit import UsageMeter
-from trainspotter.backends.spec import ModelSpec, Spec
+from trainspotter.backends.spec import ModelSpec, References, Spec
 from trainspotter.data import Passage, load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
@@ -49,7 +49,7 @@ class ExtractConfig(BaseModel):
     suspect: str | None = None  # suspect and held-out files: the table's `set` column
     heldout: str | None = None
     model: Spec  # parsed once, here (backends.spec)
-    reference: Spec | None = None
+    reference: References = ()
     access: str = "gray"
     out: str
     chunk_size: int = Field(64, ge=1)  # passages per task: Dask costs ~150 ms per task
@@ -94,7 +94,7 @@ def extract_flow(config: ExtractConfig) -> dict:
               "chunks": len(chunks), "chunks_cached": cached,
               "chunks_computed": len(chunks) - cached, "seconds": round(time.time() - start, 2),
               "features": [c for c in df.columns if c not in ("id", "set")]}
-    api = UsageMeter([config.model, config.reference]).modes()  # how each API was queried
+    api = UsageMeter([config.model, *config.reference]).modes()  # how each API was queried
     return result | ({"api": api} if api else {})
 
 
@@ -149,7 +149,7 @@ def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | N
     them already (the flow then reads nothing)."""
     flow_ = extract_flow
     if dask or dask_address:
-        check_local_models("--dask-address" if dask_address else "--dask", config.model, config.reference)
+        check_local_models("--dask-address" if dask_address else "--dask", config.model, *config.reference)
         flow_ = extract_flow.with_options(task_runner=dask_runner(dask_address))
     token = CALLER.set(Caller(progress, passages))
     try:

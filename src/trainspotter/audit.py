@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
-from trainspotter.backends.spec import Spec
+from trainspotter.backends.spec import References, Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
@@ -50,7 +50,7 @@ class AuditConfig(BaseModel):
     suspect: str
     heldout: str
     model: Spec  # a spec string, parsed once here (backends.spec)
-    reference: Spec | None = None
+    reference: References = ()  # K ≥ 0 reference models, each a spec string (the first: RefL, EZ)
     access: Literal["gray", "black", "both"] = "gray"  # black: greedy tokens only (label-only APIs)
     features: FeatureConfig = FEATURE_SETS["lean"]
     max_pairs: int | None = Field(None, ge=1)
@@ -103,8 +103,8 @@ def model_extract(config: AuditConfig) -> ExtractFn:
     from trainspotter.features.extract import extract
 
     def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
-        reference = load_backend(config.reference) if config.reference else None
-        return extract(passages, load_backend(config.model), reference, config.access,
+        references = [load_backend(r) for r in config.reference]
+        return extract(passages, load_backend(config.model), references, config.access,
                        config.features).to_dict("records")
 
     return extract_fn
@@ -123,7 +123,7 @@ def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
 
 def setup_of(config: AuditConfig) -> dict:
     """What must not change between runs of a recurring audit."""
-    return {"reference": config.reference and config.reference.text, "access": config.access,
+    return {"reference": config.model_dump(mode="json")["reference"], "access": config.access,
             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
 
 
@@ -196,7 +196,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
     if blind.fired and config.shift_check == "stop":
         return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed)
-    meter = UsageMeter([config.model, config.reference])
+    meter = UsageMeter([config.model, *config.reference])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
         if auditor.rejected:

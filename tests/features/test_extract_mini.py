@@ -45,7 +45,7 @@ def test_full_set_uses_one_forward_pass_per_text_variant_per_model(models, passa
     assert target.generated_prefixes == variants * n and target.generate_calls == batches  # 64-token passages: one suffix length
     assert target.generated_tokens == variants * n * 16
     assert reference.generate_calls == 0
-    cols = feature_columns(FeatureConfig(), "both", reference=True)
+    cols = feature_columns(FeatureConfig(), "both", references=1)
     assert list(df.columns) == ["id", "set"] + cols and len(cols) == 65
     assert list(df["id"]) == [p["id"] for p in ps]
     assert np.isfinite(df[cols].to_numpy()).all()
@@ -202,3 +202,33 @@ def test_features_list_json():
     rows = json.loads(res.stdout)
     assert sum(r["access"] == "black" for r in rows) >= 31
     assert {"gray_ppl", "gray_min_k_20", "gray_ez", "black_seq_bertscore_synonym"} <= {r["name"] for r in rows}
+
+
+def test_two_references_cost_one_pass_each_and_combine_as_defined(models, passages):
+    """K = 2 references: each scores every original once per batch; the first reference's
+    features are the one-reference ones; the *_refs_* columns are the references.py formulas
+    on the models' own log-probs (gray) and black-box estimates (black)."""
+    from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
+
+    target = models[0]
+    refs = [CountingBackend(models[1]), CountingBackend(models[0])]  # the target itself as a 2nd reference
+    ps = passages["member"][:3] + passages["heldout"][:3]
+    config = FeatureConfig(perturbations=False, sequence=False, batch_size=4)
+    both = extract(ps, target, refs, "both", config)
+    assert [(r.score_calls, r.scored_texts) for r in refs] == [(2, 6), (2, 6)]
+    one = extract(ps, target, models[1], "both", config)
+    assert [c for c in both.columns if c not in one.columns] == [
+        f"{a}_refs_{n}" for a in ("gray", "black") for n in ("diff", "lira", "token_lira", "rmia")]
+    pd.testing.assert_frame_equal(both[one.columns], one)
+    texts = [p["text"] for p in ps]
+    t_lp = [s.logprobs for s in target.score(texts)]
+    r_lp = [[s.logprobs for s in m.score(texts)] for m in (models[1], models[0])]
+    for i in range(len(ps)):
+        rs = [r_lp[0][i], r_lp[1][i]]
+        assert both.loc[i, "gray_refs_diff"] == pytest.approx(refs_diff(t_lp[i], rs), rel=1e-9)
+        assert both.loc[i, "gray_refs_lira"] == pytest.approx(refs_lira(t_lp[i], rs), abs=1e-9)
+        assert both.loc[i, "gray_refs_token_lira"] == pytest.approx(refs_token_lira(t_lp[i], rs), abs=1e-9)
+        assert both.loc[i, "gray_refs_rmia"] == pytest.approx(refs_rmia(t_lp[i], rs), rel=1e-9)
+    # the target as its own reference: the gap to the mean reference is half the RefL gap
+    np.testing.assert_allclose(both["gray_refs_diff"], both["gray_ref_diff"] / 2, rtol=1e-9)
+    np.testing.assert_allclose(both["black_refs_diff"], both["black_ref_diff"] / 2, rtol=1e-9)

@@ -68,7 +68,7 @@ def test_minimal_extraction_provides_the_columns(name):
     """Each method's minimal extraction yields every column it reads (catalogue, no model)."""
     m = METHODS[name]
     ex = m.extraction
-    cols = feature_columns(ex.config(), ex.access, reference=ex.reference)
+    cols = feature_columns(ex.config(), ex.access, references=int(ex.reference))
     if ex.estimator == "petal":
         cols = list(as_petal(pd.DataFrame(columns=cols)).columns)
     for pattern in m.columns:

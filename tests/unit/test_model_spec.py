@@ -109,8 +109,24 @@ def test_the_sets_of_a_multi_set_audit_share_the_parsed_specs(monkeypatch):
     real_parse = S._parse_local
     monkeypatch.setattr(S, "_parse_local", lambda text: parses.append(text) or real_parse(text))
     config = AuditSetsConfig(suspect=["a.jsonl", "b.jsonl"], heldout="h.jsonl", model="hf:/m",
-                             reference="hf:/r")
+                             reference=["hf:/r", "hf:/r2"])
     sets = config.configs()
-    assert parses == ["hf:/m", "hf:/r"]
-    assert all(c.model is config.model and c.reference is config.reference for c in sets)
+    assert parses == ["hf:/m", "hf:/r", "hf:/r2"]
+    assert all(c.model is config.model and len(c.reference) == 2
+               and all(a is b for a, b in zip(c.reference, config.reference)) for c in sets)
     assert [c.test.alpha for c in sets] == [config.test.alpha / 2] * 2
+
+
+def test_references_one_or_several_dump_as_written_and_never_twice():
+    from trainspotter.audit import AuditConfig, setup_of
+
+    one = AuditConfig(suspect="s", heldout="h", model="hf:/m", reference="hf:/r")
+    assert [r.text for r in one.reference] == ["hf:/r"]
+    # one reference dumps as the string it was before several existed (ledgers, Prefect parameters)
+    assert one.model_dump(mode="json")["reference"] == "hf:/r" and setup_of(one)["reference"] == "hf:/r"
+    two = AuditConfig(suspect="s", heldout="h", model="hf:/m", reference=["hf:/r", "hf:/r2?dtype=float16"])
+    assert two.model_dump(mode="json")["reference"] == ["hf:/r", "hf:/r2?dtype=float16"]
+    assert AuditConfig.model_validate(two.model_dump(mode="json")) == two
+    assert AuditConfig(suspect="s", heldout="h", model="hf:/m").reference == ()
+    with pytest.raises(ValueError, match="'hf:/r' is given twice"):
+        AuditConfig(suspect="s", heldout="h", model="hf:/m", reference=["hf:/r", "hf:/r?dtype=float16"])

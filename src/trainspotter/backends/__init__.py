@@ -26,10 +26,10 @@ import threading
 from functools import lru_cache
 
 from trainspotter.backends.base import Backend, TokenScores
-from trainspotter.backends.spec import (ModelSpec, Spec, api_config, parse_api_spec, parse_local_spec, parse_spec,
+from trainspotter.backends.spec import (ModelSpec, References, Spec, api_config, parse_api_spec, parse_local_spec, parse_spec,
                                         resolve_spec)
 
-__all__ = ["Backend", "HFBackend", "ModelSpec", "Spec", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
+__all__ = ["Backend", "HFBackend", "ModelSpec", "References", "Spec", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
            "parse_spec", "resolve_spec", "spec_fingerprint"]
 
 _LOADING = threading.Lock()

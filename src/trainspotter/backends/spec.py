@@ -189,3 +189,31 @@ def parse_local_spec(spec: str | ModelSpec) -> tuple[str, dict]:
     """``hf:PATH?k=v&...`` / ``testbed:NAME?k=v&...`` -> (spec without the query, options)."""
     s = spec if isinstance(spec, ModelSpec) else _parse_local(spec)
     return s.base, dict(s.options)
+
+
+def parse_references(value) -> tuple[ModelSpec, ...]:
+    """Reference models as given: none (None, "" or []), one spec, or a list of specs; each
+    parsed once. A model named twice is an InputError: two copies of one reference would
+    fake agreement between references (zero spread)."""
+    if value is None or value == "":
+        return ()
+    specs = tuple(parse_spec(v) for v in ([value] if isinstance(value, (str, ModelSpec)) else value))
+    seen = set()
+    for s in specs:
+        if s.base in seen:
+            raise InputError(f"reference model {s.base!r} is given twice; each --reference must be another model")
+        seen.add(s.base)
+    return specs
+
+
+def _dump_references(specs: tuple[ModelSpec, ...]):
+    # None / one string as before several references existed (ledgers and Prefect parameters
+    # written then read back the same); a list of strings from two on.
+    texts = [s.text for s in specs]
+    return None if not texts else texts[0] if len(texts) == 1 else texts
+
+
+# A config field holding K ≥ 0 reference models (``--reference`` given K times).
+References = Annotated[tuple[ModelSpec, ...], PlainValidator(parse_references), PlainSerializer(_dump_references),
+                       WithJsonSchema({"anyOf": [{"type": "null"}, {"type": "string"},
+                                                 {"type": "array", "items": {"type": "string"}}]})]

@@ -223,7 +223,7 @@ def suite_tests(available: list[str], config: TestConfig) -> dict[str, tuple[lis
     from trainspotter.features.extract import feature_columns
     from trainspotter.features.features import FEATURE_SETS
 
-    return {name: ([c for c in feature_columns(FEATURE_SETS[fs], "gray", True) if c in available],
+    return {name: ([c for c in feature_columns(FEATURE_SETS[fs], "gray", 1) if c in available],
                    config.model_copy(update={"oriented": oriented})) for name, (fs, oriented) in TESTS.items()}
 
 

@@ -6,8 +6,10 @@ Per batch of passages the models are called exactly this often:
   per passage). Each text gives log-probs, μ, σ² (gray-box) and the greedy token
   (black-box, App. A.6) from the same forward pass, so gray and black token-level
   features share it.
-- ``reference.score``: ONE call on the originals (1 text per passage); reference
-  features only compare originals.
+- ``reference.score``: ONE call per reference model on the originals (1 text per
+  passage); reference features only compare originals. The first reference gives the
+  one-reference features (RefL, EZ, PETAL's surrogate); with K ≥ 2 references the
+  ``*_refs_*`` features (``trainspotter.features.references``) combine all K.
 - ``target.generate``: one call per distinct suffix length in the batch, on the
   original prefix + every perturbed prefix (1 + 6 prefixes per passage), only when
   black-box sequence features are asked for.
@@ -18,7 +20,7 @@ and each distinct token string is embedded once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -38,12 +40,12 @@ Access = Literal["gray", "black", "both"]
 class _Context:
     """Per-run state shared across batches: token-string and (black-box) embedding tables."""
 
-    def __init__(self, target: Backend, reference: Backend | None, access: Access, config: FeatureConfig):
+    def __init__(self, target: Backend, references: list[Backend], access: Access, config: FeatureConfig):
         self.config = config
         self.embeddings = None if access == "gray" else token_table(
             config.embedding_cache or default_token_table_path())
         self.t_strings = TokenStrings(target.tokenizer)
-        self.r_strings = TokenStrings(reference.tokenizer) if reference is not None else None
+        self.r_strings = [TokenStrings(r.tokenizer) for r in references]
 
 
 def _aligned(a: TokenScores, b: TokenScores) -> bool:
@@ -63,12 +65,13 @@ def _require_logprobs(scores: list[TokenScores], who: str) -> None:
 
 
 def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
+    """``r_orig[k][i]``: reference k's scores of passage i (k = 0 is the first reference)."""
     _require_logprobs(t_orig + [s for v in t_pert.values() for s in v], "target")
-    if r_orig is not None:
-        _require_logprobs(r_orig, "reference")
+    for k, scores in enumerate(r_orig):
+        _require_logprobs(scores, "reference" if len(r_orig) == 1 else f"reference {k + 1}")
     rows = []
     for i, (text, t) in enumerate(zip(texts, t_orig)):
-        r = r_orig[i] if r_orig is not None else None
+        r = r_orig[0][i] if r_orig else None
         ez = None
         if r is not None:
             ez = (error_zone(t.logprobs, r.logprobs, t.argmax, t.token_ids, cap=config.ez_cap)
@@ -76,6 +79,7 @@ def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
         rows.append(token_level_row(
             "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
             reference_logprobs=r.logprobs if r is not None else None,
+            references_logprobs=[scores[i].logprobs for scores in r_orig],
             perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez))
     return rows
 
@@ -88,15 +92,16 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
 
     t_pairs = pairs(t_orig, ctx.t_strings)
     p_pairs = {k: pairs(v, ctx.t_strings) for k, v in t_pert.items()}
-    r_pairs = pairs(r_orig, ctx.r_strings) if r_orig is not None else None
-    everything = t_pairs + [p for v in p_pairs.values() for p in v] + (r_pairs or [])
+    r_pairs = [pairs(scores, strings) for scores, strings in zip(r_orig, ctx.r_strings)]
+    everything = t_pairs + [p for v in p_pairs.values() for p in v] + [p for v in r_pairs for p in v]
     ctx.embeddings.ensure(s for true, pred in everything for s in true + pred)
     sim = lambda pair: ctx.embeddings.similarity(*pair)  # noqa: E731
 
     rows = []
     for i, (text, t) in enumerate(zip(texts, t_orig)):
-        r = r_orig[i] if r_orig is not None else None
-        r_sim = sim(r_pairs[i]) if r is not None else None
+        r = r_orig[0][i] if r_orig else None
+        r_sims = [sim(v[i]) for v in r_pairs]
+        r_sim = r_sims[0] if r_sims else None
         fit = None
         if config.estimator == "petal":
             if r is None:
@@ -105,13 +110,14 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
             fit = petal_fit(r_sim, r.logprobs)
         est = lambda s: estimate_logprobs(s, config.estimator, config.sigmoid_scale, fit)  # noqa: E731
         lp = est(sim(t_pairs[i]))
-        ref_lp = est(r_sim) if r is not None else None
+        refs_lp = [est(s) for s in r_sims]
+        ref_lp = refs_lp[0] if refs_lp else None
         ez = None
         if r is not None:
             ez = (error_zone(lp, ref_lp, t.argmax, t.token_ids, cap=config.ez_cap)
                   if _aligned(t, r) else np.nan)
         rows.append(token_level_row(
-            "black", text, lp, config, reference_logprobs=ref_lp,
+            "black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
             perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez))
     return rows
 
@@ -143,14 +149,14 @@ def _sequence_rows(t_orig, target: Backend, config: FeatureConfig, ctx: _Context
     return rows
 
 
-def _batch(passages, target, reference, access, config, ctx) -> list[dict]:
+def _batch(passages, target, references, access, config, ctx) -> list[dict]:
     texts = [p["text"] for p in passages]
     n, kinds = len(texts), config.kinds
     variants = [perturb(x, k, config.seed) for k in kinds for x in texts]
     t_all = target.score(texts + variants)  # the one target forward pass per text variant
     t_orig = t_all[:n]
     t_pert = {k: t_all[n * (j + 1): n * (j + 2)] for j, k in enumerate(kinds)}
-    r_orig = reference.score(texts) if reference is not None else None  # one per original
+    r_orig = [r.score(texts) for r in references]  # one call per reference, on the originals
 
     rows = [{"id": p.get("id", str(j)), **({"set": p["set"]} if "set" in p else {})}
             for j, p in enumerate(passages)]
@@ -167,40 +173,52 @@ def _batch(passages, target, reference, access, config, ctx) -> list[dict]:
     return rows
 
 
-def feature_columns(config: FeatureConfig, access: Access, reference: bool) -> list[str]:
+def feature_columns(config: FeatureConfig, access: Access, references: int) -> list[str]:
     """The columns ``extract`` returns (after id/set), in catalogue order: those the given
-    models allow, and only the reference-relative ones when ``config.relative_only``."""
-    return [s.name for s in catalog(config, access) if (reference or "reference" not in s.models)
-            and (not config.relative_only or "reference" in s.models)]
+    number of reference models allows (``reference`` features need one, ``references``
+    features two), and only the reference-relative ones when ``config.relative_only``."""
+    allowed = lambda s: (("reference" not in s.models or references >= 1)  # noqa: E731
+                         and ("references" not in s.models or references >= 2))
+    return [s.name for s in catalog(config, access) if allowed(s)
+            and (not config.relative_only or {"reference", "references"} & set(s.models))]
 
 
-def extract(passages: list[dict], target: Backend, reference: Backend | None = None,
+def as_references(reference: Backend | Sequence[Backend] | None) -> list[Backend]:
+    """None, one backend or several, as a list."""
+    if reference is None:
+        return []
+    return list(reference) if isinstance(reference, (list, tuple)) else [reference]
+
+
+def extract(passages: list[dict], target: Backend, reference: Backend | Sequence[Backend] | None = None,
             access: Access = "gray", config: FeatureConfig | None = None,
             progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """One row per passage: ``id``, ``set`` (if the passages carry one) and every feature
     column of ``catalog(config, access)`` that the given models allow (reference
-    features need ``reference``). Batched by ``config.batch_size``; model calls per
-    batch as in the module docstring. ``progress(done, total)`` after each batch."""
+    features need ``reference``: one backend, or a list of K for the ``*_refs_*``
+    features). Batched by ``config.batch_size``; model calls per batch as in the module
+    docstring. ``progress(done, total)`` after each batch."""
     config = config or FeatureConfig()
+    references = as_references(reference)
     if access not in ("gray", "black", "both"):
         raise InputError(f"access {access!r}: expected gray, black or both")
     if not passages:
         raise InputError("no passages to extract features from")
-    if config.relative_only and reference is None:
+    if config.relative_only and not references:
         raise InputError("reference-relative features (the calibrated set) need a reference model")
     for j, p in enumerate(passages):
         if not isinstance(p.get("text"), str) or not p["text"].strip():
             raise InputError(f"passage {p.get('id', j)!r}: `text` must be a non-empty string")
-    ctx = _Context(target, reference, access, config)
+    ctx = _Context(target, references, access, config)
     rows: list[dict] = []
     for start in range(0, len(passages), config.batch_size):
-        rows += _batch(passages[start:start + config.batch_size], target, reference, access, config, ctx)
+        rows += _batch(passages[start:start + config.batch_size], target, references, access, config, ctx)
         if progress is not None:
             progress(len(rows), len(passages))
     if ctx.embeddings is not None:
         ctx.embeddings.save()
     head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
-    return pd.DataFrame(rows, columns=head + feature_columns(config, access, reference is not None))
+    return pd.DataFrame(rows, columns=head + feature_columns(config, access, len(references)))
 
 
 class CountingBackend:

@@ -23,6 +23,7 @@ from trainspotter.features.ez import EZ_CAP
 from trainspotter.features.orientation import direction
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
+from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 
@@ -197,7 +198,7 @@ class FeatureSpec:
 
     name: str
     access: Literal["gray", "black"]
-    models: tuple[str, ...]  # "target" and/or "reference"
+    models: tuple[str, ...]  # "target", and "reference" (the first) or "references" (K ≥ 2 of them)
     definition: str
     source: str  # paper section / equation
 
@@ -213,7 +214,7 @@ class FeatureSpec:
         return d
 
 
-_T, _TR = ("target",), ("target", "reference")
+_T, _TR, _TRS = ("target",), ("target", "reference"), ("target", "references")
 _KIND_TEXT = {"synonym": "WordNet synonym substitution (p 0.25)",
               "butter_fingers": "butter fingers (keyboard neighbours, p 0.1)",
               "deletion": "random word deletion (p 0.25)", "case": "character case swap (p 0.1)",
@@ -253,6 +254,18 @@ def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
     specs.append(FeatureSpec(f"{a}_ez", a, _TR,
                              f"Error Zone P/N of the {lp} shift target − reference at target argmax errors",
                              "EZ-MIA Sec. 3.4, App. E.5–E.6" + ("" if a == "gray" else "; on BADI estimates")))
+    ks = "the K references"
+    specs += [
+        FeatureSpec(f"{a}_refs_diff", a, _TRS, f"log-perplexity target − mean log-perplexity of {ks} from {lp}",
+                    "Watson et al. 2022; TDDBench A.1.3 Model-calibration"),
+        FeatureSpec(f"{a}_refs_lira", a, _TRS, f"Φ((ℓ_target − μ)/σ), μ, σ of the mean {lp} ℓ over {ks}",
+                    "Carlini et al. 2022 Eq. 4, offline"),
+        FeatureSpec(f"{a}_refs_token_lira", a, _TRS,
+                    f"mean over tokens of Φ((target {lp} − μ_i)/σ_i) over {ks} (same tokenizer)",
+                    "Carlini et al. 2022 Eq. 4, offline, per token"),
+        FeatureSpec(f"{a}_refs_rmia", a, _TRS, f"log likelihood ratio ℓ_target − log mean exp(ℓ) over {ks}",
+                    "Zarifzadeh et al. 2024 Eq. 3 (RMIA), offline"),
+    ]
     return specs
 
 
@@ -276,10 +289,12 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
 def token_level_row(access: str, text: str, logprobs: np.ndarray, config: FeatureConfig, *,
                     mu: np.ndarray | None = None, sigma2: np.ndarray | None = None,
                     reference_logprobs: np.ndarray | None = None,
+                    references_logprobs: list[np.ndarray] | None = None,
                     perturbed_logprobs: dict[str, np.ndarray] | None = None,
                     ez: float | None = None) -> dict[str, float]:
     """Token-level feature row (names as in ``catalog``) from per-token arrays: gray-box
-    log-probs (access "gray") or black-box estimates (access "black")."""
+    log-probs (access "gray") or black-box estimates (access "black"). ``reference_logprobs``:
+    the (first) reference's; ``references_logprobs``: every reference's, when K ≥ 2."""
     a = access
     row = {f"{a}_ppl": perplexity(logprobs), f"{a}_zlib_ratio": zlib_ratio(logprobs, text)}
     for k in config.min_k:
@@ -297,4 +312,8 @@ def token_level_row(access: str, text: str, logprobs: np.ndarray, config: Featur
         row[f"{a}_pert_diff_{kind}"] = perturbation_diff(logprobs, plp)
     if ez is not None:
         row[f"{a}_ez"] = ez
+    if references_logprobs is not None and len(references_logprobs) >= 2:
+        for name, fn in (("diff", refs_diff), ("lira", refs_lira), ("token_lira", refs_token_lira),
+                         ("rmia", refs_rmia)):
+            row[f"{a}_refs_{name}"] = fn(logprobs, references_logprobs)
     return row

@@ -19,6 +19,8 @@ __all__ = ["direction", "directions"]
 _RULES = [  # (pattern on the column name, +1: higher = member-like, -1: lower = member-like)
     (r"_ppl$", -1),
     (r"_ref_(ratio|diff)$", -1),
+    (r"_refs_diff$", -1),
+    (r"_refs_(lira|token_lira|rmia)$", +1),
     (r"_zlib_ratio$", +1),
     (r"_min_kp?p?_\d+$", +1),
     (r"_strip_k_\d+$", +1),
