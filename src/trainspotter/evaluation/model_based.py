@@ -137,7 +137,9 @@ def model_fpr(target, refs, in_mask) -> np.ndarray:
 
     F is the mid-rank empirical CDF — at each distinct OUT value v, F(v) = (#{ℓ_j < v} +
     ½ #{ℓ_j = v}) / k (ties count half) — joined linearly between consecutive distinct
-    values, 0 below the smallest and 1 above the largest. It is a rank statistic: invariant
+    values, 0 below the smallest and 1 above the largest. With k OUT references it cannot
+    tell apart candidates beyond all of them (a non-member lands there with probability
+    1/(k + 1), as attack R cannot reach an FPR below that). It is a rank statistic: invariant
     to a common per-candidate shift (or positive scaling) of target and references. NaN
     where x has no OUT reference."""
     target, refs, in_mask = _bank(target, refs, in_mask)
