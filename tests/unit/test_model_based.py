@@ -34,7 +34,7 @@ def test_lira_online_global_variance_by_hand():
     refs = [[-1.1, -1.2, -2.0, -2.1], [-1.9, -2.0, -1.6, -1.7]]
     in_mask = [[T, T, F, F], [F, F, T, T]]
     # μ_in = −1.15, −1.65; μ_out = −2.05, −1.95; pooled σ²_in = σ²_out = (0.005 + 0.005)/2 = 0.005,
-    # so log Λ = ((ℓ − μ_out)² − (ℓ − μ_in)²) / (2σ²): (1.05² − 0.15²)/0.01, (0.05² − 0.35²)/0.01
+    # so log Λ = ((ℓ − μ_out)² − (ℓ − μ_in)²)/(2σ²): (1.05² − 0.15²)/.01, (.05² − .35²)/.01
     assert lira_online(target, refs, in_mask) == pytest.approx([108.0, -12.0])
 
 

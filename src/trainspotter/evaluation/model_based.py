@@ -120,10 +120,10 @@ def lira_online(target, refs, in_mask, variance: str = "global") -> np.ndarray:
 
 
 def lira_offline(target, refs, in_mask, variance: str = "global") -> np.ndarray:
-    """LiRA offline (Carlini et al. 2022, Sec. IV, the offline variant's one-sided test): the one-sided test against the OUT
-    Gaussian, Λ = Pr[Z < ℓ] for Z ~ N(μ_out, σ²_out); returned as log Λ = log Φ((ℓ − μ_out)/σ_out)
-    (same order, and no saturation at Λ = 1 for far-out members). Variance as ``lira_online``.
-    NaN where x has no OUT reference."""
+    """LiRA offline (Carlini et al. 2022, Sec. IV, offline variant): the one-sided test against
+    the OUT Gaussian, Λ = Pr[Z < ℓ] for Z ~ N(μ_out, σ²_out), returned as log Λ =
+    log Φ((ℓ − μ_out)/σ_out) (same order, and no saturation at Λ = 1 for far-out members).
+    Variance as ``lira_online``. NaN where x has no OUT reference."""
     target, refs, in_mask = _bank(target, refs, in_mask)
     out = ~in_mask
     return log_ndtr((target - _mean(refs, out)) / _std(refs, out, variance))
