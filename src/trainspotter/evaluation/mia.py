@@ -322,7 +322,7 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     _m("scoring_black", "Scoring model (black)", _B, ["black_*"],
        Extraction(_B, reference=True, perturbations=True, sequence=True), _scoring("black"),
        "BADI Sec. 3, App. A.4", needs_labels=True),
-    _m("model_loss", "Model-loss", _G, _BANK[:2], Extraction(_G, bank=True), model_loss_score,
+    _m("model_loss", "Model-loss", _G, _BANK, Extraction(_G, bank=True), model_loss_score,
        "Sablayrolles et al. 2019; TDDBench App. A.1.3"),
     _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
        "Watson et al. 2022; TDDBench App. A.1.3"),

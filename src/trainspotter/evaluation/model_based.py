@@ -52,8 +52,7 @@ def _mean(refs, mask) -> np.ndarray:
     """Per-row mean of refs where mask; NaN for a row with no such reference."""
     k = mask.sum(axis=1)
     total = np.where(mask, refs, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(k > 0, total / np.maximum(k, 1), np.nan)
+    return np.where(k > 0, total / np.maximum(k, 1), np.nan)
 
 
 def _std(refs, mask, variance: str) -> np.ndarray:
@@ -63,8 +62,8 @@ def _std(refs, mask, variance: str) -> np.ndarray:
     Σ_i Σ_j (ℓ_ij − μ_i)² / Σ_i (k_i − 1) — the spread of a candidate's statistic across
     models, with each candidate's own mean removed (Carlini et al.'s code takes np.std over
     the raw matrix, which also counts how candidates differ from one another). With no row
-    holding two values (m = 1) it falls back to the variance of all values around their
-    mean: only a scale then, which leaves the ranking unchanged.
+    holding two values (e.g. m = 1) it falls back to that code's estimate, the variance of
+    all values around their mean; for LiRA offline σ is then only a scale, leaving the ranking.
     ``"per_example"``: each row's own sample σ (ddof 1) where it holds ≥ 2 values, else the
     global σ.
     """
@@ -78,8 +77,7 @@ def _std(refs, mask, variance: str) -> np.ndarray:
         pooled = np.var(refs[mask]) if mask.any() else np.nan
     sigma = np.full(len(k), np.sqrt(pooled))
     if variance == "per_example":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sigma = np.where(k >= 2, np.sqrt(sq / np.maximum(dof, 1)), sigma)
+        sigma = np.where(k >= 2, np.sqrt(sq / np.maximum(dof, 1)), sigma)
     elif variance != "global":
         raise ValueError(f"variance must be 'global' or 'per_example', not {variance!r}")
     return np.maximum(sigma, _MIN_STD)
