@@ -1,5 +1,6 @@
 """Per-sample MIA methods: definitions and orientation on hand-made tables, the registry's
-minimal extractions, and cross-fitting (no sample scores itself)."""
+minimal extractions, cross-fitting (no sample scores itself), and the model-based methods'
+reading of the reference bank's columns."""
 
 import fnmatch
 import math
@@ -10,9 +11,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from trainspotter.errors import InputError
+from trainspotter.evaluation import model_based
 from trainspotter.features.extract import feature_columns
-from trainspotter.evaluation.mia import (METHODS, PETAL_PREFIX, Extraction, as_petal, cross_fit, crossfit_folds,
-                              merge_extractions, method_columns, method_scores, scoring_pipeline)
+from trainspotter.evaluation.mia import (BANK_IN, BANK_LL, METHODS, PETAL_PREFIX, Extraction, as_petal, bank_arrays,
+                                         cross_fit, crossfit_folds, merge_extractions, method_columns, method_scores,
+                                         scoring_pipeline)
+
+BANK_METHODS = ["model_loss", "model_calibration", "lira_online", "lira_offline", "model_fpr", "rmia"]
 
 
 @pytest.fixture
@@ -31,7 +36,19 @@ def table():
         "black_ppl": [100.0, 1.0],                   # sigmoid estimate: not read by PETAL
         "petal_ppl": [math.exp(0.5), math.exp(1.5)],
         "black_seq_bertscore": [0.9, 0.4],
+        # reference bank of 4: row 0 (ℓ_target = −1) sits near its IN references (0, 1) and far
+        # above its OUT ones; row 1 (ℓ_target = −2) below its IN ones (2, 3)
+        **{f"{BANK_LL}{j}": v for j, v in enumerate([[-1.1, -1.9], [-1.2, -2.0], [-2.0, -1.6], [-2.1, -1.7]])},
+        **{f"{BANK_IN}{j}": v for j, v in enumerate([[1, 0], [1, 0], [0, 1], [0, 1]])},
     })
+
+
+@pytest.fixture
+def population():
+    # passages no model trained on, each as likely under the target as under every reference: LR(z) = 1
+    return pd.DataFrame({"gray_ppl": [math.e ** 2, math.e ** 3],
+                         **{f"{BANK_LL}{j}": [-2.0, -3.0] for j in range(4)},
+                         **{f"{BANK_IN}{j}": [0, 0] for j in range(4)}})
 
 
 def test_definitions(table):
@@ -45,13 +62,64 @@ def test_definitions(table):
     assert s("ez_mia") == pytest.approx([3.0, 0.8])
     assert s("petal") == pytest.approx([-0.5, -1.5])  # -log petal_ppl, not black_ppl
     assert s("baseline") == pytest.approx([0.9, 0.4])
+    assert s("model_loss") == pytest.approx([-1 + 1.6, -2 + 1.8])  # minus the mean over all 4 references
+    assert s("model_calibration") == pytest.approx([-1 + 2.05, -2 + 1.95])  # minus the OUT mean
+    assert s("lira_online") == pytest.approx([108.0, -12.0])  # as in test_model_based
+    assert s("model_fpr") == pytest.approx([1.0, 0.25])  # above both OUT; tied with −2 of (−1.9, −2)
 
 
-def test_every_single_feature_method_ranks_the_member_like_row_first(table):
+def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
         if not m.needs_labels:
-            scores = method_scores(name, table)
+            scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
+    # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
+    assert method_scores("rmia", table, population=population) == pytest.approx([1.0, 0.0])
+
+
+def test_bank_methods_score_like_the_model_based_functions():
+    """The registry reads the bank columns in reference order (bank_ll_10 after bank_ll_2) and
+    scores as model_based does on the arrays."""
+    rng = np.random.default_rng(5)
+    n, m, order = 12, 11, rng.permutation(11)
+    ll, flags = rng.normal(-3, 1, (n, m)), rng.random((n, m)) < 0.5
+    flags[:, 0], flags[:, 1] = True, False
+    target = rng.normal(-3, 1, n)
+    df = pd.DataFrame({"gray_ppl": np.exp(-target), **{f"{BANK_LL}{j}": ll[:, j] for j in order},
+                       **{f"{BANK_IN}{j}": flags[:, j].astype(int) for j in order}})
+    pop_ll, pop_target = rng.normal(-3, 1, (5, m)), rng.normal(-3, 1, 5)
+    pop = pd.DataFrame({"gray_ppl": np.exp(-pop_target), **{f"{BANK_LL}{j}": pop_ll[:, j] for j in range(m)},
+                        **{f"{BANK_IN}{j}": 0 for j in range(m)}})
+    t, r, f = bank_arrays(df)
+    assert t == pytest.approx(target) and r.tolist() == ll.tolist() and f.tolist() == flags.tolist()
+    expected = {"model_loss": model_based.model_loss(target, ll),
+                "model_calibration": model_based.model_calibration(target, ll, flags),
+                "lira_online": model_based.lira_online(target, ll, flags),
+                "lira_offline": model_based.lira_offline(target, ll, flags),
+                "model_fpr": model_based.model_fpr(target, ll, flags),
+                "rmia": model_based.rmia(target, ll, flags, pop_target, pop_ll)}
+    assert list(expected) == BANK_METHODS
+    for name, want in expected.items():
+        assert method_scores(name, df, population=pop) == pytest.approx(want), name
+    assert len(np.unique(expected["rmia"])) > 2  # the population comparison is not degenerate
+
+
+def test_bank_input_errors_name_the_problem(table, population):
+    with pytest.raises(InputError, match="'rmia' needs a population table"):
+        method_scores("rmia", table)
+    bad = population.assign(**{f"{BANK_IN}2": [0, 1]})
+    with pytest.raises(InputError, match="population table: row 1 is marked as trained on by reference 2"):
+        method_scores("rmia", table, population=bad)
+    with pytest.raises(InputError, match="population table has 3 reference models"):
+        method_scores("rmia", table, population=population.drop(columns=[f"{BANK_LL}3", f"{BANK_IN}3"]))
+    with pytest.raises(InputError, match="reference\\(s\\) \\[1\\] have only one of them"):
+        method_scores("lira_online", table.drop(columns=[f"{BANK_IN}1"]))
+    with pytest.raises(InputError, match="bank_in_3 at row 0 \\(id 'p0'\\) is not 0 or 1"):
+        method_scores("model_fpr", table.assign(**{f"{BANK_IN}3": [0.5, 1], "id": ["p0", "p1"]}))
+    with pytest.raises(InputError, match="bank_ll_0 at row 1 is not a finite"):
+        method_scores("model_loss", table.assign(**{f"{BANK_LL}0": [-1.0, np.nan]}))
+    with pytest.raises(InputError, match="there are none"):
+        method_scores("model_loss", table.drop(columns=[c for c in table.columns if c.startswith("bank_")]))
 
 
 def test_missing_columns_are_named(table):
@@ -72,7 +140,10 @@ def test_minimal_extraction_provides_the_columns(name):
     if ex.estimator == "petal":
         cols = list(as_petal(pd.DataFrame(columns=cols)).columns)
     for pattern in m.columns:
-        assert any(fnmatch.fnmatchcase(c, pattern) for c in cols), (name, pattern)
+        if pattern.startswith("bank_"):  # the reference bank's columns, which the bank extraction adds
+            assert ex.bank, (name, pattern)
+        else:
+            assert any(fnmatch.fnmatchcase(c, pattern) for c in cols), (name, pattern)
     assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols)
 
 
@@ -85,6 +156,10 @@ def test_minimal_extractions_are_minimal():
     assert cfg("petal").estimator == "petal" and cfg("loss").estimator == "sigmoid"
     assert [n for n, m in METHODS.items() if m.extraction.reference] == [
         "refl", "ez_mia", "petal", "scoring_gray", "scoring_black"]
+    assert [n for n, m in METHODS.items() if m.extraction.bank] == BANK_METHODS
+    assert [n for n, m in METHODS.items() if m.needs_population] == ["rmia"]
+    for name in BANK_METHODS:
+        assert not cfg(name).perturbations and not cfg(name).sequence, name
     assert merge_extractions([Extraction("gray"), Extraction("black", sequence=True)]) == \
         ("both", False, False, True)
     assert merge_extractions([Extraction("gray", reference=True), Extraction("gray", perturbations=True)]) == \

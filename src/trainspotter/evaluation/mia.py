@@ -15,6 +15,13 @@ PETAL reads a separate feature set: black-box columns extracted with
 The aggregated scoring-model methods (``scoring_gray``, ``scoring_black``) are
 cross-fitted: a standardised logistic regression fitted on the other folds scores each
 fold (stratified K-fold), so no sample is ever scored by a model that saw its label.
+
+The model-based methods (TDDBench App. A.1.3; ``trainspotter.evaluation.model_based``) read
+a bank of m reference models, ``Extraction(bank=True)``: per reference j the columns
+``bank_ll_<j>`` (the passage's mean token log-likelihood ℓ = −log PPL under reference j) and
+``bank_in_<j>`` (1 if reference j trained on the passage, else 0), beside the target's
+``gray_ppl``. RMIA (``needs_population``) also takes ``population``: a table with the same
+columns whose rows are passages no model trained on.
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from trainspotter.errors import InputError
+from trainspotter.evaluation import model_based
 from trainspotter.features.features import FeatureConfig
 
 __all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
-           "cross_fit", "as_petal", "PETAL_PREFIX", "merge_extractions"]
+           "cross_fit", "as_petal", "PETAL_PREFIX", "BANK_LL", "BANK_IN", "bank_arrays", "merge_extractions"]
 
 PETAL_PREFIX = "petal_"
+BANK_LL, BANK_IN = "bank_ll_", "bank_in_"  # + the reference model's index j
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class Extraction:
     perturbations: bool = False  # needs the six perturbed variants
     sequence: bool = False  # needs suffix generation (black-box sequence features)
     estimator: Literal["sigmoid", "petal"] = "sigmoid"  # black-box probability estimator
+    bank: bool = False  # needs the reference bank's bank_ll_<j>, bank_in_<j> columns
 
     def config(self, base: FeatureConfig | None = None) -> FeatureConfig:
         """``base`` (default: the full set) with only what this extraction needs switched on."""
@@ -73,7 +83,8 @@ def merge_extractions(needs: list[Extraction]) -> tuple[str, bool, bool, bool] |
 
 @dataclass(frozen=True)
 class Method:
-    """One per-sample method: ``score(df, labels, folds, seed)`` -> scores, higher = member."""
+    """One per-sample method: ``score(df, labels, folds, seed, population)`` -> scores,
+    higher = member."""
 
     name: str
     label: str  # display name
@@ -83,6 +94,7 @@ class Method:
     score: Callable[..., np.ndarray]
     source: str
     needs_labels: bool = False  # cross-fitted: fits on the labels of the other folds
+    needs_population: bool = False  # reads ``population``, passages no model trained on
 
 
 def method_columns(method: Method, df: pd.DataFrame) -> list[str]:
@@ -99,6 +111,41 @@ def method_columns(method: Method, df: pd.DataFrame) -> list[str]:
 
 def _col(df: pd.DataFrame, name: str) -> np.ndarray:
     return df[name].to_numpy(dtype=float)
+
+
+def _row(df: pd.DataFrame, i: int) -> str:
+    return f"row {i}" + (f" (id {df['id'].iloc[i]!r})" if "id" in df.columns else "")
+
+
+def _bank_columns(df: pd.DataFrame, prefix: str, what: str) -> dict[int, str]:
+    cols = {}
+    for c in map(str, df.columns):
+        if c.startswith(prefix):
+            if not c[len(prefix):].isdigit():
+                raise InputError(f"{what}: column {c!r} is not {prefix}<reference index>")
+            cols[int(c[len(prefix):])] = c
+    return dict(sorted(cols.items()))
+
+
+def bank_arrays(df: pd.DataFrame, what: str = "features table") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(target ℓ = −log ``gray_ppl`` (n,), reference ℓ (n, m), IN mask (n, m)) from the
+    ``bank_ll_<j>``/``bank_in_<j>`` columns, ordered by j. InputError naming the column and
+    row when a reference is missing either column, an ℓ is not finite or a flag is not 0/1."""
+    if "gray_ppl" not in df.columns:
+        raise InputError(f"{what}: the model-based methods need the target's 'gray_ppl' column")
+    ll, flags = _bank_columns(df, BANK_LL, what), _bank_columns(df, BANK_IN, what)
+    if not ll or ll.keys() != flags.keys():
+        odd = sorted(ll.keys() ^ flags.keys())
+        raise InputError(f"{what}: the reference bank needs {BANK_LL}<j> and {BANK_IN}<j> for every reference j"
+                         + (f"; reference(s) {odd} have only one of them" if odd else "; there are none"))
+    refs = df[list(ll.values())].to_numpy(dtype=float)
+    in_mask = df[list(flags.values())].to_numpy(dtype=float)
+    for values, names, ok, problem in ((refs, list(ll.values()), np.isfinite(refs), "is not a finite ℓ"),
+                                       (in_mask, list(flags.values()), np.isin(in_mask, (0, 1)), "is not 0 or 1")):
+        if not ok.all():
+            i, j = np.argwhere(~ok)[0]
+            raise InputError(f"{what}: {names[j]} at {_row(df, i)} {problem} ({values[i, j]!r})")
+    return -np.log(_col(df, "gray_ppl")), refs, in_mask.astype(bool)
 
 
 def crossfit_folds(labels, folds: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -131,64 +178,114 @@ def cross_fit(X, labels, folds: int = 5, seed: int = 0) -> np.ndarray:
 
 # ---------------------------------------------------------------- the score functions
 
-def loss_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def loss_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """LOSS (Yeom et al. 2018; TDDBench A.2 "Loss"): the mean token log-likelihood
     −log PPL = −log ``gray_ppl``; members have lower loss."""
     return -np.log(_col(df, "gray_ppl"))
 
 
-def zlib_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def zlib_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """Zlib (Carlini et al. 2021): mean log-likelihood / zlib-compressed bytes
     (``gray_zlib_ratio`` = −log PPL / zlib length), higher = member."""
     return _col(df, "gray_zlib_ratio")
 
 
-def min_k_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def min_k_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """Min-K% Prob (Shi et al. 2024), K = 20%: mean of the 20% lowest token log-probs
     (``gray_min_k_20``); members have fewer low-probability outlier tokens."""
     return _col(df, "gray_min_k_20")
 
 
-def min_kpp_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def min_kpp_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """Min-K%++ (Zhang et al. 2024), K = 20%: mean of the 20% lowest per-token
     z-scores (log p − μ)/σ (``gray_min_kpp_20``); members sit at local maxima."""
     return _col(df, "gray_min_kpp_20")
 
 
-def refl_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def refl_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """RefL, reference-calibrated loss (Carlini et al. 2021/2022; Watson et al. 2022;
     EZ-MIA Sec. 4): −(log PPL_target − log PPL_reference) = −``gray_ref_diff``."""
     return -_col(df, "gray_ref_diff")
 
 
-def neighbor_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def neighbor_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """Neighbourhood attack (Mattern et al. 2023; TDDBench A.2 "Neighbor"): the mean over
     the perturbation kinds of log PPL(x̃) − log PPL(x) (``gray_pert_diff_<kind>``);
     members lose more likelihood under perturbation, so a larger rise = member."""
     return df[method_columns(METHODS["neighbor"], df)].to_numpy(dtype=float).mean(axis=1)
 
 
-def ez_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def ez_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """EZ-MIA (EZ-MIA Sec. 3.4, App. E.5–E.6): the Error Zone ratio P/N of upward vs
     downward log-prob shifts target − reference at the target's error positions (``gray_ez``)."""
     return _col(df, "gray_ez")
 
 
-def petal_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def petal_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """PETAL (He et al. 2025; BADI App. B.2), label-only: the mean estimated token
     log-probability −log ``petal_ppl``, where each token's log-prob is the linear map of
     the MiniLM similarity (greedy vs true token) fitted on the reference model as surrogate."""
     return -np.log(_col(df, "petal_ppl"))
 
 
-def baseline_score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+def baseline_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     """BADI's "Baseline" (Sec. 5.1, App. B.1): BERTScore F1 of the greedy continuation of
     the prefix vs the true suffix (``black_seq_bertscore``); members are reproduced."""
     return _col(df, "black_seq_bertscore")
 
 
+def model_loss_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Model-loss (Sablayrolles et al. 2019): ℓ_target − mean ℓ over every reference
+    (``model_based.model_loss``)."""
+    target, refs, _ = bank_arrays(df)
+    return model_based.model_loss(target, refs)
+
+
+def model_calibration_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Model-calibration (Watson et al. 2022): ℓ_target − mean ℓ over the OUT references
+    (``model_based.model_calibration``); NaN for a passage with no OUT reference."""
+    return model_based.model_calibration(*bank_arrays(df))
+
+
+def lira_online_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """LiRA online, global variance (Carlini et al. 2022, Eq. 4, Alg. 1; ``model_based.lira_online``)."""
+    return model_based.lira_online(*bank_arrays(df))
+
+
+def lira_offline_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """LiRA offline, global variance (Carlini et al. 2022; ``model_based.lira_offline``)."""
+    return model_based.lira_offline(*bank_arrays(df))
+
+
+def model_fpr_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Model-FPR, Ye et al. 2022 attack R as a percentile among the OUT references
+    (``model_based.model_fpr``)."""
+    return model_based.model_fpr(*bank_arrays(df))
+
+
+def rmia_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """RMIA (Zarifzadeh et al. 2024), γ = 1, offline a = 1 (``model_based.rmia``) against
+    the ``population`` table's passages, which no model (target or reference) trained on."""
+    if population is None:
+        raise InputError("method 'rmia' needs a population table: passages no model trained on, "
+                         "with gray_ppl and the bank's columns")
+    target, refs, in_mask = bank_arrays(df)
+    pop_target, pop_refs, pop_in = bank_arrays(population, "population table")
+    if pop_refs.shape[1] != refs.shape[1]:
+        raise InputError(f"population table has {pop_refs.shape[1]} reference models, the features table "
+                         f"{refs.shape[1]}")
+    if pop_in.any():
+        i, j = np.argwhere(pop_in)[0]
+        raise InputError(f"population table: {_row(population, i)} is marked as trained on by reference {j}; "
+                         f"RMIA's population must be passages no model trained on")
+    bad = np.flatnonzero(~np.isfinite(pop_target))
+    if len(bad):
+        raise InputError(f"population table: gray_ppl at {_row(population, bad[0])} is missing or not positive")
+    return model_based.rmia(target, refs, in_mask, pop_target, pop_refs)
+
+
 def _scoring(access: str):
-    def score(df, labels=None, folds=5, seed=0) -> np.ndarray:
+    def score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
         if labels is None:
             raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
         return cross_fit(df[method_columns(METHODS[f"scoring_{access}"], df)], labels, folds, seed)
@@ -198,11 +295,13 @@ def _scoring(access: str):
     return score
 
 
-def _m(name, label, access, columns, extraction, score, source, needs_labels=False) -> Method:
-    return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels)
+def _m(name, label, access, columns, extraction, score, source, needs_labels=False,
+       needs_population=False) -> Method:
+    return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels, needs_population)
 
 
 _G, _B = "gray", "black"
+_BANK = ["gray_ppl", f"{BANK_LL}*", f"{BANK_IN}*"]
 METHODS: dict[str, Method] = {m.name: m for m in [
     _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018"),
     _m("zlib", "Zlib", _G, ["gray_zlib_ratio"], Extraction(_G), zlib_score, "Carlini et al. 2021"),
@@ -223,15 +322,29 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     _m("scoring_black", "Scoring model (black)", _B, ["black_*"],
        Extraction(_B, reference=True, perturbations=True, sequence=True), _scoring("black"),
        "BADI Sec. 3, App. A.4", needs_labels=True),
+    _m("model_loss", "Model-loss", _G, _BANK, Extraction(_G, bank=True), model_loss_score,
+       "Sablayrolles et al. 2019; TDDBench App. A.1.3"),
+    _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
+       "Watson et al. 2022; TDDBench App. A.1.3"),
+    _m("lira_online", "LiRA (online)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
+       "Carlini et al. 2022, Eq. 4, Alg. 1"),
+    _m("lira_offline", "LiRA (offline)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
+       "Carlini et al. 2022, offline LiRA"),
+    _m("model_fpr", "Model-FPR", _G, _BANK, Extraction(_G, bank=True), model_fpr_score,
+       "Ye et al. 2022, attack R"),
+    _m("rmia", "RMIA (Model-robust)", _G, _BANK, Extraction(_G, bank=True), rmia_score,
+       "Zarifzadeh et al. 2024", needs_population=True),
 ]}
 
 
-def method_scores(name: str, df: pd.DataFrame, labels=None, folds: int = 5, seed: int = 0) -> np.ndarray:
+def method_scores(name: str, df: pd.DataFrame, labels=None, folds: int = 5, seed: int = 0,
+                  population: pd.DataFrame | None = None) -> np.ndarray:
     """Scores of method ``name`` for every row of ``df`` (higher = member). Cross-fitted
-    methods need ``labels`` (1 = member)."""
+    methods need ``labels`` (1 = member); ``needs_population`` methods a ``population``
+    table (the others ignore it)."""
     if name not in METHODS:
         raise InputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    return np.asarray(METHODS[name].score(df, labels, folds, seed), dtype=float)
+    return np.asarray(METHODS[name].score(df, labels, folds, seed, population), dtype=float)
 
 
 def as_petal(df: pd.DataFrame) -> pd.DataFrame:
