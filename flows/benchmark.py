@@ -20,11 +20,11 @@ from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
 from trainspotter.tasks.benchmark import evaluate_method_task, method_costs_task, pvalue_task
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.tasks.simulate import simulate_task
-from trainspotter.tasks.testbed import build_testbed_task
+from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BenchmarkConfig, extraction_plan, mia_rows, split_passages,
-                                               store_table)
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, BenchmarkConfig, bank_columns, bank_models,
+                                               extraction_plan, mia_rows, split_passages, store_table)
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
                                                   pvalue_row)
@@ -46,18 +46,31 @@ def _extract(passages, model, reference, access, features, chunk_size) -> pd.Dat
     return pd.DataFrame(rows).drop(columns=["id", "set"], errors="ignore")
 
 
+def _bank(config: BenchmarkConfig) -> list[tuple[str, frozenset[str]]]:
+    """The model-based methods' reference bank (built if needed), or [] when none is selected."""
+    if not any(METHODS[m].extraction.bank for m in config.methods):
+        return []
+    build_references_task(PRESETS[config.testbed], config.reference_models)
+    return bank_models(config.testbed, config.reference_models)
+
+
 def features_table(config: BenchmarkConfig) -> pd.DataFrame:
     """id, split and every feature the selected methods and DI accesses need
-    (``extraction_plan``), one cached extraction per planned pass and split."""
-    target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
+    (``extraction_plan``), one cached extraction per planned pass and split; with a reference
+    bank, each bank model's ``bank_ll_<j>``/``bank_in_<j>``."""
+    target, references = f"testbed:{config.testbed}", config.references
     splits, plan = extraction_plan(config)
+    bank = _bank(config)
     parts = []
     for split in splits:
         ps = split_passages(config.testbed, split, config.limit)
         part = [pd.DataFrame({"id": [p["id"] for p in ps], "split": split})]
         for access, with_reference, features, petal in plan:
-            df = _extract(ps, target, reference if with_reference else None, access, features, config.chunk_size)
+            df = _extract(ps, target, references if with_reference else (), access, features, config.chunk_size)
             part.append(as_petal(df) if petal else df)
+        if bank:
+            ppl = [_extract(ps, spec, (), "gray", BANK_FEATURES, config.chunk_size)["gray_ppl"] for spec, _ in bank]
+            part.append(bank_columns([p["id"] for p in ps], ppl, bank))
         parts.append(pd.concat(part, axis=1))
     return pd.concat(parts, ignore_index=True)
 
@@ -71,16 +84,18 @@ def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
     """Per-sample: members (1) vs non-members (0), every selected method scored from the one
     table; cost on a seeded subsample (half members); one child run per method."""
     mia, labels = mia_rows(table)
+    population = table[table["split"] == "heldout"].reset_index(drop=True)
     costs: dict[str, dict] = {}
     if config.cost_samples:
-        sub, sub_labels = cost_subsample(config)
-        target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
-        costs = method_costs_task(list(config.methods), sub, sub_labels, target, reference, config.features,
-                                  config.folds, config.seed, config.cost_repeats)
+        sub, sub_labels, pop = cost_subsample(config)
+        costs = method_costs_task(list(config.methods), sub, sub_labels, f"testbed:{config.testbed}",
+                                  config.references, config.features, config.folds, config.seed,
+                                  config.cost_repeats, _bank(config), pop)
     rows, curves = [], {}
     for name in config.methods:
         method = METHODS[name]
-        res = evaluate_method_task(name, mia, labels, config.folds, config.seed, config.n_boot)
+        res = evaluate_method_task(name, mia, labels, config.folds, config.seed, config.n_boot,
+                                   population if method.needs_population else None)
         with mlflow.start_run(experiment_id=experiment, run_name=f"method/{name}", nested=True) as child:
             mlflow.log_params({"kind": "method", "method": name, "access": method.access,
                                "columns": ",".join(method.columns), "source": method.source,

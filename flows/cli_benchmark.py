@@ -106,6 +106,13 @@ def benchmark_cmd(
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods " + _default("all") + "."),
+    reference: Optional[list[str]] = typer.Option(None, help="Reference model spec of the reference features; "
+                                                             "repeat for K (two or more add the *_refs_* "
+                                                             "features) " + _default("the testbed's") + "."),
+    reference_models: Optional[int] = typer.Option(None, min=0, help="Reference bank of the model-based "
+                                                                     "methods: the testbed's K OUT and K IN "
+                                                                     "models, built if needed (pre-training "
+                                                                     "testbeds) " + _default("0: none") + "."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
                                                            "shift scenario " + _default("200") + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
@@ -158,7 +165,8 @@ def benchmark_cmd(
         alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
     except ValueError:
         raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
-    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "trials": trials, "null_trials": null_trials,
+    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "reference": reference or None,
+                         "reference_models": reference_models, "trials": trials, "null_trials": null_trials,
                          "n_max": n_max,
                          "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if access == "none" else choices(Access, "access", access),
                          "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,

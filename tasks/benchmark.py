@@ -19,15 +19,17 @@ from trainspotter.features.features import FeatureConfig
 
 @task(cache_policy=NONE, task_run_name="method[{name}]")
 def evaluate_method_task(name: str, df: pd.DataFrame, labels: list[int], folds: int, seed: int,
-                         n_boot: int) -> dict:
-    return evaluate_method(name, df, labels, folds=folds, seed=seed, n_boot=n_boot)
+                         n_boot: int, population: pd.DataFrame | None = None) -> dict:
+    return evaluate_method(name, df, labels, folds=folds, seed=seed, n_boot=n_boot, population=population)
 
 
 @task(cache_policy=NONE, task_run_name="cost")  # timings are measured, never cached
-def method_costs_task(names: list[str], passages: list[dict], labels: list[int], model: str, reference: str,
-                      features: FeatureConfig, folds: int, seed: int, repeats: int) -> dict[str, dict]:
-    return method_costs(names, passages, labels, load_backend(model), load_backend(reference),
-                        features, folds=folds, seed=seed, repeats=repeats)
+def method_costs_task(names: list[str], passages: list[dict], labels: list[int], model: str,
+                      references: tuple[str, ...], features: FeatureConfig, folds: int, seed: int, repeats: int,
+                      bank: list[tuple[str, frozenset[str]]], population: list[dict]) -> dict[str, dict]:
+    return method_costs(names, passages, labels, load_backend(model), [load_backend(r) for r in references],
+                        features, folds=folds, seed=seed, repeats=repeats,
+                        bank=[(load_backend(spec), seen) for spec, seen in bank], population=population)
 
 
 # pvalue_baseline (evaluation.benchmark_di) over di_pvalue (stats.pvalue) and split_features.

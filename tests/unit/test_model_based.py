@@ -68,10 +68,17 @@ def test_lira_offline_is_the_one_sided_out_gaussian_tail():
         [math.log(PHI_1), math.log(PHI_M1)])
 
 
-def test_lira_online_needs_an_in_and_an_out_reference():
+def test_lira_online_without_an_in_reference_borrows_the_mean_in_out_gap():
     s = lira_online([-1.0, -1.0, -1.0], [[-1.0, -2.0], [-1.0, -2.0], [-1.5, -1.2]],
                     [[T, F], [F, F], [T, T]])
-    assert np.isfinite(s[0]) and np.isnan(s[1:]).all()
+    # row 0 has IN −1 and OUT −2 (gap +1); row 1 has no IN: μ_in = μ_out + 1 = −1.5 + 1 = −0.5;
+    # row 2 has no OUT: NaN. Variances pooled within rows: σ_in² from row 2's two IN values,
+    # (0.15² + 0.15²)/1 = 0.045; σ_out² from row 1's two OUT values, (½² + ½²)/1 = ½
+    var_in = 0.045
+    log_n = lambda x, mu, var: -0.5 * math.log(2 * math.pi * var) - (x - mu) ** 2 / (2 * var)  # noqa: E731
+    assert s[1] == pytest.approx(log_n(-1.0, -0.5, var_in) - log_n(-1.0, -1.5, 0.5))
+    assert s[0] == pytest.approx(log_n(-1.0, -1.0, var_in) - log_n(-1.0, -2.0, 0.5))
+    assert np.isnan(s[2])
 
 
 def test_model_fpr_is_the_interpolated_mid_rank_percentile():

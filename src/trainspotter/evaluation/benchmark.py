@@ -23,17 +23,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainspotter.data import load_passages
+from trainspotter.errors import InputError
 from trainspotter.evaluation.metrics import method_metrics, roc
-from trainspotter.evaluation.mia import METHODS, Extraction, merge_extractions, method_scores
-from trainspotter.features.features import FeatureConfig
+from trainspotter.evaluation.mia import BANK_IN, BANK_LL, METHODS, Extraction, merge_extractions, method_scores
+from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.strategies import STRATEGIES
 
 __all__ = ["BenchmarkConfig", "DI_ACCESS", "SPLITS", "split_passages", "extraction_plan", "store_table",
-           "mia_rows", "evaluate_method"]
+           "mia_rows", "evaluate_method", "bank_models", "bank_columns", "BANK_FEATURES"]
 
 DI_ACCESS = ("gray", "black")
 SPLITS = ("member", "nonmember", "heldout")
@@ -43,7 +44,14 @@ class BenchmarkConfig(BaseModel):
     """One benchmark run; the defaults are the full benchmark."""
 
     testbed: str = "tiny"
+    # default: every method the testbed's models allow (the model-based ones need reference_models)
     methods: tuple[str, ...] = tuple(METHODS)
+    # The reference models of the reference features (RefL, EZ, with two or more the *_refs_*
+    # ones): model specs; () = the testbed's own reference, testbed:NAME/reference.
+    reference: tuple[str, ...] = ()
+    # The model-based methods' bank: the testbed's first k OUT and k IN reference models
+    # (trainspotter.evaluation.references; pre-training testbeds); 0 = none.
+    reference_models: int = Field(0, ge=0)
     trials: int = Field(200, ge=1)  # Monte Carlo trials per DI configuration (BADI: 1000)
     null_trials: int | None = Field(None, ge=1)  # negative-control (FPR) trials; None = trials
     n_max: int | None = Field(None, ge=4)  # pairs per trial; None = all available
@@ -95,6 +103,23 @@ class BenchmarkConfig(BaseModel):
             raise ValueError("cost_samples: 0 (skip) or at least 4 (2 members + 2 non-members)")
         return v
 
+    @model_validator(mode="after")
+    def _bank(self):
+        """Without a reference bank the default is every other method; asking for a
+        model-based one then is an error naming the option."""
+        banked = [m for m in self.methods if METHODS[m].extraction.bank]
+        if banked and not self.reference_models:
+            if "methods" in self.model_fields_set:
+                raise ValueError(f"method(s) {', '.join(banked)} need reference models: set reference_models "
+                                 f"(--reference-models K: the testbed's K OUT and K IN models)")
+            self.methods = tuple(m for m in self.methods if m not in banked)
+        return self
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """The reference model specs of the reference features."""
+        return self.reference or (f"testbed:{self.testbed}/reference",)
+
 
 # ---------------------------------------------------------------- what to extract
 
@@ -109,7 +134,7 @@ def extraction_plan(config: BenchmarkConfig) -> tuple[tuple[str, ...], list[tupl
     """The splits to extract and the extractions that cover every selected method and DI
     access, each (access, with reference, feature config, rename to petal_*): one
     sigmoid-estimator extraction for all of them, plus a PETAL-estimator one when PETAL
-    is selected. Held-out passages only matter to DI."""
+    is selected. Held-out passages matter to DI and are RMIA's population."""
     needs = [METHODS[m].extraction for m in config.methods]
     needs += [Extraction(a, reference=True, perturbations=True, sequence=a == "black") for a in config.di_access]
     main = merge_extractions(needs)
@@ -121,7 +146,41 @@ def extraction_plan(config: BenchmarkConfig) -> tuple[tuple[str, ...], list[tupl
             update={"perturbations": config.features.perturbations and pert, "sequence": seq}), False))
     if petal is not None:
         plan.append(("black", True, petal.config(config.features), True))
-    return (SPLITS if config.di_access else SPLITS[:2]), plan
+    population = any(METHODS[m].needs_population for m in config.methods)
+    return (SPLITS if config.di_access or population else SPLITS[:2]), plan
+
+
+# The bank models' extraction: the mean token log-likelihood ℓ = −log gray_ppl is all the
+# model-based methods read; one forward pass per passage and model.
+BANK_FEATURES = FEATURE_SETS["lean"]
+
+
+def bank_models(testbed: str, k: int) -> list[tuple[str, frozenset[str]]]:
+    """The reference bank of the model-based methods: (model spec, ids of the candidates it
+    trained on) of the testbed's ``out-0..out-(k-1)`` then ``in-0..in-(k-1)``; bank index j
+    is the position in this list. InputError naming the build command when one is missing."""
+    from trainspotter.evaluation.references import KINDS, load_reference_manifest
+
+    models = (load_reference_manifest(testbed) or {}).get("models", {})
+    bank = []
+    for kind in KINDS:
+        for i in range(k):
+            entry = models.get(f"{kind}-{i}")
+            if entry is None:
+                raise InputError(f"testbed {testbed!r}: reference model {kind}-{i} is not built; run "
+                                 f"`trainspotter testbed build {testbed} --references {k}`")
+            bank.append((f"testbed:{testbed}/{kind}-{i}", frozenset(entry.get("candidates_in", ()))))
+    return bank
+
+
+def bank_columns(ids: list[str], bank_ppl: list[np.ndarray], bank: list[tuple[str, frozenset[str]]]) -> pd.DataFrame:
+    """``bank_ll_<j>`` = −log PPL of each passage under bank model j and ``bank_in_<j>`` = 1
+    where model j trained on it (the columns ``trainspotter.evaluation.mia`` reads)."""
+    cols = {}
+    for j, (ppl, (_, seen)) in enumerate(zip(bank_ppl, bank)):
+        cols[f"{BANK_LL}{j}"] = -np.log(np.asarray(ppl, dtype=float))
+        cols[f"{BANK_IN}{j}"] = np.array([int(i in seen) for i in ids])
+    return pd.DataFrame(cols)
 
 
 def store_table(df: pd.DataFrame, folder: Path) -> str:
@@ -146,10 +205,11 @@ def mia_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
 
 
 def evaluate_method(name: str, df: pd.DataFrame, labels, folds: int = 5, seed: int = 0,
-                    n_boot: int = 1000) -> dict:
+                    n_boot: int = 1000, population: pd.DataFrame | None = None) -> dict:
     """Scores of one method on the member/non-member rows of ``df`` -> ``method_metrics``
-    and the ROC points ({"metrics", "fpr", "tpr", "scores"})."""
-    scores = method_scores(name, df, labels, folds, seed)
+    and the ROC points ({"metrics", "fpr", "tpr", "scores"}). ``population``: passages no
+    model trained on (RMIA's; the held-out rows)."""
+    scores = method_scores(name, df, labels, folds, seed, population=population)
     bad = int((~np.isfinite(scores)).sum())
     if bad:
         raise ValueError(f"method {name!r}: {bad} of {len(scores)} scores are NaN or infinite "

@@ -8,7 +8,8 @@ increase of the process's resident set size over its value just before a run (ga
 collected and freed heap trimmed first; sampled every 5 ms in a background thread with
 psutil). Memory the process already holds (model weights, embedding tables, loaded
 helpers) is not counted, so this is the working memory the method needed on top, not its
-total.
+total. A model-based method's cost includes a forward pass of every bank model over the
+passages (and, for RMIA, over as many held-out population passages).
 """
 
 from __future__ import annotations
@@ -18,25 +19,32 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from trainspotter.evaluation.benchmark import BenchmarkConfig, split_passages
+from trainspotter.evaluation.benchmark import BANK_FEATURES, BenchmarkConfig, bank_columns, split_passages
 from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
 from trainspotter.features.features import FeatureConfig
 
 __all__ = ["cost_subsample", "PeakRSS", "warm_up", "method_cost", "method_costs"]
 
 
-def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int]]:
+def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int], list[dict]]:
     """The seeded subsample the cost is measured on: up to ``cost_samples / 2`` members and
-    as many non-members (within the first ``limit`` of each split), with their labels."""
+    as many non-members (within the first ``limit`` of each split), with their labels, and as
+    many held-out passages (RMIA's population, when RMIA is selected; else none)."""
     rng = np.random.default_rng(config.seed)
-    passages, labels = [], []
-    for split, label in (("member", 1), ("nonmember", 0)):
+    passages, labels, population = [], [], []
+    wanted = (("member", 1), ("nonmember", 0)) + ((("heldout", None),) if "rmia" in config.methods else ())
+    for split, label in wanted:
         ps = split_passages(config.testbed, split, config.limit)
         k = min(config.cost_samples // 2, len(ps))
-        passages += [ps[i] for i in sorted(rng.choice(len(ps), k, replace=False))]
-        labels += [label] * k
-    return passages, labels
+        chosen = [ps[i] for i in sorted(rng.choice(len(ps), k, replace=False))]
+        if label is None:
+            population = chosen
+        else:
+            passages += chosen
+            labels += [label] * k
+    return passages, labels, population
 
 
 class PeakRSS:
@@ -118,10 +126,22 @@ def _release_memory() -> None:
         pass
 
 
+def _bank_table(passages: list[dict], target, bank) -> pd.DataFrame:
+    """What a model-based method reads: the target's ``gray_ppl`` and the bank's columns."""
+    from trainspotter.features.extract import extract
+
+    ppl = [extract(passages, model, None, "gray", BANK_FEATURES)["gray_ppl"] for model, _ in bank]
+    return pd.concat([extract(passages, target, None, "gray", BANK_FEATURES),
+                      bank_columns([p["id"] for p in passages], ppl, bank)], axis=1)
+
+
 def method_cost(name: str, passages: list[dict], labels, target, reference,
-                base: FeatureConfig | None = None, folds: int = 5, seed: int = 0) -> dict:
+                base: FeatureConfig | None = None, folds: int = 5, seed: int = 0,
+                bank: list | None = None, population: list[dict] | None = None) -> dict:
     """Wall time and peak RSS increase of one run of method ``name``'s own minimal
-    extraction (``METHODS[name].extraction.config(base)``) plus its scoring on ``passages``."""
+    extraction (``METHODS[name].extraction.config(base)``; a model-based method: the target
+    and every ``bank`` model (backend, ids it trained on), and for RMIA the ``population``
+    passages too) plus its scoring on ``passages``."""
     from trainspotter.features.extract import extract
 
     method = METHODS[name]
@@ -130,17 +150,22 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
     _release_memory()
     with PeakRSS() as mem:
         start = time.perf_counter()
-        df = extract(passages, target, reference if ex.reference else None, ex.access, config)
+        pop = None
+        if ex.bank:
+            df = _bank_table(passages, target, bank)
+            pop = _bank_table(population, target, bank) if method.needs_population else None
+        else:
+            df = extract(passages, target, reference if ex.reference else None, ex.access, config)
         if ex.estimator == "petal":
             df = as_petal(df)
-        method_scores(name, df, labels, folds, seed)
+        method_scores(name, df, labels, folds, seed, population=pop)
         seconds = time.perf_counter() - start
     return {"seconds": seconds, "peak_rss_mb": mem.peak_mb}
 
 
 def method_costs(names: list[str], passages: list[dict], labels, target, reference,
                  base: FeatureConfig | None = None, folds: int = 5, seed: int = 0,
-                 repeats: int = 3) -> dict[str, dict]:
+                 repeats: int = 3, bank: list | None = None, population: list[dict] | None = None) -> dict[str, dict]:
     """``method_cost`` of every method after an untimed ``warm_up``, ``repeats`` interleaved
     rounds (method 1, 2, …, then again), so a busy machine or a first-call effect hits all
     methods alike. Per method: the fastest round's seconds (and seconds per sample) and the
@@ -149,7 +174,8 @@ def method_costs(names: list[str], passages: list[dict], labels, target, referen
     runs: dict[str, list[dict]] = {n: [] for n in names}
     for _ in range(repeats):
         for name in names:
-            runs[name].append(method_cost(name, passages, labels, target, reference, base, folds, seed))
+            runs[name].append(method_cost(name, passages, labels, target, reference, base, folds, seed,
+                                          bank, population))
     out = {}
     for name, rs in runs.items():
         seconds = min(r["seconds"] for r in rs)

@@ -109,10 +109,16 @@ def lira_online(target, refs, in_mask, variance: str = "global") -> np.ndarray:
     log N(ℓ; μ_in, σ²_in) − log N(ℓ; μ_out, σ²_out), with μ the mean of x's IN (OUT)
     references. ``variance="global"`` (default) shares σ_in, σ_out across candidates, as
     Carlini et al. recommend below ~64 reference models (fixed-variance LiRA); ``"per_example"``
-    estimates them per candidate (see ``_std``). NaN where x lacks an IN or an OUT reference."""
+    estimates them per candidate (see ``_std``). A candidate no IN model trained on (with k
+    IN models each on a random half of the candidates, a share 2^-k of them) takes μ_in =
+    μ_out + the mean IN − OUT gap of the candidates that have both, so every candidate is
+    scored; NaN where x has no OUT reference."""
     target, refs, in_mask = _bank(target, refs, in_mask)
     out = ~in_mask
     mu_in, mu_out = _mean(refs, in_mask), _mean(refs, out)
+    gap = mu_in - mu_out
+    if np.isfinite(gap).any():
+        mu_in = np.where(np.isnan(mu_in), mu_out + np.nanmean(gap), mu_in)
     return (_log_normal(target, mu_in, _std(refs, in_mask, variance))
             - _log_normal(target, mu_out, _std(refs, out, variance)))
 
