@@ -180,10 +180,12 @@ def _reference_model(s: ModelSpec) -> Path:
     """A testbed's reference model ``out-N``/``in-N``: complete only once the reference
     manifest lists it for the current build of the testbed (a killed build is not)."""
     from trainspotter.evaluation.references import load_reference_manifest, references_dir
-    from trainspotter.evaluation.testbed import load_manifest
+    from trainspotter.evaluation.testbed import PRESETS, load_manifest
 
     base = load_manifest(s.where)
-    if base is not None and base["config"]["mode"] != "pretrain":
+    preset = PRESETS.get(s.where)
+    mode = base["config"]["mode"] if base else preset.mode if preset else "pretrain"  # unknown: not built
+    if mode != "pretrain":
         raise InputError(f"model spec {s.base!r}: testbed {s.where!r} has no reference models "
                          f"(only pre-training testbeds have out-N and in-N)")
     manifest = load_reference_manifest(s.where)

@@ -76,17 +76,11 @@ def build_references(name_or_config: str | TestbedConfig, k: int, root: Path | N
     """Build (or reuse) ``out-0..out-(k-1)`` and ``in-0..in-(k-1)`` of a pre-training testbed,
     building the base testbed first if needed; returns the ``refs`` dir. ``force`` retrains
     these 2k models (not the base). One process builds at a time (a file lock)."""
-    config = _config(name_or_config)
+    config = check_request(name_or_config, k)
     recipe = recipe or ReferenceConfig()
-    if config.mode != "pretrain":
-        raise InputError(f"testbed {config.name!r}: reference models are built for pre-training "
-                         f"testbeds only ({', '.join(n for n, c in PRESETS.items() if c.mode == 'pretrain')})")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    if k < 1:
-        raise InputError(f"testbed {config.name!r}: the number of reference models per kind must be "
-                         f"at least 1, got {k}")
     base_dir = build_testbed(config, root, progress=progress, lock_timeout=lock_timeout)
     out = references_dir(config.name, root)
     with build_lock(out.parent.parent / f".{config.name}.refs.lock",
@@ -110,12 +104,21 @@ def build_references(name_or_config: str | TestbedConfig, k: int, root: Path | N
     return out
 
 
-def _config(name_or_config: str | TestbedConfig) -> TestbedConfig:
-    if isinstance(name_or_config, TestbedConfig):
-        return name_or_config
-    if name_or_config not in PRESETS:
-        raise InputError(f"unknown testbed {name_or_config!r}; choose one of {', '.join(PRESETS)}")
-    return PRESETS[name_or_config]
+def check_request(name_or_config: str | TestbedConfig, k: int) -> TestbedConfig:
+    """The testbed's config, once it is known that it can have ``k`` reference models per kind
+    (checked before anything is built)."""
+    config = name_or_config
+    if not isinstance(config, TestbedConfig):
+        if config not in PRESETS:
+            raise InputError(f"unknown testbed {config!r}; choose one of {', '.join(PRESETS)}")
+        config = PRESETS[config]
+    if config.mode != "pretrain":
+        raise InputError(f"testbed {config.name!r}: reference models are built for pre-training "
+                         f"testbeds only ({', '.join(n for n, c in PRESETS.items() if c.mode == 'pretrain')})")
+    if k < 1:
+        raise InputError(f"testbed {config.name!r}: the number of reference models per kind must be "
+                         f"at least 1, got {k}")
+    return config
 
 
 def _model_key(base_fingerprint: str, kind: str, index: int, recipe: ReferenceConfig) -> str:

@@ -24,6 +24,8 @@ corpus alone. Non-members and held-out are IID splits of the same passages that 
 model ever sees (their whole passages are kept out of the corpus). Per-sample membership
 signals are then weak (AUROC well below the fine-tuned testbeds' ~1.0), as in the
 pre-training-contamination literature, so dataset inference needs hundreds of pairs.
+Pre-training testbeds can also have K OUT and K IN reference models of their own seeds and
+corpus subsets (``trainspotter.evaluation.references``, under ``NAME/refs``).
 ``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``trainspotter.presets.TESTBEDS``
 holds one line per preset (for ``trainspotter testbed --help``, without importing torch).
 """
