@@ -78,9 +78,6 @@ def build_references(name_or_config: str | TestbedConfig, k: int, root: Path | N
     these 2k models (not the base). One process builds at a time (a file lock)."""
     config = check_request(name_or_config, k)
     recipe = recipe or ReferenceConfig()
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
     base_dir = build_testbed(config, root, progress=progress, lock_timeout=lock_timeout)
     out = references_dir(config.name, root)
     with build_lock(out.parent.parent / f".{config.name}.refs.lock",
@@ -92,6 +89,9 @@ def build_references(name_or_config: str | TestbedConfig, k: int, root: Path | N
         todo = [m for m, key in wanted.items() if force or manifest["models"].get(m, {}).get("key") != key]
         if not todo:
             return out
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         out.mkdir(exist_ok=True)
         data = _TrainingData(config, base_dir, base)
         for model in todo:
