@@ -105,23 +105,40 @@ def assets(json_out: bool = JSON) -> None:
 @testbed_app.command("build", short_help="Build a testbed: splits, reference and target LMs.")
 def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join(TESTBEDS) + "."),
                   force: bool = typer.Option(False, help="Rebuild even if cached."),
+                  references: int = typer.Option(
+                      0, min=0, help="Also build K OUT and K IN reference models (refs/out-N, refs/in-N; "
+                                     "pre-training testbeds only; models built already are reused)."),
                   json_out: bool = JSON) -> None:
     """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
     from trainspotter.evaluation.testbed import PRESETS, load_manifest
 
     if name not in PRESETS:
         raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
+    if references:
+        from trainspotter.evaluation.references import check_request
+
+        check_request(name, references)
     from trainspotter.flows.testbed import testbed_flow
     from trainspotter.tasks import start_prefect_api
 
     start_prefect_api()
-    path = testbed_flow(name, force=force)
+    path = testbed_flow(name, force=force, references=references)
     manifest = load_manifest(name)
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
             "splits": {k: len(v) for k, v in manifest["splits"].items()}}
+    if references:
+        from trainspotter.evaluation.references import load_reference_manifest
+
+        models = load_reference_manifest(name)["models"]
+        info["target_final_loss"] = manifest["target_final_loss"]
+        info["references"] = {m: {f: models[m][f] for f in ("build_seconds", "final_loss", "steps", "seed")}
+                              for i in range(references) for m in (f"out-{i}", f"in-{i}")}
     if json_out:
         return emit_json(info)
     Console().print(f"testbed {name} at {path} ({info['splits']}, built in {info['build_seconds']} s)")
+    for m, e in info.get("references", {}).items():
+        Console().print(f"  {m}: final loss {e['final_loss']:.3f} (target {info['target_final_loss']:.3f}), "
+                        f"built in {e['build_seconds']} s")
 
 
 @app.command(short_help="Audit a testbed's members and non-members against held-out.")

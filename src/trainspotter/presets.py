@@ -27,6 +27,7 @@ TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.P
     "smollm2-lora": "SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
     "tiny-pretrain": "small LM trained from scratch on a Wikipedia corpus with 1000 members "
                      "mixed in once, reference without them (pre-training contamination; "
-                     "weak signal, DI needs hundreds of pairs)",
+                     "weak signal, DI needs hundreds of pairs); --references K adds K OUT and "
+                     "K IN reference models (testbed:tiny-pretrain/out-N, /in-N)",
     "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
 }

@@ -35,7 +35,7 @@ class ModelSpec:
     scheme: str  # hf, testbed or openai
     base: str  # without the options: hf:PATH, testbed:NAME[/ROLE], openai:MODEL@URL
     where: str  # hf: the path as written; testbed: NAME; openai: BASE_URL
-    role: str = "target"  # testbed: target or reference
+    role: str = "target"  # testbed: target, reference, out-N or in-N
     model: str = ""  # openai: MODEL
     options: dict = field(default_factory=dict, compare=False)  # validated; openai: APIConfig's fields
     tokenizer: ModelSpec | str | None = field(default=None, compare=False)  # openai: a local spec or path
@@ -101,8 +101,9 @@ def _parse_local(spec: str) -> ModelSpec:
     if kind != "testbed":
         raise InputError(f"model spec {base!r}: unknown backend {kind!r} (expected hf, testbed or openai)")
     name, _, role = rest.partition("/")
-    if (role or "target") not in ("target", "reference"):
-        raise InputError(f"model spec {base!r}: role must be target or reference")
+    if not re.fullmatch(r"target|reference|(out|in)-(0|[1-9]\d*)", role or "target"):
+        raise InputError(f"model spec {base!r}: role must be target or reference (or out-N, in-N: "
+                         f"a pre-training testbed's reference models, N = 0, 1, ...)")
     return ModelSpec(spec, "testbed", base, name, role=role or "target", options=opts)
 
 
@@ -161,16 +162,38 @@ def resolve_spec(spec: str | ModelSpec) -> Path:
         return path
     if s.scheme == "hf":
         path = Path(s.where).expanduser()
-    else:
+    elif s.role in ("target", "reference"):
         from trainspotter.evaluation.testbed import testbed_dir
 
         path = testbed_dir(s.where) / s.role
         if not path.exists():
             raise InputError(f"model spec {s.base!r}: testbed {s.where!r} is not built; "
                              f"run `trainspotter testbed build {s.where}`")
+    else:
+        path = _reference_model(s)
     if not path.exists():
         raise InputError(f"model spec {s.base!r}: {path} does not exist")
     return path
+
+
+def _reference_model(s: ModelSpec) -> Path:
+    """A testbed's reference model ``out-N``/``in-N``: complete only once the reference
+    manifest lists it for the current build of the testbed (a killed build is not)."""
+    from trainspotter.evaluation.references import load_reference_manifest, references_dir
+    from trainspotter.evaluation.testbed import PRESETS, load_manifest
+
+    base = load_manifest(s.where)
+    preset = PRESETS.get(s.where)
+    mode = base["config"]["mode"] if base else preset.mode if preset else "pretrain"  # unknown: not built
+    if mode != "pretrain":
+        raise InputError(f"model spec {s.base!r}: testbed {s.where!r} has no reference models "
+                         f"(only pre-training testbeds have out-N and in-N)")
+    manifest = load_reference_manifest(s.where)
+    if manifest is None or s.role not in manifest["models"]:
+        k = int(s.role.partition("-")[2]) + 1
+        raise InputError(f"model spec {s.base!r}: reference model {s.role} of testbed {s.where!r} is not "
+                         f"built; run `trainspotter testbed build {s.where} --references {k}`")
+    return references_dir(s.where) / s.role
 
 
 def api_config(spec: ModelSpec) -> APIConfig:

@@ -77,7 +77,7 @@ def train_causal_lm(model, blocks: torch.Tensor, *, steps: int = 0, batch_size: 
         if sched is not None:
             sched.step()
         if progress:
-            progress(i + 1, len(batches), float(loss))
+            progress(i + 1, len(batches), loss.item())
     model.eval()
     return loss.item()
 

@@ -24,6 +24,8 @@ corpus alone. Non-members and held-out are IID splits of the same passages that 
 model ever sees (their whole passages are kept out of the corpus). Per-sample membership
 signals are then weak (AUROC well below the fine-tuned testbeds' ~1.0), as in the
 pre-training-contamination literature, so dataset inference needs hundreds of pairs.
+Pre-training testbeds can also have K OUT and K IN reference models of their own seeds and
+corpus subsets (``trainspotter.evaluation.references``, under ``NAME/refs``).
 ``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``trainspotter.presets.TESTBEDS``
 holds one line per preset (for ``trainspotter testbed --help``, without importing torch).
 """
@@ -36,6 +38,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal
 
@@ -144,20 +147,22 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
     most ``lock_timeout`` seconds; then InputError names the lock file."""
     out = testbed_dir(config.name, root)
     key = fingerprint(config, __version__)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = out.parent / f".{config.name}.lock"
-    try:
-        # OS-level lock (flock): released when its holder exits, even when it crashes.
-        lock = FileLock(lock_path, timeout=lock_timeout).acquire()
-    except Timeout:
-        raise InputError(f"testbed {config.name!r}: another process still holds the build lock "
-                         f"{lock_path} after {lock_timeout:g} s; wait for that build to finish "
-                         f"or stop it, then retry") from None
-    with lock:
+    with build_lock(out.parent / f".{config.name}.lock", f"testbed {config.name!r}", lock_timeout):
         manifest = load_manifest(config.name, root)
         if manifest and manifest.get("fingerprint") == key and not force:
             return out
         return _build(config, out, key, progress)
+
+
+def build_lock(path: Path, what: str, timeout: float) -> AbstractContextManager:
+    """The acquired OS-level lock (flock; released when its holder exits, even when it
+    crashes) that one build of ``what`` holds; InputError naming ``path`` after ``timeout`` s."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return FileLock(path, timeout=timeout).acquire()
+    except Timeout:
+        raise InputError(f"{what}: another process still holds the build lock {path} after "
+                         f"{timeout:g} s; wait for that build to finish or stop it, then retry") from None
 
 
 def _build(config: TestbedConfig, out: Path, key: str,
@@ -245,10 +250,27 @@ def _build(config: TestbedConfig, out: Path, key: str,
     return out
 
 
-def _chunks(tokens: list[int], head: list[int], length: int) -> list[list[int]]:
+def passage_blocks(tokens: list[int], head: list[int], length: int) -> list[list[int]]:
     """Every full ``length``-token chunk of a passage from its start, BOS first (the way
     passages are scored); a tail shorter than ``length`` is dropped."""
     return [head + tokens[s:s + length] for s in range(0, len(tokens) - length + 1, length)]
+
+
+def epoch_order(n_blocks: int, epochs: int, seed: int) -> torch.Tensor:
+    """Block indices to visit: a fresh seeded permutation per epoch (each block once per epoch)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.randperm(n_blocks, generator=gen) for _ in range(epochs)])
+
+
+def pretrain_scratch(config: TestbedConfig, tokenizer, blocks: torch.Tensor, order: torch.Tensor,
+                     seed: int, progress=None):
+    """A fresh LM (initial weights drawn from ``seed``) pre-trained on ``blocks`` in ``order``
+    with the testbed's recipe (one-cycle AdamW, peak ``reference_lr``); returns (model, last loss)."""
+    torch.manual_seed(seed)
+    model = scratch_model(config, len(tokenizer), tokenizer.bos_token_id)
+    loss = train_causal_lm(model, blocks, order=order, batch_size=config.batch_size,
+                           lr=config.reference_lr, seed=seed, progress=progress)
+    return model, loss
 
 
 def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order: list[int],
@@ -260,20 +282,15 @@ def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order:
     L = config.chunk_tokens
     used = {i for ids in chosen.values() for i in ids}
     corpus_ids = [i for i in order if i not in used][:config.corpus_passages]
-    corpus = [c for i in corpus_ids for c in _chunks(encoded[i], head, L)]
-    members = [c for i in chosen["member"] for c in _chunks(encoded[i], head, L)]
+    corpus = [c for i in corpus_ids for c in passage_blocks(encoded[i], head, L)]
+    members = [c for i in chosen["member"] for c in passage_blocks(encoded[i], head, L)]
     blocks = torch.tensor(corpus + members)  # rows from len(corpus) on are member blocks
-    gen = torch.Generator().manual_seed(config.seed)
-    visits = {"target": torch.cat([torch.randperm(len(blocks), generator=gen)
-                                   for _ in range(config.pretrain_epochs)])}
+    visits = {"target": epoch_order(len(blocks), config.pretrain_epochs, config.seed)}
     visits["reference"] = visits["target"][visits["target"] < len(corpus)]
     trained = {}
-    for role in ("reference", "target"):
-        torch.manual_seed(config.seed)  # the same initial weights for both
-        model = scratch_model(config, len(tokenizer), tokenizer.bos_token_id)
-        trained[f"{role}_final_loss"] = train_causal_lm(
-            model, blocks, order=visits[role], batch_size=config.batch_size,
-            lr=config.reference_lr, seed=config.seed, progress=report(role))
+    for role in ("reference", "target"):  # the same initial weights for both
+        model, trained[f"{role}_final_loss"] = pretrain_scratch(config, tokenizer, blocks, visits[role],
+                                                                config.seed, report(role))
         trained[f"{role}_steps"] = math.ceil(len(visits[role]) / config.batch_size)
         save_model(model, tokenizer, out / role)
     block_tokens = blocks.shape[1]  # BOS + L
