@@ -47,7 +47,8 @@ def _config(base: dict, overrides: dict):
     try:
         return BenchmarkConfig(**data)
     except pydantic.ValidationError as e:
-        raise input_error(e, {"di_access": "access", "features.perturbation_kinds": "perturbations"}) from None
+        raise input_error(e, {"di_access": "access", "features.perturbation_kinds": "perturbations",
+                              "config": "methods"}) from None  # the one model-level check: methods vs bank
 
 
 def _load_yaml(path: Path | None) -> dict:
@@ -174,6 +175,12 @@ def benchmark_cmd(
                          "features": features or None, "out": str(out) if out else None})
     if cfg.testbed not in PRESETS:
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
+    from trainspotter.evaluation.mia import METHODS
+
+    if cfg.reference_models and any(METHODS[m].extraction.bank for m in cfg.methods):
+        from trainspotter.evaluation.references import check_request
+
+        check_request(cfg.testbed, cfg.reference_models)  # before anything is built
 
     from trainspotter.flows.benchmark import benchmark_flow
 
