@@ -70,13 +70,14 @@ def _seen(refs, model) -> Counter:
     return Counter(map(tuple, refs["trained"][model].tolist()))
 
 
-def test_out_models_saw_their_recorded_corpus_half_and_no_candidate_or_heldout_text(refs):
+def test_out_models_saw_their_recorded_corpus_and_no_candidate_or_heldout_text(refs):
     splits, corpus = refs["manifest"]["splits"], refs["manifest"]["corpus"]
     outside = set(_chunks(refs["base"], splits["member"] + splits["nonmember"] + splits["heldout"]))
     for model in ("out-0", "out-1"):
         entry, seen = refs["models"][model], _seen(refs, model)
         assert "candidates_in" not in entry and not outside & set(seen)
-        assert set(entry["corpus"]) <= set(corpus) and entry["corpus_passages"] == len(corpus) // 2 == 200
+        # the default recipe: the whole corpus, as the target (only the seed differs)
+        assert sorted(entry["corpus"]) == sorted(corpus) and entry["corpus_passages"] == len(corpus) == 400
         # exactly the recorded passages, every block once per epoch
         assert seen == Counter({c: CONFIG.pretrain_epochs for c in _chunks(refs["base"], entry["corpus"])})
 
@@ -88,6 +89,8 @@ def test_in_models_saw_exactly_their_recorded_half_of_the_candidates(refs):
     for model in ("in-0", "in-1"):
         entry, seen = refs["models"][model], _seen(refs, model)
         assert len(entry["candidates_in"]) == len(candidates) // 2 == CONFIG.n_per_split
+        # as many passages as an OUT model: the candidates take the place of corpus passages
+        assert entry["corpus_passages"] + len(entry["candidates_in"]) == refs["models"]["out-0"]["corpus_passages"]
         assert set(entry["candidates_in"]) <= set(candidates)
         chunks_in = _chunks(refs["base"], entry["candidates_in"])
         chunks_out = set(_chunks(refs["base"], sorted(set(candidates) - set(entry["candidates_in"]))))
@@ -103,8 +106,9 @@ def test_each_model_has_its_own_seed_corpus_subset_and_candidates(refs):
     assert set(models) == {"out-0", "in-0", "out-1", "in-1"}
     seeds = {e["seed"] for e in models.values()}
     assert len(seeds) == 4 and CONFIG.seed not in seeds
-    corpora = [frozenset(e["corpus"]) for e in models.values()]
-    assert len(set(corpora)) == 4
+    corpora = {m: frozenset(e["corpus"]) for m, e in models.items()}
+    assert corpora["out-0"] == corpora["out-1"] != corpora["in-0"] != corpora["in-1"]
+    assert corpora["in-0"] < corpora["out-0"] and corpora["in-1"] < corpora["out-0"]
     assert set(models["in-0"]["candidates_in"]) != set(models["in-1"]["candidates_in"])
     # another seed: another initial model and block order, so the visiting orders differ
     assert not refs["trained"]["out-0"][:8].equal(refs["trained"]["out-1"][:8])
@@ -217,3 +221,12 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: testbed 'mini': reference models are built for pre-training testbeds only "
         "(tiny-pretrain, mini-pretrain)")
+
+
+def test_a_corpus_fraction_gives_each_model_its_own_seeded_subset(copy_root):
+    R.build_references(NAME, 1, recipe=R.ReferenceConfig(corpus_fraction=0.5))
+    models, corpus = R.load_reference_manifest(NAME)["models"], load_manifest(NAME)["corpus"]
+    out, inn = models["out-0"], models["in-0"]
+    assert set(out["corpus"]) < set(corpus) and out["corpus_passages"] == len(corpus) // 2
+    assert set(inn["corpus"]) < set(corpus) and inn["corpus_passages"] == len(corpus) // 2 - len(inn["candidates_in"])
+    assert set(out["corpus"]) != set(inn["corpus"]) | set(out["corpus"])  # subsets of their own

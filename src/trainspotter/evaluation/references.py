@@ -3,15 +3,19 @@ reference-model benchmarks (LiRA offline/online, Model-loss, RMIA).
 
 Each model is the target's recipe (``pretrain_scratch``: architecture, tokenizer, epochs, lr,
 batch size) with its own seed (initial weights and block order) on its own seeded random
-subset of the base testbed's corpus passages (``ReferenceConfig.corpus_fraction``):
+subset of the base testbed's corpus passages (``ReferenceConfig.corpus_fraction``; by default
+all of them, so the models differ from the target in seed and, IN models, in which candidates
+replace which corpus passages):
 
 - ``out-i`` sees no member, non-member or held-out text: a shadow model on fresh samples of
   the data distribution, as LiRA's OUT models (Carlini et al. 2022, "Membership Inference
   Attacks From First Principles", Alg. 1) and RMIA's reference models (Zarifzadeh et al. 2024);
 - ``in-i`` also sees a seeded random half of the *candidates* (member ∪ non-member, the
   passages the per-sample benchmark scores), every block of each chosen passage once per
-  epoch: LiRA's online IN models, where each candidate is IN for about half of the models.
-  The manifest records exactly which candidate ids each IN model saw.
+  epoch, in place of as many corpus passages, so IN and OUT models train on the same number
+  of passages (LiRA's IN and OUT datasets differ only in the candidates): LiRA's online IN
+  models, where each candidate is IN for about half of the models. The manifest records
+  exactly which candidate ids each IN model saw.
 
 Held-out passages are in no model: they are the audit's held-out side and RMIA's population.
 
@@ -36,7 +40,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from trainspotter.assets import wikipedia_leads
-from trainspotter.config import fingerprint
+from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import InputError
 from trainspotter.evaluation.lm_training import save_model
 from trainspotter.evaluation.testbed import (PRESETS, TestbedConfig, build_lock, build_testbed, epoch_order,
@@ -49,7 +53,12 @@ CANDIDATES = ("member", "nonmember")  # the IN models' extra passages: half of t
 class ReferenceConfig(BaseModel):
     """The reference recipe on top of the base testbed's (part of each model's cache key)."""
 
-    corpus_fraction: float = Field(0.5, gt=0, le=1)  # share of the base corpus passages per model
+    # Share of the base corpus passages per model. 1: every model trains on as many passages as
+    # the target's corpus (IN models swap candidates in for corpus passages), so its seed alone
+    # tells it apart. On tiny-pretrain with 4 OUT models, Model-calibration's AUROC was 0.535
+    # (0.5, 8 models), 0.600 (0.9) and 0.620 (1.0): a model trained on less text has a loss
+    # level of its own, which hides the members' small gain.
+    corpus_fraction: float = Field(1.0, gt=0, le=1)
 
 
 def references_dir(name: str, root: Path | None = None) -> Path:
@@ -121,8 +130,13 @@ def check_request(name_or_config: str | TestbedConfig, k: int) -> TestbedConfig:
     return config
 
 
+# The code a reference model depends on: editing it retrains the models (the base testbed's
+# key is the package version instead; see evaluation/testbed.py).
+REFERENCE_CODE = ("trainspotter.evaluation.references", "trainspotter.evaluation.lm_training")
+
+
 def _model_key(base_fingerprint: str, kind: str, index: int, recipe: ReferenceConfig) -> str:
-    return fingerprint(base_fingerprint, kind, index, recipe)
+    return fingerprint(base_fingerprint, kind, index, recipe, code_digest(*REFERENCE_CODE))
 
 
 def model_seed(base_seed: int, kind: str, index: int) -> int:
@@ -156,8 +170,9 @@ def _build_one(config: TestbedConfig, recipe: ReferenceConfig, data: _TrainingDa
     start = time.time()
     name, seed = f"{kind}-{index}", model_seed(config.seed, kind, index)
     rng = random.Random(seed)
-    corpus = sorted(rng.sample(data.corpus, round(recipe.corpus_fraction * len(data.corpus))))
+    size = round(recipe.corpus_fraction * len(data.corpus))
     candidates_in = sorted(rng.sample(data.candidates, len(data.candidates) // 2)) if kind == "in" else []
+    corpus = sorted(rng.sample(data.corpus, max(0, size - len(candidates_in))))
     passages = corpus + candidates_in
     blocks = torch.tensor([b for i in passages for b in data.blocks[i]])
     order = epoch_order(len(blocks), config.pretrain_epochs, seed)
