@@ -106,14 +106,17 @@ def benchmark_cmd(
                                           "the IID splits and pollution; results in benchmarks/results/shift.md)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
-    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods " + _default("all") + "."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods; the model-based ones "
+                                                     "need --reference-models " + _default("all but model-based")
+                                                     + "."),
     reference: Optional[list[str]] = typer.Option(None, help="Reference model spec of the reference features; "
                                                              "repeat for K (two or more add the *_refs_* "
-                                                             "features) " + _default("the testbed's") + "."),
+                                                             "features) " + _default("the testbed's reference")
+                                                             + "."),
     reference_models: Optional[int] = typer.Option(None, min=0, help="Reference bank of the model-based "
                                                                      "methods: the testbed's K OUT and K IN "
                                                                      "models, built if needed (pre-training "
-                                                                     "testbeds) " + _default("0: none") + "."),
+                                                                     "testbeds; 0 = none) " + _default("0") + "."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
                                                            "shift scenario " + _default("200") + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "

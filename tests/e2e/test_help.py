@@ -112,7 +112,10 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     assert b.out is None and s.out is None  # the flows then write under RESULTS
     return {
         "testbed": (b.testbed, s.testbed),
-        "methods": (everything(b.methods, tuple(METHODS)), None),
+        "methods": ("all but model-based" if b.methods == tuple(m for m in METHODS if not METHODS[m].extraction.bank)
+                    else everything(b.methods, tuple(METHODS)), None),
+        "reference": ("the testbed's reference" if b.reference == () else csv(b.reference), None),
+        "reference_models": (str(b.reference_models), None),
         "trials": (str(b.trials), str(s.trials)),
         "null_trials": ("--trials" if b.null_trials is None else str(b.null_trials),
                         f"{s.iid_trials} IID, {s.pollution_trials} pollution"),
@@ -269,6 +272,7 @@ MAY_DIFFER = {
     "perturbations": "extract: whether to score them; benchmark: which kinds (none: no perturbations)",
     "json_out": "serve prints its address once listening, not a result",
     "features": "a feature set (audit, extract); the table argument of test/simulate is TABLE",
+    "reference": "audit and extract query the models named; benchmark defaults to the testbed's own reference",
 }
 
 
