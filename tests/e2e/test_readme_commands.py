@@ -25,7 +25,10 @@ CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Dask cluster)",
            ("extract", "--dask"): "tests/e2e/test_dask_cli.py",
            ("extract", "--dask-address"): "tests/e2e/test_dask_cli.py",
-           ("testbed build", "--force"): "rebuilding a testbed here would invalidate the session's mini"}
+           ("testbed build", "--force"): "rebuilding a testbed here would invalidate the session's mini",
+           ("testbed build", "--references"): "tests/unit/test_references.py (mini-pretrain, through the CLI)",
+           ("benchmark", "--reference"): "tests/flows/test_benchmark_references.py (mini-pretrain)",
+           ("benchmark", "--reference-models"): "tests/flows/test_benchmark_references.py (mini-pretrain)"}
 
 
 def documented() -> list[tuple[str, list[tuple[str, str]]]]:
