@@ -108,7 +108,11 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--null-trials", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot-only", action="store_true", help="redraw the figure from references.json")
     args = ap.parse_args()
+    if args.plot_only:
+        res = json.loads((RESULTS / args.testbed / "references.json").read_text())
+        return plot(RESULTS / args.testbed / "references_auroc.png", res["per_sample"], res["ks"])
     ks = sorted({int(k) for k in args.ks.split(",")})
     t0 = time.perf_counter()
     build_references(PRESETS[args.testbed], max(ks))
@@ -230,9 +234,9 @@ def write_markdown(path, args, ks, per_sample, di, builds, seconds) -> None:
     lines = [f"# Evidence vs the number of reference models K: testbed `{args.testbed}`", "",
              f"`python benchmarks/bench_references.py --ks {','.join(map(str, ks))} --trials {args.trials} "
              f"--null-trials {args.null_trials}`, {seconds / 60:.0f} min on this machine. Reference models: "
-             f"{len(builds)} built, "
-             f"{np.mean([b['build_seconds'] for b in builds.values()]):.0f} s each on average "
-             f"({next(iter(builds.values()))['torch_threads']} torch threads).", "",
+             f"{len(builds)} built, {min(b['build_seconds'] for b in builds.values()):.0f}–"
+             f"{max(b['build_seconds'] for b in builds.values()):.0f} s each (torch threads: "
+             f"{sorted({b['torch_threads'] for b in builds.values()})}).", "",
              "## Per-sample (1000 members vs 1000 non-members)", "",
              "Value [95% stratified bootstrap CI]. The bank at K: out-0 … out-(K-1) and, for the online "
              "methods, in-0 … in-(K-1) (each IN model trained on a random half of the candidates).", "",
@@ -264,23 +268,24 @@ def plot(path, per_sample, ks) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in dict.fromkeys(r["method"] for r in per_sample):
+    fig, ax = plt.subplots(figsize=(10, 5))
+    names = [n for n in dict.fromkeys(r["method"] for r in per_sample)
+             if sum(r["method"] == n for r in per_sample) > 1]
+    colors = plt.get_cmap("tab20")(np.linspace(0, 1, len(names)))
+    for name, color in zip(names, colors):
         rows = sorted((r for r in per_sample if r["method"] == name), key=lambda r: r["K"])
-        if len(rows) < 2:
-            continue
-        x = [r["K"] for r in rows]
-        ax.errorbar(x, [r["auroc"] for r in rows],
+        ax.errorbar([r["K"] for r in rows], [r["auroc"] for r in rows],
                     yerr=[[r["auroc"] - r["auroc_ci_low"] for r in rows],
-                          [r["auroc_ci_high"] - r["auroc"] for r in rows]], marker="o", capsize=2, label=name)
+                          [r["auroc_ci_high"] - r["auroc"] for r in rows]],
+                    marker="o", capsize=2, color=color, alpha=0.85, label=name)
     ax.plot(list(HAYES), list(HAYES.values()), "k--", marker="s",
-            label="Hayes et al. 2025, LiRA, GPT-2 140M (end points)")
+            label="Hayes et al. 2025, LiRA, GPT-2 140M\n(their K = 1 and 256 only, joined)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("reference models K (per kind)")
-    ax.set_ylabel("per-sample AUROC")
+    ax.set_ylabel("per-sample AUROC [95% CI]")
     ax.axhline(0.5, color="grey", lw=0.5)
-    ax.legend(fontsize=6.5, loc="upper left")
-    ax.set_title("AUROC vs number of reference models")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("Per-sample AUROC vs number of reference models (members vs non-members)")
     fig.tight_layout()
     fig.savefig(path, dpi=130)
 
