@@ -149,7 +149,7 @@ def test_catalog_has_the_papers_black_box_set_and_stable_gray_names():
     assert len(black) >= 31  # BADI Sec. 5 / App. A.5: 31 black-box features
     assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff"} <= set(specs)
     for s in specs.values():
-        assert s.definition and s.source and set(s.models) <= {"target", "reference"}
+        assert s.definition and s.source and set(s.models) <= {"target", "reference", "references"}
         assert s.name.startswith(s.access + "_")
     assert specs["black_min_k_60"].access == "black"  # K = 0.6, BADI App. A.2
     assert specs["gray_ez"].models == ("target", "reference")
