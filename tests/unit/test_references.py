@@ -43,6 +43,8 @@ def _recording_build(k, root=None, **kwargs):
 def refs(artifacts):
     """mini-pretrain in the session's artifacts root with K=1, then grown to K=2."""
     base = build_testbed(CONFIG)
+    # from no reference models: another module (the benchmark's) may have built them this session
+    shutil.rmtree(R.references_dir(NAME), ignore_errors=True)
     first = _recording_build(1)
     weights = {m: (R.references_dir(NAME) / m / "model.safetensors").stat().st_mtime_ns for m in first}
     second = _recording_build(2)
