@@ -54,13 +54,13 @@ def _bank(config: BenchmarkConfig) -> list[tuple[str, frozenset[str]]]:
     return bank_models(config.testbed, config.reference_models)
 
 
-def features_table(config: BenchmarkConfig) -> pd.DataFrame:
+def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]]] | None = None) -> pd.DataFrame:
     """id, split and every feature the selected methods and DI accesses need
     (``extraction_plan``), one cached extraction per planned pass and split; with a reference
-    bank, each bank model's ``bank_ll_<j>``/``bank_in_<j>``."""
+    bank (``_bank``, built here unless given), each bank model's ``bank_ll_<j>``/``bank_in_<j>``."""
     target, references = f"testbed:{config.testbed}", config.references
     splits, plan = extraction_plan(config)
-    bank = _bank(config)
+    bank = _bank(config) if bank is None else bank
     parts = []
     for split in splits:
         ps = split_passages(config.testbed, split, config.limit)
@@ -80,7 +80,7 @@ def _log_metrics(values: dict) -> None:
                         if isinstance(v, (int, float)) and v is not None and np.isfinite(v)})
 
 
-def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
+def _methods(config, table, bank, experiment, logger) -> tuple[list[dict], dict]:
     """Per-sample: members (1) vs non-members (0), every selected method scored from the one
     table; cost on a seeded subsample (half members); one child run per method."""
     mia, labels = mia_rows(table)
@@ -90,7 +90,7 @@ def _methods(config, table, experiment, logger) -> tuple[list[dict], dict]:
         sub, sub_labels, pop = cost_subsample(config)
         costs = method_costs_task(list(config.methods), sub, sub_labels, f"testbed:{config.testbed}",
                                   config.references, config.features, config.folds, config.seed,
-                                  config.cost_repeats, _bank(config), pop)
+                                  config.cost_repeats, bank, pop)
     rows, curves = [], {}
     for name in config.methods:
         method = METHODS[name]
@@ -164,7 +164,8 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
     if config.testbed not in PRESETS:
         raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
     build_testbed_task(PRESETS[config.testbed])
-    table = features_table(config)
+    bank = _bank(config)  # built once, read by the extraction and the cost
+    table = features_table(config, bank)
     out = Path(config.out) if config.out else RESULTS / config.testbed
     out.mkdir(parents=True, exist_ok=True)
     device = str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
@@ -173,7 +174,7 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
     with mlflow.start_run(experiment_id=experiment, run_name="benchmark") as parent:
         mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
         mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
-        methods, curves = _methods(config, table, experiment, logger)
+        methods, curves = _methods(config, table, bank, experiment, logger)
         di, power = _di(config, table, experiment, logger)
         n1 = int((table["split"] == "member").sum())
         n0 = int((table["split"] == "nonmember").sum())

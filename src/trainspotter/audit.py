@@ -123,7 +123,7 @@ def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
 
 def setup_of(config: AuditConfig) -> dict:
     """What must not change between runs of a recurring audit."""
-    return {"reference": config.model_dump(mode="json")["reference"], "access": config.access,
+    return {"reference": config.model_dump(mode="json", include={"reference"})["reference"], "access": config.access,
             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
 
 

@@ -41,25 +41,22 @@ def test_every_model_based_method_is_scored_and_costed(bench):
 
 
 def test_the_bank_columns_are_the_bank_models_log_likelihoods_and_training_sets(bench):
+    from trainspotter.data import load_passages
     from trainspotter.evaluation.benchmark import BenchmarkConfig
     from trainspotter.evaluation.references import load_reference_manifest
+    from trainspotter.evaluation.testbed import split_path
     from trainspotter.flows.benchmark import features_table
 
     table = features_table(BenchmarkConfig(**bench["config"]))  # cached: the table the run scored
     assert set(table["split"]) == {"member", "nonmember", "heldout"}  # held-out: RMIA's population
     models = load_reference_manifest("mini-pretrain")["models"]
+    by_id = {p["id"]: p["text"] for s in ("member", "nonmember", "heldout")
+             for p in load_passages(split_path("mini-pretrain", s))}
+    texts = [by_id[i] for i in table["id"]]
     bank = ["out-0", "out-1", "in-0", "in-1"]  # bank index j
-    texts = None
     for j, name in enumerate(bank):
         seen = set(models[name].get("candidates_in", ()))
         assert table[f"bank_in_{j}"].tolist() == [int(i in seen) for i in table["id"]]
-        if texts is None:
-            from trainspotter.data import load_passages
-            from trainspotter.evaluation.testbed import split_path
-
-            by_id = {p["id"]: p["text"] for s in ("member", "nonmember", "heldout")
-                     for p in load_passages(split_path("mini-pretrain", s))}
-            texts = [by_id[i] for i in table["id"]]
         ll = [s.logprobs.mean() for s in load_backend(f"testbed:mini-pretrain/{name}").score(texts)]
         np.testing.assert_allclose(table[f"bank_ll_{j}"], ll, rtol=1e-6)
     assert table.loc[table["split"] == "heldout", [f"bank_in_{j}" for j in range(4)]].to_numpy().sum() == 0

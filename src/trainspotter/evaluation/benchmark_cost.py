@@ -31,10 +31,11 @@ __all__ = ["cost_subsample", "PeakRSS", "warm_up", "method_cost", "method_costs"
 def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int], list[dict]]:
     """The seeded subsample the cost is measured on: up to ``cost_samples / 2`` members and
     as many non-members (within the first ``limit`` of each split), with their labels, and as
-    many held-out passages (RMIA's population, when RMIA is selected; else none)."""
+    many held-out passages (the population, when a selected method needs one; else none)."""
     rng = np.random.default_rng(config.seed)
     passages, labels, population = [], [], []
-    wanted = (("member", 1), ("nonmember", 0)) + ((("heldout", None),) if "rmia" in config.methods else ())
+    needed = any(METHODS[m].needs_population for m in config.methods)
+    wanted = (("member", 1), ("nonmember", 0)) + ((("heldout", None),) if needed else ())
     for split, label in wanted:
         ps = split_passages(config.testbed, split, config.limit)
         k = min(config.cost_samples // 2, len(ps))

@@ -18,9 +18,13 @@ from scipy.special import logsumexp, ndtr
 __all__ = ["refs_diff", "refs_lira", "refs_token_lira", "refs_rmia"]
 
 
-def _means(target: Sequence[float], references: Sequence[Sequence[float]]) -> tuple[float, np.ndarray]:
+def _check(references: Sequence[Sequence[float]]) -> None:
     if len(references) < 2:
         raise ValueError(f"these features combine at least 2 references, got {len(references)}")
+
+
+def _means(target: Sequence[float], references: Sequence[Sequence[float]]) -> tuple[float, np.ndarray]:
+    _check(references)
     return float(np.mean(target)), np.array([np.mean(r) for r in references], dtype=np.float64)
 
 
@@ -57,8 +61,7 @@ def refs_token_lira(target: Sequence[float], references: Sequence[Sequence[float
     et al. 2022, Eq. 4, applied to each token's log-probability). Needs every model to score
     the same positions (one tokenizer); NaN otherwise, as EZ. Higher = member."""
     t = np.asarray(target, dtype=np.float64)
-    if len(references) < 2:
-        raise ValueError(f"these features combine at least 2 references, got {len(references)}")
+    _check(references)
     if any(len(r) != t.size for r in references):
         return float("nan")
     r = np.asarray(references, dtype=np.float64)
