@@ -29,5 +29,7 @@ TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.P
                      "mixed in once, reference without them (pre-training contamination; "
                      "weak signal, DI needs hundreds of pairs); --references K adds K OUT and "
                      "K IN reference models (testbed:tiny-pretrain/out-N, /in-N)",
+    "tiny-pretrain-2k": "tiny-pretrain's recipe with 2000 members, non-members and held-out "
+                        "passages each (BADI's scale for black-box audits; --references K as well)",
     "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
 }

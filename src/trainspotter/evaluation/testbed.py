@@ -112,6 +112,12 @@ PRESETS["smollm2-lora"] = PRESETS["smollm2"].model_copy(update={"name": "smollm2
 # pre-training data, where dataset inference needs hundreds of pairs.
 PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", n_per_split=1000,
                                          pretrain_epochs=1)
+# BADI's scale for black-box audits (2000 pairs per split; issue 20): the same recipe with
+# 2000 whole passages per split. The corpus is what is left (4033 leads), so members are a
+# larger share of the training tokens than in tiny-pretrain (the manifest records it); still
+# seen once, in one epoch from scratch.
+PRESETS["tiny-pretrain-2k"] = TestbedConfig(name="tiny-pretrain-2k", mode="pretrain", n_per_split=2000,
+                                            pretrain_epochs=1)
 # A seconds-scale variant of the pre-training recipe for tests.
 PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
