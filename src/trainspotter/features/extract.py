@@ -143,12 +143,13 @@ def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: F
         jobs += [(i, f"black_seq_bertscore_{k}", perturb(prefix, k, config.seed), s, suffix) for k in kinds]
     ref_jobs = [(i, "ref", prefix, s, suffix) for i, col, prefix, s, suffix in jobs
                 if col == "black_seq_bertscore"] if reference is not None else []
-    # One generate call per model, each prefix with its own suffix length.
-    generated = [target.tokenizer.decode(list(ids)[:job[3]]) for job, ids in
-                 zip(jobs, target.generate([j[2] for j in jobs], [j[3] for j in jobs]))]
-    if ref_jobs:
-        generated += [reference.tokenizer.decode(list(ids)) for ids in
-                      reference.generate([j[2] for j in ref_jobs], [j[3] for j in ref_jobs])]
+    def continuations(model: Backend, asked: list[tuple]) -> list[str]:
+        """One generate call for every prefix, each with its own suffix length."""
+        lengths = [j[3] for j in asked]
+        outs = model.generate([j[2] for j in asked], lengths) if asked else []
+        return [model.tokenizer.decode(list(ids)[:s]) for ids, s in zip(outs, lengths)]
+
+    generated = continuations(target, jobs) + (continuations(reference, ref_jobs) if ref_jobs else [])
     f1 = bertscore_f1(generated, [job[4] for job in jobs + ref_jobs])
     rows = [dict.fromkeys(["black_seq_bertscore"] + [f"black_seq_bertscore_{k}" for k in kinds], np.nan)
             for _ in t_orig]
