@@ -36,6 +36,8 @@ def table():
         "black_ppl": [100.0, 1.0],                   # sigmoid estimate: not read by PETAL
         "petal_ppl": [math.exp(0.5), math.exp(1.5)],
         "black_seq_bertscore": [0.9, 0.4],
+        "gray_conf": [0.6, 0.3], "gray_ent": [1.0, 2.5], "gray_ment": [0.8, 2.0],  # TDDBench's metric-based
+        "black_match_rate": [0.5, 0.2],
         # reference bank of 4: row 0 (ℓ_target = −1) sits near its IN references (0, 1) and far
         # above its OUT ones; row 1 (ℓ_target = −2) below its IN ones (2, 3)
         **{f"{BANK_LL}{j}": v for j, v in enumerate([[-1.1, -1.9], [-1.2, -2.0], [-2.0, -1.6], [-2.1, -1.7]])},
@@ -70,7 +72,7 @@ def test_definitions(table):
 
 def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
-        if not m.needs_labels:
+        if not m.needs_labels and m.paradigm != "learning":  # those train on shadow columns: test_tddbench
             scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
     # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
@@ -161,9 +163,12 @@ def test_minimal_extractions_are_minimal():
     for name in BANK_METHODS:
         assert not cfg(name).perturbations and not cfg(name).sequence, name
     assert merge_extractions([Extraction("gray"), Extraction("black", sequence=True)]) == \
-        ("both", False, False, True)
+        ("both", False, False, True, False)
     assert merge_extractions([Extraction("gray", reference=True), Extraction("gray", perturbations=True)]) == \
-        ("gray", True, True, False)
+        ("gray", True, True, False, False)
+    assert merge_extractions([Extraction("gray"), METHODS["learn_sorted"].extraction]) == \
+        ("gray", False, False, False, True)
+    assert cfg("learn_sorted").prediction_vectors and not cfg("loss").prediction_vectors
     assert merge_extractions([METHODS["petal"].extraction]) is None  # PETAL has its own set
 
 

@@ -29,7 +29,8 @@ import pandas as pd
 from trainspotter.backends.base import Backend, TokenScores
 from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
-from trainspotter.features.features import FeatureConfig, catalog, suffix_length, token_level_row
+from trainspotter.features.features import (FeatureConfig, catalog, prediction_row, suffix_length,
+                                            token_level_row)
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
                                                estimate_logprobs, petal_fit, token_table)
@@ -80,7 +81,7 @@ def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
             "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
             reference_logprobs=r.logprobs if r is not None else None,
             references_logprobs=[scores[i].logprobs for scores in r_orig],
-            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez))
+            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez) | prediction_row(t, config))
     return rows
 
 
