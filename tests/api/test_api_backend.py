@@ -108,6 +108,13 @@ def test_generate_and_chat_match_local(server, tmp_path):
     prefixes = [x[:60] for x in texts(3)]
     b = api(url, tmp_path, mode="label")
     assert b.generate(prefixes, 6) == local.generate(prefixes, 6)
+    # per-prefix lengths: each request asks exactly its own max_tokens (the budget is exact)
+    lengths = [2, 5, 2]
+    start = b.usage()  # probed already: what follows is the generation alone
+    assert b.generate(prefixes, lengths) == [g[:k] for g, k in zip(local.generate(prefixes, 5), lengths)]
+    used = b.usage()
+    assert used["completion_tokens"] - start["completion_tokens"] == sum(lengths)
+    assert used["requests"] - start["requests"] == (2 if b.describe()["list_prompts"] else 3)
     chat = api(url, tmp_path, mode="chat")
     x = texts(1)[0]
     r, l = chat.score([x])[0], local.score([x])[0]

@@ -42,11 +42,13 @@ def test_full_set_uses_one_forward_pass_per_text_variant_per_model(models, passa
     n, variants, batches = len(ps), 1 + len(KINDS), 3
     assert target.scored_texts == variants * n and target.score_calls == batches
     assert reference.scored_texts == n and reference.score_calls == batches
-    assert target.generated_prefixes == variants * n and target.generate_calls == batches  # 64-token passages: one suffix length
-    assert target.generated_tokens == variants * n * 16
-    assert reference.generate_calls == 0
+    assert target.generated_prefixes == variants * n and target.generate_calls == batches  # one call per batch
+    assert target.generated_tokens == variants * n * 16  # 64-token passages: 16-token suffixes
+    # the reference continues the original prefixes only (black_ref_seq_diff)
+    assert reference.generated_prefixes == n and reference.generate_calls == batches
+    assert reference.generated_tokens == n * 16
     cols = feature_columns(FeatureConfig(), "both", references=1)
-    assert list(df.columns) == ["id", "set"] + cols and len(cols) == 65
+    assert list(df.columns) == ["id", "set"] + cols and len(cols) == 68
     assert list(df["id"]) == [p["id"] for p in ps]
     assert np.isfinite(df[cols].to_numpy()).all()
     seq = df[[c for c in cols if "_seq_" in c]].to_numpy()
@@ -69,6 +71,31 @@ def test_gray_only_queries_nothing_else_and_basic_columns_match_their_definition
     assert not any(c.startswith("black_") or "_pert_" in c for c in df.columns)
     no_ref = extract(ps, models[0], None, "gray", FeatureConfig(perturbations=False))
     assert "gray_ref_ratio" not in no_ref and "gray_ez" not in no_ref
+
+
+def test_label_only_reference_features_match_their_definitions(models, passages):
+    """black_match_rate, black_ref_match_diff and black_ref_seq_diff from the models' own
+    greedy tokens, continuations and BERTScore (computed here without extract)."""
+    from trainspotter.features.features import suffix_length
+    from trainspotter.features.probability import bertscore_f1
+
+    target, reference = models
+    ps = passages["member"][:3] + passages["heldout"][:3]
+    config = FeatureConfig(perturbations=False)
+    df = extract(ps, target, reference, "black", config)
+    texts = [p["text"] for p in ps]
+    for i, (t, r) in enumerate(zip(target.score(texts), reference.score(texts))):
+        rate = (t.argmax == t.token_ids).mean()
+        assert df["black_match_rate"][i] == pytest.approx(rate, abs=1e-12)
+        assert df["black_ref_match_diff"][i] == pytest.approx(rate - (r.argmax == r.token_ids).mean(), abs=1e-12)
+        s = suffix_length(len(t.token_ids), config)
+        prefix, suffix = (target.tokenizer.decode(t.token_ids[:-s].tolist()),
+                          target.tokenizer.decode(t.token_ids[-s:].tolist()))
+        f1 = bertscore_f1([target.tokenizer.decode(target.generate([prefix], s)[0]),
+                           reference.tokenizer.decode(reference.generate([prefix], s)[0])], [suffix] * 2)
+        assert df["black_seq_bertscore"][i] == pytest.approx(f1[0], abs=1e-4)
+        assert df["black_ref_seq_diff"][i] == pytest.approx(f1[0] - f1[1], abs=1e-4)
+    assert df["black_match_rate"].between(0, 1).all() and df["black_ref_seq_diff"].abs().gt(0).any()
 
 
 def test_black_box_estimates_correlate_with_true_logprobs(models, passages):
@@ -124,7 +151,7 @@ def test_black_box_features_separate_members_from_heldout(models, passages):
     ps = passages["member"][:50] + passages["heldout"][:50]
     df = extract(ps, *models, "black", FeatureConfig(sequence=False, batch_size=100))
     cols = [c for c in df.columns if c.startswith("black_")]
-    assert len(cols) == 26
+    assert len(cols) == 28
     y = (df["set"] == "member").to_numpy()
     model = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=2000))
     prob = cross_val_predict(model, df[cols].to_numpy(), y, method="predict_proba",

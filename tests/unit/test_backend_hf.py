@@ -151,9 +151,16 @@ def test_smollm2_gguf_loads_offline_and_prefers_natural_text():
 
 
 def test_generate_is_greedy_argmax_continuation(backend):
-    """Generated token k equals the argmax of a forward pass over prefix + tokens < k."""
-    prefixes = ["The river flows", "Paris is the capital of France and"]
-    for prefix, gen in zip(prefixes, backend.generate(prefixes, max_new_tokens=5)):
+    """Generated token k equals the argmax of a forward pass over prefix + tokens < k;
+    per-prefix lengths cut each row to its own length (one call for all of them)."""
+    prefixes = ["The river flows", "Paris is the capital of France and", "A"]
+    lengths = [5, 3, 0]
+    gens = backend.generate(prefixes, lengths)
+    assert [len(g) for g in gens] == lengths
+    assert gens[:2] == [g[:k] for g, k in zip(backend.generate(prefixes[:2], 5), lengths)]
+    with pytest.raises(ValueError, match="2 lengths for 3 prefixes"):
+        backend.generate(prefixes, [1, 2])
+    for prefix, gen in zip(prefixes[:2], backend.generate(prefixes[:2], max_new_tokens=5)):
         assert len(gen) == 5
         ids = backend.encode(prefix)
         for tok in gen:

@@ -136,6 +136,8 @@ def test_missing_columns_are_named(table):
 @pytest.mark.parametrize("name", list(METHODS))
 def test_minimal_extraction_provides_the_columns(name):
     """Each method's minimal extraction yields every column it reads (catalogue, no model)."""
+    from trainspotter.evaluation.benchmark import SHADOW_FEATURES
+
     m = METHODS[name]
     ex = m.extraction
     cols = feature_columns(ex.config(), ex.access, references=int(ex.reference))
@@ -144,6 +146,10 @@ def test_minimal_extraction_provides_the_columns(name):
     for pattern in m.columns:
         if pattern.startswith("bank_"):  # the reference bank's columns, which the bank extraction adds
             assert ex.bank, (name, pattern)
+        elif pattern.startswith("shadow_"):  # the shadow model's: its extraction (SHADOW_FEATURES) gives them
+            assert ex.shadow, (name, pattern)
+            shadow = feature_columns(SHADOW_FEATURES, "gray", references=0)
+            assert pattern == "shadow_in" or pattern.removeprefix("shadow_") in shadow, (name, pattern)
         else:
             assert any(fnmatch.fnmatchcase(c, pattern) for c in cols), (name, pattern)
     assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols)

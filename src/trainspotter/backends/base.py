@@ -10,6 +10,7 @@ cannot fill them leaves them None and the features built on them are NaN.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -40,5 +41,16 @@ class Backend(Protocol):
     def score(self, texts: list[str]) -> list[TokenScores]:
         """Per-position signals of each text (one forward pass / request batch per text)."""
 
-    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
-        """Greedy (temperature-0) continuation token ids of each prefix."""
+    def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
+        """Greedy (temperature-0) continuation token ids of each prefix, at most
+        ``max_new_tokens`` of them: one length for all prefixes, or one per prefix."""
+
+
+def per_prefix(max_new_tokens: int | Sequence[int], n: int) -> list[int]:
+    """``generate``'s lengths as one int per prefix (ValueError if a list has another length)."""
+    if isinstance(max_new_tokens, (int, np.integer)):
+        return [int(max_new_tokens)] * n
+    lengths = [int(k) for k in max_new_tokens]
+    if len(lengths) != n:
+        raise ValueError(f"{len(lengths)} lengths for {n} prefixes")
+    return lengths

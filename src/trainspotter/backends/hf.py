@@ -16,13 +16,14 @@ one forward pass per text.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from trainspotter.backends.base import TokenScores
+from trainspotter.backends.base import TokenScores, per_prefix
 
 
 @lru_cache(maxsize=64)
@@ -170,20 +171,28 @@ class HFBackend:
         return out  # type: ignore[return-value]
 
     @torch.inference_mode()
-    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+    def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         """Greedy continuation token ids of each prefix (sequence-level features, BADI
-        Sec. 3 and App. B.1): what a temperature-0 API returns."""
+        Sec. 3 and App. B.1): what a temperature-0 API returns. ``max_new_tokens``: one
+        length for all, or one per prefix. One KV-cached ``model.generate`` per batch; batches
+        are sorted by asked length, then prefix length, so few steps and little padding are
+        wasted, and every row is cut to its own length."""
+        lengths = per_prefix(max_new_tokens, len(prefixes))
         encoded = [self.encode(p) for p in prefixes]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        out: list[list[int]] = []
-        for start in range(0, len(encoded), self.batch_size):
-            batch = encoded[start:start + self.batch_size]
-            width = max(len(e) for e in batch)
+        order = sorted(range(len(prefixes)), key=lambda i: (lengths[i], len(encoded[i])))
+        out: list[list[int]] = [[] for _ in prefixes]
+        for start in range(0, len(order), self.batch_size):
+            idx = [i for i in order[start:start + self.batch_size] if lengths[i] > 0]
+            if not idx:
+                continue
+            width = max(len(encoded[i]) for i in idx)
             # Left padding so every row continues from its own last token.
-            ids = torch.tensor([[pad] * (width - len(e)) + e for e in batch])
-            mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in batch])
+            ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in idx])
+            mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in idx])
             gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                      max_new_tokens=max_new_tokens, do_sample=False,
+                                      max_new_tokens=max(lengths[i] for i in idx), do_sample=False,
                                       pad_token_id=pad, eos_token_id=None)
-            out += [row[width:].tolist() for row in gen.cpu()]
+            for row, i in zip(gen.cpu(), idx):
+                out[i] = row[width:width + lengths[i]].tolist()
         return out

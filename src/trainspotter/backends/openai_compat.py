@@ -53,6 +53,7 @@ over the other V - k tokens of the local vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from trainspotter.backends.api.config import APIConfig, api_fingerprint, tokenizer_identity
@@ -61,7 +62,7 @@ from trainspotter.backends.api.modes import BY_NAME, MODES, Mode
 from trainspotter.backends.api.positions import LocalTokens
 from trainspotter.backends.api.probe import PROBE_VERSION, Probe, ServerProfile
 from trainspotter.backends.api.transport import Transport
-from trainspotter.backends.base import TokenScores
+from trainspotter.backends.base import TokenScores, per_prefix
 from trainspotter.backends.budget import Budget
 from trainspotter.backends.cache import QueryCache, query_key
 from trainspotter.errors import APIRequestError
@@ -120,12 +121,20 @@ class OpenAIBackend:
         """Per-position signals of each text; requests batch prompts across texts."""
         return self._resolve_mode().score(texts, self.local, self.profile, self.ask)
 
-    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+    def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         """Greedy continuation ids of each prefix under the local tokenizer (re-encoded, so the
-        count can differ from ``max_new_tokens`` when the server's tokenizer differs)."""
-        answers = self.ask(self._resolve_mode().plain, prefixes, max_new_tokens, None)
-        # None: the empty prefix, which this server answers in no form
-        return [[] if a is None else self.local.continuation(p, a["text"]) for p, a in zip(prefixes, answers)]
+        count can differ from ``max_new_tokens`` when the server's tokenizer differs). Per-prefix
+        lengths: one ``ask`` per distinct length, so every request bills exactly its own
+        ``max_tokens`` (requests of several prompts share one)."""
+        lengths = per_prefix(max_new_tokens, len(prefixes))
+        out: list[list[int]] = [[] for _ in prefixes]
+        for k in sorted(set(lengths) - {0}):
+            idx = [i for i, n in enumerate(lengths) if n == k]
+            answers = self.ask(self._resolve_mode().plain, [prefixes[i] for i in idx], k, None)
+            # None: the empty prefix, which this server answers in no form
+            for i, a in zip(idx, answers):
+                out[i] = [] if a is None else self.local.continuation(prefixes[i], a["text"])
+        return out
 
     # ---- reporting --------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ Per batch of passages the models are called exactly this often:
   passage); reference features only compare originals. The first reference gives the
   one-reference features (RefL, EZ, PETAL's surrogate); with K ≥ 2 references the
   ``*_refs_*`` features (``trainspotter.features.references``) combine all K.
-- ``target.generate``: one call per distinct suffix length in the batch, on the
-  original prefix + every perturbed prefix (1 + 6 prefixes per passage), only when
-  black-box sequence features are asked for.
+- ``target.generate``: ONE call on the original prefix + every perturbed prefix (1 + 6
+  prefixes per passage), each with its own suffix length, only when black-box sequence
+  features are asked for; with a reference, ``reference.generate``: ONE call on the
+  original prefixes (``black_ref_seq_diff``).
 
 Nothing else queries a model: MiniLM embeddings (token table, BERTScore) are local
 and each distinct token string is embedded once.
@@ -26,10 +27,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from trainspotter.backends.base import Backend, TokenScores
+from trainspotter.backends.base import Backend, TokenScores, per_prefix
 from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
-from trainspotter.features.features import (FeatureConfig, catalog, prediction_row, suffix_length,
+from trainspotter.features.features import (FeatureConfig, catalog, match_rate, prediction_row, suffix_length,
                                             token_level_row)
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
@@ -117,14 +118,19 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
         if r is not None:
             ez = (error_zone(lp, ref_lp, t.argmax, t.token_ids, cap=config.ez_cap)
                   if _aligned(t, r) else np.nan)
-        rows.append(token_level_row(
+        row = token_level_row(
             "black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
-            perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez))
+            perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez)
+        row["black_match_rate"] = match_rate(t.token_ids, t.argmax)
+        if r is not None:
+            row["black_ref_match_diff"] = row["black_match_rate"] - match_rate(r.token_ids, r.argmax)
+        rows.append(row)
     return rows
 
 
-def _sequence_rows(t_orig, target: Backend, config: FeatureConfig, ctx: _Context) -> list[dict]:
-    """Suffix completion similarity, original and perturbed prefixes (BADI Sec. 3, App. B.1)."""
+def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: FeatureConfig) -> list[dict]:
+    """Suffix completion similarity, original and perturbed prefixes (BADI Sec. 3, App. B.1),
+    and the (first) reference's continuation of the original prefix (``black_ref_seq_diff``)."""
     kinds = config.kinds
     jobs = []  # (passage index, column, prefix, suffix length, true suffix text)
     for i, t in enumerate(t_orig):
@@ -136,17 +142,24 @@ def _sequence_rows(t_orig, target: Backend, config: FeatureConfig, ctx: _Context
         suffix = target.tokenizer.decode(t.token_ids[n - s:].tolist())
         jobs.append((i, "black_seq_bertscore", prefix, s, suffix))
         jobs += [(i, f"black_seq_bertscore_{k}", perturb(prefix, k, config.seed), s, suffix) for k in kinds]
-    generated: list[str | None] = [None] * len(jobs)
-    for s in sorted({j[3] for j in jobs}):  # one generate call per suffix length
-        idx = [j for j, job in enumerate(jobs) if job[3] == s]
-        outs = target.generate([jobs[j][2] for j in idx], s)
-        for j, ids in zip(idx, outs):
-            generated[j] = target.tokenizer.decode(list(ids)[:s])
-    f1 = bertscore_f1([g or "" for g in generated], [job[4] for job in jobs])
+    ref_jobs = [(i, "ref", prefix, s, suffix) for i, col, prefix, s, suffix in jobs
+                if col == "black_seq_bertscore"] if reference is not None else []
+    # One generate call per model, each prefix with its own suffix length.
+    generated = [target.tokenizer.decode(list(ids)[:job[3]]) for job, ids in
+                 zip(jobs, target.generate([j[2] for j in jobs], [j[3] for j in jobs]))]
+    if ref_jobs:
+        generated += [reference.tokenizer.decode(list(ids)) for ids in
+                      reference.generate([j[2] for j in ref_jobs], [j[3] for j in ref_jobs])]
+    f1 = bertscore_f1(generated, [job[4] for job in jobs + ref_jobs])
     rows = [dict.fromkeys(["black_seq_bertscore"] + [f"black_seq_bertscore_{k}" for k in kinds], np.nan)
             for _ in t_orig]
     for job, value in zip(jobs, f1):
         rows[job[0]][job[1]] = float(value)
+    if reference is not None:
+        for row in rows:
+            row["black_ref_seq_diff"] = np.nan
+        for job, value in zip(ref_jobs, f1[len(jobs):]):
+            rows[job[0]]["black_ref_seq_diff"] = rows[job[0]]["black_seq_bertscore"] - float(value)
     return rows
 
 
@@ -167,7 +180,7 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
         if config.sequence:
-            parts.append(_sequence_rows(t_orig, target, config, ctx))
+            parts.append(_sequence_rows(t_orig, target, references[0] if references else None, config))
     for part in parts:
         for row, extra in zip(rows, part):
             row.update(extra)
@@ -240,8 +253,8 @@ class CountingBackend:
         self.scored_texts += len(texts)
         return self.inner.score(texts)
 
-    def generate(self, prefixes: list[str], max_new_tokens: int) -> list[list[int]]:
+    def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         self.generate_calls += 1
         self.generated_prefixes += len(prefixes)
-        self.generated_tokens += len(prefixes) * max_new_tokens
+        self.generated_tokens += sum(per_prefix(max_new_tokens, len(prefixes)))
         return self.inner.generate(prefixes, max_new_tokens)

@@ -110,6 +110,16 @@ def perturbation_diff(original_logprobs: Sequence[float], perturbed_logprobs: Se
     return log_perplexity(perturbed_logprobs) - log_perplexity(original_logprobs)
 
 
+def match_rate(token_ids: Sequence[int], argmax: Sequence[int]) -> float:
+    """Fraction of positions whose greedy (temperature-0) token is the actual token: the
+    label-only signal itself, before any probability estimate (BADI App. A.6; TDDBench's
+    Metric-corr, "is the prediction correct", per token and averaged over the passage)."""
+    ids, pred = np.asarray(token_ids), np.asarray(argmax)
+    if ids.size == 0:
+        raise ValueError("no scored tokens: the text is empty after tokenisation")
+    return float((ids == pred).mean())
+
+
 # ---------------------------------------------------------------- TDDBench's metric-based criteria
 
 def _mean_or_nan(values) -> np.ndarray | float:
@@ -276,6 +286,13 @@ def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
         FeatureSpec(f"{a}_ref_ratio", a, _TR, f"log-perplexity target / reference from {lp}", src(5)),
         FeatureSpec(f"{a}_ref_diff", a, _TR, f"log-perplexity target − reference from {lp}", src(5)),
     ]
+    if a == "black":  # label-only: the greedy tokens themselves, no probability estimate
+        specs += [
+            FeatureSpec("black_match_rate", a, _T, "fraction of positions whose greedy token is the actual token",
+                        "BADI App. A.6 (label-only); TDDBench Metric-corr"),
+            FeatureSpec("black_ref_match_diff", a, _TR, "greedy-match rate of the target − of the reference",
+                        "ours: RefL (BADI App. A.2 item 5) on label-only answers"),
+        ]
     for kind in config.kinds:
         specs += [
             FeatureSpec(f"{a}_pert_ratio_{kind}", a, _T,
@@ -339,6 +356,10 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
             specs += [FeatureSpec(f"black_seq_bertscore_{kind}", "black", _T,
                                   f"BERTScore F1 of the continuation of the {_KIND_TEXT[kind]} prefix vs the true suffix",
                                   "BADI Sec. 3 (sequence-perturb), A.3") for kind in config.kinds]
+            specs.append(FeatureSpec("black_ref_seq_diff", "black", _TR,
+                                     "BERTScore F1 of the target's greedy continuation − of the reference's "
+                                     "(same prefix, same true suffix)",
+                                     "ours: RefL (BADI App. A.2 item 5) on BADI Sec. 3's suffix similarity"))
     return specs
 
 
