@@ -37,7 +37,7 @@ def table():
         "petal_ppl": [math.exp(0.5), math.exp(1.5)],
         "black_seq_bertscore": [0.9, 0.4],
         "gray_conf": [0.6, 0.3], "gray_ent": [1.0, 2.5], "gray_ment": [0.8, 2.0],  # TDDBench's metric-based
-        "black_match_rate": [0.5, 0.2],
+        "black_match_rate": [0.5, 0.2], "black_pert_match_rate_case": [0.4, 0.3], "gray_margin": [0.5, -1.0],
         # reference bank of 4: row 0 (ℓ_target = −1) sits near its IN references (0, 1) and far
         # above its OUT ones; row 1 (ℓ_target = −2) below its IN ones (2, 3)
         **{f"{BANK_LL}{j}": v for j, v in enumerate([[-1.1, -1.9], [-1.2, -2.0], [-2.0, -1.6], [-2.1, -1.7]])},
@@ -72,7 +72,8 @@ def test_definitions(table):
 
 def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
-        if not m.needs_labels and m.paradigm != "learning":  # those train on shadow columns: test_tddbench
+        # learning-based methods train on shadow columns, Query-qrm on a population: test_tddbench
+        if not m.needs_labels and m.paradigm != "learning" and name != "query_qrm":
             scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
     # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
@@ -165,7 +166,7 @@ def test_minimal_extractions_are_minimal():
     assert [n for n, m in METHODS.items() if m.extraction.reference] == [
         "refl", "ez_mia", "petal", "scoring_gray", "scoring_black"]
     assert [n for n, m in METHODS.items() if m.extraction.bank] == BANK_METHODS
-    assert [n for n, m in METHODS.items() if m.needs_population] == ["rmia"]
+    assert [n for n, m in METHODS.items() if m.needs_population] == ["query_qrm", "rmia"]
     for name in BANK_METHODS:
         assert not cfg(name).perturbations and not cfg(name).sequence, name
     assert merge_extractions([Extraction("gray"), Extraction("black", sequence=True)]) == \

@@ -70,6 +70,38 @@ def test_metric_scores_by_hand():
     assert method_scores("loss", df).tolist() == pytest.approx([-1.0, -2.0])
 
 
+def test_margin_to_the_greedy_boundary_by_hand():
+    """Position 0: greedy right (argmax 1 = token 1), margin log 0.5 − log 0.05; position 1:
+    greedy wrong (argmax 0 ≠ token 2), margin log p_y − log 0.9 = log 0.01 − log 0.9."""
+    from trainspotter.features.features import margins
+
+    s = _scores([[0.5] + [0.05] * 9, [0.9] + [0.01] * 9], [0.5, 0.01], [1.0, 3.0])
+    want = [np.log(0.5) - np.log(0.05), np.log(0.01) - np.log(0.9)]
+    assert margins(s) == pytest.approx(want)
+    assert prediction_row(s, FeatureConfig())["gray_margin"] == pytest.approx(np.mean(want))
+
+
+def test_query_scores_by_hand():
+    df = pd.DataFrame({"black_match_rate": [0.5, 0.2], "black_pert_match_rate_case": [0.3, 0.2],
+                       "black_pert_match_rate_deletion": [0.1, 0.5], "gray_margin": [0.7, -0.2]})
+    assert method_scores("query_augment", df) == pytest.approx([0.3, 0.3])  # (0.5 + 0.3 + 0.1) / 3
+    assert method_scores("query_adv", df).tolist() == [0.7, -0.2]
+
+
+def test_qrm_is_the_residual_to_the_population_quantile_line():
+    """Non-members with ℓ = −1 − 0.5 log bytes exactly: every quantile line is that line, so the
+    score is ℓ − (−1 − 0.5 log bytes) (the ratio column is ℓ / bytes)."""
+    line = lambda b: -1 - 0.5 * np.log(b)  # noqa: E731
+    table = lambda ll, b: pd.DataFrame({"gray_ppl": np.exp(-np.asarray(ll)),  # noqa: E731
+                                        "gray_zlib_ratio": np.asarray(ll) / np.asarray(b)})
+    b_pop = np.array([20.0, 50.0, 100.0, 200.0, 400.0])
+    pop = table(line(b_pop), b_pop)
+    df = table([line(80.0) + 0.3, line(30.0) - 0.2], [80.0, 30.0])
+    assert method_scores("query_qrm", df, population=pop) == pytest.approx([0.3, -0.2], abs=1e-6)
+    with pytest.raises(Exception, match="population"):
+        method_scores("query_qrm", df)
+
+
 def test_every_tddbench_name_is_a_method_of_its_paradigm():
     for m in METHODS.values():
         assert m.paradigm in PARADIGMS, m.name

@@ -171,6 +171,8 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
             pop = _bank_table(population, target, bank) if method.needs_population else None
         else:
             df = extract(passages, target, reference if ex.reference else None, ex.access, config)
+            if method.needs_population:
+                pop = extract(population, target, reference if ex.reference else None, ex.access, config)
         if ex.shadow:
             model, seen = shadow_model(bank)
             df = pd.concat([df, shadow_columns(extract(passages, model, None, "gray", SHADOW_FEATURES),
@@ -211,7 +213,7 @@ def fresh_process_cost(name: str, passages: list[dict], labels, target: str, ref
                        population: list[dict] | None = None, timeout: float | None = None) -> dict:
     """``method_costs`` of the one method ``name`` in a new Python process that loads the
     models from their specs (``target``, ``references``, ``bank``) and warms the method up by
-    an untimed run first; the same dict as ``method_costs`` gives per method."""
+    an untimed run of the same work first; the same dict as ``method_costs`` gives per method."""
     job = {"name": name, "passages": passages, "labels": list(map(int, labels)), "target": target,
            "references": list(references), "base": (base or FeatureConfig()).model_dump(mode="json"),
            "folds": folds, "seed": seed, "repeats": repeats,
@@ -236,10 +238,8 @@ def _fresh_main(path: str) -> None:
     target, references = load_backend(job["target"]), [load_backend(r) for r in job["references"]]
     bank = [(load_backend(spec), frozenset(seen)) for spec, seen in job["bank"]]
     args = (target, references, base, job["folds"], job["seed"])
-    k = min(4, len(labels) // 2)  # untimed warm-up on 2 + 2 passages: lazy loads, first-call effects
-    warm = [i for i in range(len(labels)) if labels[i]][:k] + [i for i in range(len(labels)) if not labels[i]][:k]
-    method_cost(name, [passages[i] for i in warm], [labels[i] for i in warm], *args, bank=bank,
-                population=job["population"][:k] or None)
+    # one untimed run first: lazy loads (MiniLM, WordNet) and first-call effects stay out
+    method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
     runs = [method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
             for _ in range(job["repeats"])]
     peaks = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]

@@ -57,12 +57,15 @@ INPUTS: dict[str, list[str]] = {
 }
 
 
-def classifier(seed: int = 0) -> Pipeline:
+MIN_VALIDATED = 20  # rows of each class below which no 10% validation split holds both classes
+
+
+def classifier(seed: int = 0, early_stopping: bool = True) -> Pipeline:
     """TDDBench's auxiliary classifier (Sec. 3) behind a standardisation."""
     return Pipeline([("scale", StandardScaler()),
                      ("mlp", MLPClassifier(hidden_layer_sizes=(64, 32), learning_rate_init=1e-3, solver="adam",
-                                           early_stopping=True, validation_fraction=0.1, n_iter_no_change=30,
-                                           max_iter=500, random_state=seed))])
+                                           early_stopping=early_stopping, validation_fraction=0.1,
+                                           n_iter_no_change=30, max_iter=500, random_state=seed))])
 
 
 def _inputs(df: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -76,12 +79,15 @@ def _inputs(df: pd.DataFrame, columns: list[str]) -> np.ndarray:
 
 def fit_score(train: pd.DataFrame, test: pd.DataFrame, inputs: str, seed: int = 0) -> np.ndarray:
     """Fit the classifier on ``train``'s shadow columns (``shadow_<input>``) against
-    ``shadow_in``, then return P(member) of ``test``'s target columns (``<input>``)."""
+    ``shadow_in``, then return P(member) of ``test``'s target columns (``<input>``). With
+    fewer than ``MIN_VALIDATED`` rows of a class (a cost subsample) it trains without the
+    validation split, for the 500 epochs."""
     columns = INPUTS[inputs]
     y = train[SHADOW_IN].to_numpy(dtype=int)
     if len(np.unique(y)) < 2:
         raise ValueError("the shadow model's training rows need both IN and OUT passages")
-    model = classifier(seed).fit(_inputs(train, [SHADOW_PREFIX + c for c in columns]), y)
+    validated = np.bincount(y, minlength=2).min() >= MIN_VALIDATED
+    model = classifier(seed, early_stopping=validated).fit(_inputs(train, [SHADOW_PREFIX + c for c in columns]), y)
     return model.predict_proba(_inputs(test, columns))[:, 1]
 
 

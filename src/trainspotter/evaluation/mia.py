@@ -324,6 +324,52 @@ def ment_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     return -_col(df, "gray_ment")
 
 
+def augment_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-augment (Choquette-Choo et al. 2021, the augmentation attack's count of correct
+    predictions; TDDBench App. A.1.4), label-only: the mean greedy-match rate over the passage
+    and its perturbed variants (``black_match_rate``, ``black_pert_match_rate_<kind>``: our
+    six perturbations are the augmentations, 6 extra queries). Thresholding the mean, not a
+    classifier on the correctness vector: no shadow model's label-only outputs are extracted."""
+    return df[method_columns(METHODS["query_augment"], df)].to_numpy(dtype=float).mean(axis=1)
+
+
+def adv_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-adv, ours (after Li & Zhang 2021 and Choquette-Choo et al. 2021's distance to the
+    decision boundary): the mean over positions of the true token's log-probability margin to
+    the greedy boundary (``gray_margin``). Their label-only attack searches the input for the
+    smallest change that flips the label; for an LM that is a discrete search over token
+    substitutions at every position, far beyond 10 queries per passage, so we read the
+    distance in log-probability space, where the boundary is exact and needs no extra query."""
+    return _col(df, "gray_margin")
+
+
+QRM_QUANTILE = 0.95  # Bertran et al.'s 1 − α: a score above 0 calls a member at FPR ≈ 5%
+
+
+def _zlib_bytes(df) -> np.ndarray:
+    """zlib-compressed bytes of each text, ℓ / ``gray_zlib_ratio`` (the ratio is ℓ / bytes)."""
+    return -np.log(_col(df, "gray_ppl")) / _col(df, "gray_zlib_ratio")
+
+
+def qrm_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-qrm, ours (after Bertran et al. 2023, "Scalable membership inference attacks via
+    quantile regression", Sec. 3): a quantile regression fitted on ``population`` passages,
+    known non-members, predicts from a description of x alone the ``QRM_QUANTILE`` quantile
+    q̂(x) of the target's score on non-members like x; the score is ℓ(x) − q̂(x), ℓ the mean
+    token log-likelihood. Bertran et al. regress with a network on the raw input; here the
+    description is the only text statistic the features table holds that does not depend on
+    the target, log zlib-compressed bytes (Carlini et al. 2021's difficulty proxy), in a
+    linear quantile regression (pinball loss, no penalty). No reference model."""
+    from sklearn.linear_model import QuantileRegressor
+
+    if population is None:
+        raise InputError("method 'query_qrm' needs a population table: passages the target never trained on")
+    x = lambda d: np.log(_zlib_bytes(d))[:, None]  # noqa: E731
+    model = QuantileRegressor(quantile=QRM_QUANTILE, alpha=0.0, solver="highs").fit(x(population),
+                                                                                    -np.log(_col(population, "gray_ppl")))
+    return -np.log(_col(df, "gray_ppl")) - model.predict(x(df))
+
+
 def _fitted(fit_score, df, labels, folds, seed, train, train_labels, stratify) -> np.ndarray:
     """``fit_score(train, train_labels, test)`` on ``train`` when given, else out-of-fold over
     stratified folds of ``df`` (by ``stratify``): no row is scored by a model fitted on it."""
@@ -399,6 +445,13 @@ METHODS: dict[str, Method] = {m.name: m for m in [
        "Carlini et al. 2022; EZ-MIA Sec. 4"),
     _m("neighbor", "Neighbor", _G, ["gray_pert_diff_*"], Extraction(_G, perturbations=True),
        neighbor_score, "Mattern et al. 2023", paradigm="query", tddbench="Query-neighbor"),
+    _m("query_augment", "Query-augment", _B, ["black_match_rate", "black_pert_match_rate_*"],
+       Extraction(_B, perturbations=True), augment_score, "Choquette-Choo et al. 2021", paradigm="query",
+       tddbench="Query-augment"),
+    _m("query_adv", "Query-adv (ours: log-p margin)", _G, ["gray_margin"], Extraction(_G), adv_score,
+       "ours, after Li & Zhang 2021", paradigm="query", tddbench="Query-adv"),
+    _m("query_qrm", "Query-qrm (ours: zlib-bytes QR)", _G, ["gray_ppl", "gray_zlib_ratio"], Extraction(_G),
+       qrm_score, "ours, after Bertran et al. 2023", needs_population=True, paradigm="query", tddbench="Query-qrm"),
     _m("ez_mia", "EZ-MIA", _G, ["gray_ez"], Extraction(_G, reference=True), ez_score, "EZ-MIA Sec. 3.4"),
     _m("petal", "PETAL", _B, [f"{PETAL_PREFIX}ppl"], Extraction(_B, reference=True, estimator="petal"),
        petal_score, "He et al. 2025; BADI App. B.2"),

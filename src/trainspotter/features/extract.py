@@ -179,6 +179,8 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
         parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
+        parts.append([{f"black_pert_match_rate_{k}": match_rate(v[i].token_ids, v[i].argmax) for k, v in t_pert.items()}
+                      for i in range(n)])  # Query-augment: label-only correctness on the variants
         if config.sequence:
             parts.append(_sequence_rows(t_orig, target, references[0] if references else None, config))
     for part in parts:

@@ -127,12 +127,25 @@ def _mean_or_nan(values) -> np.ndarray | float:
     return np.nan if values is None else np.asarray(values, dtype=np.float64).mean(axis=0)
 
 
+def margins(scores) -> np.ndarray | None:
+    """Per position, the true token's log-probability margin to the greedy decision boundary,
+    log p(x_i|x_<i) − max_{z≠x_i} log p(z|x_<i): positive where the greedy token is right (how
+    far its log-probability may fall before the prediction flips), negative where it is wrong.
+    None without the top log-probabilities."""
+    if scores.top_logprobs is None or scores.top_logprobs.shape[1] < 2:
+        return None
+    top = scores.top_logprobs
+    right = np.asarray(scores.argmax) == np.asarray(scores.token_ids)
+    return np.asarray(scores.logprobs) - np.where(right, top[:, 1], top[:, 0])
+
+
 def prediction_row(scores, config: "FeatureConfig") -> dict[str, float]:
     """TDDBench's metric-based criteria (Table 3, App. A.1.1) per token, averaged over the
     passage's positions, from a ``TokenScores``: ``gray_conf`` = mean max_z p(z|x_<i)
     (Metric-conf, Song et al. 2019), ``gray_ent`` = mean entropy H_i = −μ_i (Metric-ent,
     Shokri et al. 2017), ``gray_ment`` = mean modified entropy (Metric-ment, Song & Mittal
-    2021 Eq. 5), ``gray_true_p`` = mean p(x_i|x_<i) (the true label's confidence). With
+    2021 Eq. 5), ``gray_true_p`` = mean p(x_i|x_<i) (the true label's confidence),
+    ``gray_margin`` = mean ``margins`` (Query-adv's distance to the greedy boundary). With
     ``config.prediction_vectors`` also the learning-based inputs: ``gray_top_p_<r>`` = mean
     over positions of the r-th largest probability (Salem et al. 2019's sorted vector, cut at
     10) and ``gray_pv_<j>`` = mean over positions of the projected distribution p(·|x_<i) @ R
@@ -141,7 +154,7 @@ def prediction_row(scores, config: "FeatureConfig") -> dict[str, float]:
     backend could not give (``None`` arrays) is NaN."""
     row = {"gray_conf": _mean_or_nan(None if scores.max_logprob is None else np.exp(scores.max_logprob)),
            "gray_ent": -float(np.mean(scores.mu)), "gray_ment": _mean_or_nan(scores.mentr),
-           "gray_true_p": float(np.mean(np.exp(scores.logprobs)))}
+           "gray_true_p": float(np.mean(np.exp(scores.logprobs))), "gray_margin": _mean_or_nan(margins(scores))}
     if config.prediction_vectors:
         top = _mean_or_nan(None if scores.top_logprobs is None else np.exp(scores.top_logprobs))
         proj = _mean_or_nan(scores.projection)
@@ -332,7 +345,9 @@ def _prediction_specs(config: FeatureConfig) -> list[FeatureSpec]:
              FeatureSpec("gray_ment", "gray", _T, "mean over positions of the modified entropy "
                          "−(1 − p_y) log p_y − Σ_{z≠y} p_z log(1 − p_z)", f"Song & Mittal 2021 Eq. 5 (Metric-ment); {t}"),
              FeatureSpec("gray_true_p", "gray", _T, "mean over positions of p(x_i|x_<i)",
-                         "Nasr et al. 2018 (the label's confidence)")]
+                         "Nasr et al. 2018 (the label's confidence)"),
+             FeatureSpec("gray_margin", "gray", _T, "mean over positions of log p(x_i|x_<i) − max_{z≠x_i} log p(z|x_<i), "
+                         "the margin to the greedy decision boundary", "ours: Query-adv (Li & Zhang 2021) in log p")]
     if config.prediction_vectors:
         specs += [FeatureSpec(f"gray_top_p_{r}", "gray", _T, f"mean over positions of the {r}-th largest "
                               "next-token probability", "Salem et al. 2019 (Learn-sorted, -top3)")
@@ -349,6 +364,9 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
     specs = _token_specs("gray", config) if access in ("gray", "both") else []
     if access in ("black", "both"):
         specs += _token_specs("black", config)
+        specs += [FeatureSpec(f"black_pert_match_rate_{kind}", "black", _T, "fraction of positions whose greedy "
+                              f"token is the actual token, on the {_KIND_TEXT[kind]} variant",
+                              "Choquette-Choo et al. 2021 (Query-augment); TDDBench App. A.1.4") for kind in config.kinds]
         if config.sequence:
             specs.append(FeatureSpec("black_seq_bertscore", "black", _T,
                                      "BERTScore F1 (MiniLM) of the greedy continuation of the prefix vs the true suffix",

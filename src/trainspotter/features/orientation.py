@@ -30,7 +30,8 @@ _RULES = [  # (pattern on the column name, +1: higher = member-like, -1: lower =
     (r"^black_seq_bertscore", +1),
     (r"_match_rate$", +1),
     (r"_ref_(match|seq)_diff$", +1),
-    (r"_(conf|true_p|top_p_1)$", +1),  # TDDBench's metric-based criteria: confident on members
+    (r"_(conf|true_p|top_p_1|margin)$", +1),
+    (r"_pert_match_rate_", +1),  # TDDBench's metric-based criteria: confident on members
     (r"_(ent|ment)$", -1),
 ]
 
