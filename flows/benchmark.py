@@ -24,7 +24,7 @@ from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+from trainspotter.evaluation.benchmark import (SHADOW_FEATURES, BenchmarkConfig, bank_columns, bank_features,
                                                bank_models, extraction_plan, mia_rows, shadow_model, split_passages,
                                                store_table)
 from trainspotter.evaluation.learning_based import shadow_columns
@@ -51,13 +51,14 @@ def _extract(passages, model, reference, access, features, chunk_size) -> pd.Dat
 
 
 def _uses(config: BenchmarkConfig, what: str) -> bool:
+    """Whether a selected method's extraction has ``what`` (an ``Extraction`` flag)."""
     return any(getattr(METHODS[m].extraction, what) for m in config.methods)
 
 
 def _bank(config: BenchmarkConfig) -> list[tuple[str, frozenset[str]]]:
     """The model-based methods' reference bank, whose in-0 is the learning-based methods'
     shadow model (built if needed), or [] when neither is selected."""
-    if not (_uses(config, "bank") or _uses(config, "shadow")):
+    if not _uses(config, "uses_bank"):
         return []
     build_references_task(PRESETS[config.testbed], config.reference_models)
     return bank_models(config.testbed, config.reference_models)
@@ -80,8 +81,9 @@ def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]
             part.append(as_petal(df) if petal else df)
         ids = [p["id"] for p in ps]
         if bank and _uses(config, "bank"):
-            ppl = [_extract(ps, spec, (), "gray", BANK_FEATURES, config.chunk_size)["gray_ppl"] for spec, _ in bank]
-            part.append(bank_columns(ids, ppl, bank))
+            features = bank_features(config.features if _uses(config, "bank_queries") else None)
+            tables = [_extract(ps, spec, (), "gray", features, config.chunk_size) for spec, _ in bank]
+            part.append(bank_columns(ids, [t["gray_ppl"] for t in tables], bank, tables))
         if bank and _uses(config, "shadow"):
             spec, seen = shadow_model(bank)
             part.append(shadow_columns(_extract(ps, spec, (), "gray", SHADOW_FEATURES, config.chunk_size), ids, seen))

@@ -142,7 +142,7 @@ def benchmark_cmd(
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
                                                      + "); the model- and learning-based ones need "
-                                                     "--reference-models " + _default("all but model-based")
+                                                     "--reference-models " + _default("all but model- and learning-based")
                                                      + "."),
     reference: Optional[list[str]] = typer.Option(None, help="Reference model spec of the reference features; "
                                                              "repeat for K (two or more add the *_refs_* "
@@ -151,7 +151,9 @@ def benchmark_cmd(
     reference_models: Optional[int] = typer.Option(None, min=0, help="Reference bank of the model-based "
                                                                      "methods: the testbed's K OUT and K IN "
                                                                      "models, built if needed (pre-training "
-                                                                     "testbeds; 0 = none) " + _default("0") + "."),
+                                                                     "testbeds; 0 = none); its in-0 is the "
+                                                                     "learning-based methods' shadow model "
+                                                                     + _default("0") + "."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
                                                            "shift scenario " + _default("200") + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
@@ -217,8 +219,7 @@ def benchmark_cmd(
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
     from trainspotter.evaluation.mia import METHODS
 
-    if cfg.reference_models and any(METHODS[m].extraction.bank or METHODS[m].extraction.shadow
-                                    for m in cfg.methods):
+    if cfg.reference_models and any(METHODS[m].extraction.uses_bank for m in cfg.methods):
         from trainspotter.evaluation.references import check_request
 
         check_request(cfg.testbed, cfg.reference_models)  # before anything is built

@@ -112,7 +112,8 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     assert b.out is None and s.out is None  # the flows then write under RESULTS
     return {
         "testbed": (b.testbed, s.testbed),
-        "methods": ("all but model-based" if b.methods == tuple(m for m in METHODS if not METHODS[m].extraction.bank)
+        "methods": ("all but model- and learning-based"
+                    if b.methods == tuple(m for m in METHODS if not METHODS[m].extraction.uses_bank)
                     else everything(b.methods, tuple(METHODS)), None),
         "reference": ("the testbed's reference" if b.reference == () else csv(b.reference), None),
         "reference_models": (str(b.reference_models), None),

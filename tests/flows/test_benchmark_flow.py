@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from trainspotter.errors import InputError
 from trainspotter.evaluation.mia import METHODS
 
-UNBANKED = [m for m, method in METHODS.items() if not method.extraction.bank]
+UNBANKED = [m for m, method in METHODS.items() if not method.extraction.uses_bank]
 
 # ~1 minute on 2 busy cores (plus the session's mini testbed build): 12 passages per split,
 # one perturbation kind, 8 (control: 10) trials of at most 12 pairs, two DI tests per access, 4 timed passages

@@ -72,8 +72,9 @@ def test_definitions(table):
 
 def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
-        # learning-based methods train on shadow columns, Query-qrm on a population: test_tddbench
-        if not m.needs_labels and m.paradigm != "learning" and name != "query_qrm":
+        # learning-based methods train on shadow columns, Query-qrm on a population, Query-ref reads the
+        # bank on perturbed variants: test_tddbench
+        if not m.needs_labels and m.paradigm != "learning" and name not in ("query_qrm", "query_ref"):
             scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
     # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
@@ -165,7 +166,7 @@ def test_minimal_extractions_are_minimal():
     assert cfg("petal").estimator == "petal" and cfg("loss").estimator == "sigmoid"
     assert [n for n, m in METHODS.items() if m.extraction.reference] == [
         "refl", "ez_mia", "petal", "scoring_gray", "scoring_black"]
-    assert [n for n, m in METHODS.items() if m.extraction.bank] == BANK_METHODS
+    assert [n for n, m in METHODS.items() if m.extraction.bank] == ["query_ref", *BANK_METHODS]
     assert [n for n, m in METHODS.items() if m.needs_population] == ["query_qrm", "rmia"]
     for name in BANK_METHODS:
         assert not cfg(name).perturbations and not cfg(name).sequence, name

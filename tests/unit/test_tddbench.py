@@ -102,6 +102,26 @@ def test_qrm_is_the_residual_to_the_population_quantile_line():
         method_scores("query_qrm", df)
 
 
+def test_query_ref_averages_online_lira_over_x_and_its_variants():
+    """Two candidates, bank of 2 OUT + 2 IN; one perturbation kind. LiRA online on x and on the
+    variant (ℓ_target(x̃) = ℓ(x) − pert_diff, the bank's ℓ from bank_qll_case_<j>), averaged."""
+    from trainspotter.evaluation import model_based
+
+    target = np.array([-1.0, -2.0])
+    refs = np.array([[-1.5, -1.7, -1.1, -1.0], [-2.1, -2.3, -1.6, -2.2]])
+    q_refs = refs - 0.5
+    in_mask = np.array([[0, 0, 1, 1], [0, 0, 1, 0]], bool)
+    df = pd.DataFrame({"gray_ppl": np.exp(-target), "gray_pert_diff_case": [0.2, 0.9],
+                       **{f"bank_ll_{j}": refs[:, j] for j in range(4)},
+                       **{f"bank_in_{j}": in_mask[:, j].astype(int) for j in range(4)},
+                       **{f"bank_qll_case_{j}": q_refs[:, j] for j in range(4)}})
+    want = (model_based.lira_online(target, refs, in_mask)
+            + model_based.lira_online(target - np.array([0.2, 0.9]), q_refs, in_mask)) / 2
+    assert method_scores("query_ref", df) == pytest.approx(want)
+    with pytest.raises(Exception, match="bank_qll_case_0"):
+        method_scores("query_ref", df.drop(columns=["bank_qll_case_0"]))
+
+
 def test_every_tddbench_name_is_a_method_of_its_paradigm():
     for m in METHODS.values():
         assert m.paradigm in PARADIGMS, m.name

@@ -28,14 +28,14 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
 from trainspotter.evaluation.metrics import method_metrics, roc
-from trainspotter.evaluation.mia import BANK_IN, BANK_LL, METHODS, Extraction, merge_extractions, method_scores
+from trainspotter.evaluation.mia import BANK_IN, BANK_LL, BANK_QLL, METHODS, Extraction, merge_extractions, method_scores
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.strategies import STRATEGIES
 
 __all__ = ["BenchmarkConfig", "DI_ACCESS", "SPLITS", "split_passages", "extraction_plan", "store_table",
            "mia_rows", "evaluate_method", "bank_models", "bank_columns", "BANK_FEATURES", "SHADOW_FEATURES",
-           "shadow_model"]
+           "bank_features", "shadow_model"]
 
 DI_ACCESS = ("gray", "black")
 SPLITS = ("member", "nonmember", "heldout")
@@ -45,7 +45,7 @@ class BenchmarkConfig(BaseModel):
     """One benchmark run; the defaults are the full benchmark."""
 
     testbed: str = "tiny"
-    # default: every method the testbed's models allow (the model-based ones need reference_models)
+    # default: every method the testbed's models allow (model- and learning-based need reference_models)
     methods: tuple[str, ...] = tuple(METHODS)
     # The reference models of the reference features (RefL, EZ, with two or more the *_refs_*
     # ones): model specs; () = the testbed's own reference, testbed:NAME/reference.
@@ -110,7 +110,7 @@ class BenchmarkConfig(BaseModel):
         """Without a reference bank the default is every other method; asking for a
         model-based or learning-based one (whose shadow model is the bank's in-0) then is an
         error naming the option."""
-        banked = [m for m in self.methods if METHODS[m].extraction.bank or METHODS[m].extraction.shadow]
+        banked = [m for m in self.methods if METHODS[m].extraction.uses_bank]
         if banked and not self.reference_models:
             if "methods" in self.model_fields_set:
                 raise ValueError(f"method(s) {', '.join(banked)} need reference models: set reference_models "
@@ -186,13 +186,28 @@ def bank_models(testbed: str, k: int) -> list[tuple[str, frozenset[str]]]:
     return bank
 
 
-def bank_columns(ids: list[str], bank_ppl: list[np.ndarray], bank: list[tuple[str, frozenset[str]]]) -> pd.DataFrame:
+def bank_features(features: FeatureConfig | None = None) -> FeatureConfig:
+    """What each bank model extracts: ``BANK_FEATURES``, plus the perturbed variants of
+    ``features``' kinds when given (Query-ref reads the bank on them)."""
+    if features is None or not features.perturbations:
+        return BANK_FEATURES
+    return BANK_FEATURES.model_copy(update={"perturbations": True, "perturbation_kinds": features.perturbation_kinds})
+
+
+def bank_columns(ids: list[str], bank_ppl: list[np.ndarray], bank: list[tuple[str, frozenset[str]]],
+                 bank_tables: list[pd.DataFrame] | None = None) -> pd.DataFrame:
     """``bank_ll_<j>`` = −log PPL of each passage under bank model j and ``bank_in_<j>`` = 1
-    where model j trained on it (the columns ``trainspotter.evaluation.mia`` reads)."""
+    where model j trained on it (the columns ``trainspotter.evaluation.mia`` reads); with each
+    model's extraction ``bank_tables`` holding ``gray_pert_diff_<kind>``, also
+    ``bank_qll_<kind>_<j>`` = ℓ of the perturbed variant under model j (Query-ref)."""
     cols = {}
     for j, (ppl, (_, seen)) in enumerate(zip(bank_ppl, bank)):
         cols[f"{BANK_LL}{j}"] = -np.log(np.asarray(ppl, dtype=float))
         cols[f"{BANK_IN}{j}"] = np.array([int(i in seen) for i in ids])
+        for c in (bank_tables[j].columns if bank_tables else ()):
+            if str(c).startswith("gray_pert_diff_"):
+                kind = str(c).removeprefix("gray_pert_diff_")
+                cols[f"{BANK_QLL}{kind}_{j}"] = cols[f"{BANK_LL}{j}"] - bank_tables[j][c].to_numpy(dtype=float)
     return pd.DataFrame(cols)
 
 

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from trainspotter.errors import InputError
-from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
-                                               shadow_model, split_passages)
+from trainspotter.evaluation.benchmark import (SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+                                               bank_features, shadow_model, split_passages)
 from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
 from trainspotter.features.features import FeatureConfig
@@ -140,13 +140,16 @@ def _release_memory() -> None:
         pass
 
 
-def _bank_table(passages: list[dict], target, bank) -> pd.DataFrame:
-    """What a model-based method reads: the target's ``gray_ppl`` and the bank's columns."""
+def _bank_table(passages: list[dict], target, bank, base: FeatureConfig | None = None) -> pd.DataFrame:
+    """What a model-based method reads: the target's ``gray_ppl`` and the bank's columns; with
+    ``base`` (Query-ref) the target's and the bank's perturbed variants of its kinds too."""
     from trainspotter.features.extract import extract
 
-    ppl = [extract(passages, model, None, "gray", BANK_FEATURES)["gray_ppl"] for model, _ in bank]
-    return pd.concat([extract(passages, target, None, "gray", BANK_FEATURES),
-                      bank_columns([p["id"] for p in passages], ppl, bank)], axis=1)
+    config = bank_features(base)
+    tables = [extract(passages, model, None, "gray", config) for model, _ in bank]
+    return pd.concat([extract(passages, target, None, "gray", config),
+                      bank_columns([p["id"] for p in passages], [t["gray_ppl"] for t in tables], bank,
+                                   tables if base is not None else None)], axis=1)
 
 
 def method_cost(name: str, passages: list[dict], labels, target, reference,
@@ -167,7 +170,7 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
         start = time.perf_counter()
         pop = None
         if ex.bank:
-            df = _bank_table(passages, target, bank)
+            df = _bank_table(passages, target, bank, config if ex.bank_queries else None)
             pop = _bank_table(population, target, bank) if method.needs_population else None
         else:
             df = extract(passages, target, reference if ex.reference else None, ex.access, config)

@@ -53,10 +53,11 @@ from trainspotter.evaluation import learning_based, model_based
 from trainspotter.features.features import FeatureConfig
 
 __all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
-           "cross_fit", "as_petal", "PETAL_PREFIX", "BANK_LL", "BANK_IN", "bank_arrays", "merge_extractions"]
+           "cross_fit", "as_petal", "PETAL_PREFIX", "BANK_LL", "BANK_IN", "BANK_QLL", "bank_arrays", "merge_extractions"]
 
 PETAL_PREFIX = "petal_"
 BANK_LL, BANK_IN = "bank_ll_", "bank_in_"  # + the reference model's index j
+BANK_QLL = "bank_qll_"  # + <kind>_<j>: ℓ of the <kind> perturbed variant under reference j
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,12 @@ class Extraction:
     estimator: Literal["sigmoid", "petal"] = "sigmoid"  # black-box probability estimator
     bank: bool = False  # needs the reference bank's bank_ll_<j>, bank_in_<j> columns
     shadow: bool = False  # needs the shadow model's (in-0's) shadow_* columns
+    bank_queries: bool = False  # needs the bank on the perturbed variants too (bank_qll_<kind>_<j>)
+
+    @property
+    def uses_bank(self) -> bool:
+        """Needs the testbed's reference bank: its columns, or its in-0 as shadow model."""
+        return self.bank or self.shadow
     vectors: bool = False  # needs the prediction vectors (FeatureConfig.prediction_vectors)
 
     def config(self, base: FeatureConfig | None = None) -> FeatureConfig:
@@ -370,6 +377,27 @@ def qrm_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     return -np.log(_col(df, "gray_ppl")) - model.predict(x(df))
 
 
+def query_ref_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-ref, ours (after Wen et al. 2023, "Canary in a coalmine", ensembled queries with
+    LiRA): online LiRA (``model_based.lira_online``) on each query q of x — x itself and its
+    perturbed variants x̃_k (``gray_pert_diff_<kind>``: ℓ(x̃_k) = ℓ(x) − diff) — against the
+    reference bank's IN and OUT ℓ of the same query (``bank_qll_<kind>_<j>``), averaged over
+    the queries. Wen et al. craft each query by optimising it on the reference models so that
+    IN and OUT models disagree most; over discrete tokens that needs a search per passage, so
+    the queries here are the fixed perturbations (6 extra target queries)."""
+    target, refs, in_mask = bank_arrays(df)
+    lrs = [model_based.lira_online(target, refs, in_mask)]
+    for c in method_columns(METHODS["query_ref"], df):
+        if c.startswith("gray_pert_diff_"):
+            kind = c.removeprefix("gray_pert_diff_")
+            q = [f"{BANK_QLL}{kind}_{j}" for j in _bank_columns(df, BANK_LL, "features table")]
+            missing = [n for n in q if n not in df.columns]
+            if missing:
+                raise InputError(f"method 'query_ref' needs column {missing[0]!r}: the bank on the {kind} variants")
+            lrs.append(model_based.lira_online(target - _col(df, c), df[q].to_numpy(dtype=float), in_mask))
+    return np.mean(lrs, axis=0)
+
+
 def _fitted(fit_score, df, labels, folds, seed, train, train_labels, stratify) -> np.ndarray:
     """``fit_score(train, train_labels, test)`` on ``train`` when given, else out-of-fold over
     stratified folds of ``df`` (by ``stratify``): no row is scored by a model fitted on it."""
@@ -448,6 +476,9 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     _m("query_augment", "Query-augment", _B, ["black_match_rate", "black_pert_match_rate_*"],
        Extraction(_B, perturbations=True), augment_score, "Choquette-Choo et al. 2021", paradigm="query",
        tddbench="Query-augment"),
+    _m("query_ref", "Query-ref (ours: LiRA on the perturbed queries)", _G,
+       _BANK + ["gray_pert_diff_*", f"{BANK_QLL}*"], Extraction(_G, perturbations=True, bank=True, bank_queries=True),
+       query_ref_score, "ours, after Wen et al. 2023", paradigm="query", tddbench="Query-ref"),
     _m("query_adv", "Query-adv (ours: log-p margin)", _G, ["gray_margin"], Extraction(_G), adv_score,
        "ours, after Li & Zhang 2021", paradigm="query", tddbench="Query-adv"),
     _m("query_qrm", "Query-qrm (ours: zlib-bytes QR)", _G, ["gray_ppl", "gray_zlib_ratio"], Extraction(_G),
