@@ -17,14 +17,14 @@ from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
-from trainspotter.tasks.benchmark import (evaluate_method_task, fresh_cost_task, method_costs_task,
-                                         partition_metrics_task, pvalue_task)
+from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
+                                         method_costs_task, partition_metrics_task, pvalue_task)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (SHADOW_FEATURES, BenchmarkConfig, bank_columns, bank_features,
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns, bank_features,
                                                bank_models, extraction_plan, mia_rows, shadow_model, split_passages,
                                                store_table)
 from trainspotter.evaluation.learning_based import shadow_columns
@@ -68,10 +68,15 @@ def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]
     """id, split and every feature the selected methods and DI accesses need
     (``extraction_plan``), one cached extraction per planned pass and split; with a reference
     bank (``_bank``, built here unless given), each bank model's ``bank_ll_<j>``/``bank_in_<j>``
-    and, for the learning-based methods, the shadow model's ``shadow_*`` columns."""
+    and, for the learning-based methods, the shadow model's ``shadow_*`` columns; for
+    Query-transfer, ``transfer_ll`` under the surrogate distilled on the held-out passages."""
     target, references = f"testbed:{config.testbed}", config.references
     splits, plan = extraction_plan(config)
     bank = _bank(config) if bank is None else bank
+    surrogate = None
+    if _uses(config, "surrogate"):
+        texts = [p["text"] for p in split_passages(config.testbed, "heldout", config.limit)]
+        surrogate = "hf:" + build_surrogate_task(target, references[0], texts, config.seed)
     parts = []
     for split in splits:
         ps = split_passages(config.testbed, split, config.limit)
@@ -87,6 +92,9 @@ def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]
         if bank and _uses(config, "shadow"):
             spec, seen = shadow_model(bank)
             part.append(shadow_columns(_extract(ps, spec, (), "gray", SHADOW_FEATURES, config.chunk_size), ids, seen))
+        if surrogate:
+            ppl = _extract(ps, surrogate, (), "gray", BANK_FEATURES, config.chunk_size)["gray_ppl"]
+            part.append(pd.DataFrame({"transfer_ll": -np.log(ppl.to_numpy(dtype=float))}))
         parts.append(pd.concat(part, axis=1))
     return pd.concat(parts, ignore_index=True)
 

@@ -34,14 +34,17 @@ def _default(mia: str, shift: str | None = None) -> str:
 
 
 # The per-sample methods (trainspotter.evaluation.mia.METHODS; tests/e2e/test_help.py checks
-# the two agree) by paradigm, with TDDBench's name where it has one: listed by --help
-# without importing the library.
-METHOD_HELP = ("metric: loss (Metric-loss), metric_conf, metric_corr, metric_ent, metric_ment; "
-               "learning: learn_original, learn_top3, learn_sorted, learn_label, learn_merge (Learn-*); "
-               "model: model_loss (Model-loss), model_calibration (Model-calibration), lira_online, lira_offline "
-               "(Model-lira), model_fpr (Model-fpr), rmia (Model-robust); "
-               "query: neighbor (Query-neighbor), query_augment, query_qrm, query_ref, query_transfer, query_adv; "
-               "LLM attacks: zlib, min_k, min_kpp, refl, ez_mia, petal, baseline, scoring_gray, scoring_black")
+# the two agree) by paradigm (llm: the LM attacks TDDBench does not have), with TDDBench's
+# name where it has one: listed by --help without importing the library.
+METHOD_HELP = ("metric: loss (Metric-loss), metric_conf (Metric-conf), metric_corr (Metric-corr), "
+               "metric_ent (Metric-ent), metric_ment (Metric-ment); "
+               "learning: learn_original (Learn-original), learn_top3 (Learn-top3), learn_sorted (Learn-sorted), "
+               "learn_label (Learn-label), learn_merge (Learn-merge); "
+               "model: model_loss (Model-loss), model_calibration (Model-calibration), lira_online (Model-lira), "
+               "lira_offline (Model-lira), model_fpr (Model-fpr), rmia (Model-robust); "
+               "query: neighbor (Query-neighbor), query_augment (Query-augment), query_ref (Query-ref), "
+               "query_transfer (Query-transfer), query_adv (Query-adv), query_qrm (Query-qrm); "
+               "llm: zlib, min_k, min_kpp, refl, ez_mia, petal, baseline, scoring_gray, scoring_black")
 
 
 def _csv(value: str | None) -> list[str] | None:

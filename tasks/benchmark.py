@@ -34,6 +34,16 @@ def method_costs_task(names: list[str], passages: list[dict], labels: list[int],
                         bank=[(load_backend(spec), seen) for spec, seen in bank], population=population)
 
 
+@task(cache_policy=NONE, task_run_name="surrogate")  # build_surrogate keeps it on disk under its own key
+def build_surrogate_task(model: str, student: str, texts: list[str], seed: int) -> str:
+    from trainspotter.backends import resolve_spec
+    from trainspotter.config import artifacts_root
+    from trainspotter.evaluation.query_based import build_surrogate
+
+    return str(build_surrogate(load_backend(model), resolve_spec(student), texts, artifacts_root() / "surrogates",
+                               seed=seed))
+
+
 @task(cache_policy=NONE, task_run_name="partitions[{name}]")
 def partition_metrics_task(name: str, df: pd.DataFrame, labels: list[int], parts: list, folds: int, seed: int,
                            population: pd.DataFrame | None = None) -> list[dict]:

@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 
 from trainspotter.evaluation.tddbench import TEN_METRICS
 
-METHODS = ["loss", "metric_conf", "metric_corr", "metric_ent", "metric_ment", "learn_sorted", "learn_merge",
-           "model_loss", "rmia", "neighbor", "scoring_gray"]
+# one or two per paradigm, each kind of extra input: black columns, the shadow, the bank (on the
+# perturbed variants too), the population, the surrogate, fitting on the training rows
+METHODS = ["loss", "metric_corr", "metric_ment", "learn_merge", "rmia", "query_ref", "query_transfer", "scoring_gray"]
 PARTITIONS = 3
 
 
@@ -43,9 +44,8 @@ def test_every_method_has_mean_and_std_of_the_ten_metrics_over_the_partitions(ru
             assert r["summary"][key]["mean"] == pytest.approx(np.mean(values)), (name, key)
             assert r["summary"][key]["std"] == pytest.approx(np.std(values, ddof=1)), (name, key)
         assert all(m["n_members"] == 8 and m["n_nonmembers"] == 8 for m in r["partitions"])
-    # the same scores in every partition for a method that fits nothing: LOSS ranks by −log PPL
     assert rows["loss"]["paradigm"] == "metric" and rows["loss"]["tddbench"] == "Metric-loss"
-    assert rows["learn_sorted"]["paradigm"] == "learning" and rows["neighbor"]["tddbench"] == "Query-neighbor"
+    assert rows["learn_merge"]["paradigm"] == "learning" and rows["query_transfer"]["tddbench"] == "Query-transfer"
 
 
 def test_cost_is_measured_in_a_fresh_process_per_method(run):

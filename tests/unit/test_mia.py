@@ -73,8 +73,8 @@ def test_definitions(table):
 def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
         # learning-based methods train on shadow columns, Query-qrm on a population, Query-ref reads the
-        # bank on perturbed variants: test_tddbench
-        if not m.needs_labels and m.paradigm != "learning" and name not in ("query_qrm", "query_ref"):
+        # bank on perturbed variants, Query-transfer a surrogate's column: test_tddbench
+        if not m.needs_labels and m.paradigm != "learning" and name not in ("query_qrm", "query_ref", "query_transfer"):
             scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
     # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
@@ -148,13 +148,15 @@ def test_minimal_extraction_provides_the_columns(name):
     for pattern in m.columns:
         if pattern.startswith("bank_"):  # the reference bank's columns, which the bank extraction adds
             assert ex.bank, (name, pattern)
+        elif pattern == "transfer_ll":  # the surrogate's extraction gives it (flows.benchmark.features_table)
+            assert ex.surrogate, name
         elif pattern.startswith("shadow_"):  # the shadow model's: its extraction (SHADOW_FEATURES) gives them
             assert ex.shadow, (name, pattern)
             shadow = feature_columns(SHADOW_FEATURES, "gray", references=0)
             assert pattern == "shadow_in" or pattern.removeprefix("shadow_") in shadow, (name, pattern)
         else:
             assert any(fnmatch.fnmatchcase(c, pattern) for c in cols), (name, pattern)
-    assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols)
+    assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols) or ex.surrogate
 
 
 def test_minimal_extractions_are_minimal():
@@ -167,7 +169,7 @@ def test_minimal_extractions_are_minimal():
     assert [n for n, m in METHODS.items() if m.extraction.reference] == [
         "refl", "ez_mia", "petal", "scoring_gray", "scoring_black"]
     assert [n for n, m in METHODS.items() if m.extraction.bank] == ["query_ref", *BANK_METHODS]
-    assert [n for n, m in METHODS.items() if m.needs_population] == ["query_qrm", "rmia"]
+    assert [n for n, m in METHODS.items() if m.needs_population] == ["query_transfer", "query_qrm", "rmia"]
     for name in BANK_METHODS:
         assert not cfg(name).perturbations and not cfg(name).sequence, name
     assert merge_extractions([Extraction("gray"), Extraction("black", sequence=True)]) == \

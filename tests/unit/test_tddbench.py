@@ -222,3 +222,30 @@ def test_render_groups_by_paradigm_and_ranks_paradigms():
     assert md.index("## Metric-based") < md.index("## Model-based")
     assert "| Model-based | 0.700 | 0.700 |" in md and "| Metric-based | 0.550 | 0.600 |" in md
     assert md.index("| Model-based | 0.700") < md.index("| Metric-based | 0.550")
+
+
+# ---------------------------------------------------------------- Query-transfer's surrogate
+
+def test_distilled_surrogate_follows_the_targets_greedy_tokens(mini_testbed, tmp_path):
+    """Fine-tuned on held-out texts labelled by the target's greedy tokens, the surrogate agrees
+    with those labels more often than the reference it started from (20 epochs, so that 32
+    texts suffice); ``build_surrogate`` builds once and then reuses its folder."""
+    from trainspotter.backends.hf import HFBackend
+    from trainspotter.data import load_passages
+    from trainspotter.evaluation.query_based import build_surrogate, distil, greedy_labels
+
+    target, student = HFBackend(mini_testbed / "target"), mini_testbed / "reference"
+    texts = [p["text"] for p in load_passages(mini_testbed / "heldout.jsonl")[:32]]
+    pairs = greedy_labels(target, texts)
+    assert all(len(labels) == len(ids) - 1 for ids, labels in pairs)
+
+    def agreement(path) -> float:
+        return float(np.mean(np.concatenate([s.argmax == np.asarray(y)
+                                             for s, (_, y) in zip(HFBackend(path).score(texts), pairs)])))
+
+    surrogate = distil(student, pairs, tmp_path / "distilled", epochs=20, lr=2e-3)
+    assert agreement(surrogate) > agreement(student) + 0.1
+    path = build_surrogate(target, student, texts, tmp_path / "built")
+    stamp = (path / "config.json").stat().st_mtime_ns
+    assert build_surrogate(target, student, texts, tmp_path / "built") == path
+    assert (path / "config.json").stat().st_mtime_ns == stamp and len(list((tmp_path / "built").iterdir())) == 1

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from trainspotter.errors import InputError
-from trainspotter.evaluation.benchmark import (SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
                                                bank_features, shadow_model, split_passages)
 from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
@@ -152,6 +152,19 @@ def _bank_table(passages: list[dict], target, bank, base: FeatureConfig | None =
                                    tables if base is not None else None)], axis=1)
 
 
+def _transfer_table(passages: list[dict], target, student, population: list[dict]) -> pd.DataFrame:
+    """What Query-transfer reads: ``transfer_ll`` under a surrogate distilled (here, each
+    time: its training is part of the cost) from ``student`` on the population's texts."""
+    from trainspotter.backends.hf import HFBackend
+    from trainspotter.evaluation.query_based import build_surrogate
+    from trainspotter.features.extract import extract
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_surrogate(target, student.path, [p["text"] for p in population], Path(tmp))
+        ppl = extract(passages, HFBackend(path, device="cpu"), None, "gray", BANK_FEATURES)["gray_ppl"]
+    return pd.DataFrame({"transfer_ll": -np.log(ppl.to_numpy(dtype=float))})
+
+
 def method_cost(name: str, passages: list[dict], labels, target, reference,
                 base: FeatureConfig | None = None, folds: int = 5, seed: int = 0,
                 bank: list | None = None, population: list[dict] | None = None) -> dict:
@@ -169,7 +182,9 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
     with PeakRSS() as mem:
         start = time.perf_counter()
         pop = None
-        if ex.bank:
+        if ex.surrogate:  # the distillation on the population is part of the cost
+            df = _transfer_table(passages, target, reference[0], population)
+        elif ex.bank:
             df = _bank_table(passages, target, bank, config if ex.bank_queries else None)
             pop = _bank_table(population, target, bank) if method.needs_population else None
         else:
@@ -213,7 +228,7 @@ def method_costs(names: list[str], passages: list[dict], labels, target, referen
 def fresh_process_cost(name: str, passages: list[dict], labels, target: str, references: list[str],
                        base: FeatureConfig | None = None, folds: int = 5, seed: int = 0, repeats: int = 3,
                        bank: list[tuple[str, frozenset[str]]] | None = None,
-                       population: list[dict] | None = None, timeout: float | None = None) -> dict:
+                       population: list[dict] | None = None) -> dict:
     """``method_costs`` of the one method ``name`` in a new Python process that loads the
     models from their specs (``target``, ``references``, ``bank``) and warms the method up by
     an untimed run of the same work first; the same dict as ``method_costs`` gives per method."""
@@ -225,7 +240,7 @@ def fresh_process_cost(name: str, passages: list[dict], labels, target: str, ref
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(job))
         done = subprocess.run([sys.executable, "-m", "trainspotter.evaluation.benchmark_cost", str(path)],
-                              capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+                              capture_output=True, text=True, env=os.environ.copy())
         if done.returncode != 0:
             raise RuntimeError(f"cost of {name!r} in a fresh process failed:\n{done.stderr[-2000:]}")
         return json.loads((Path(tmp) / "cost.json").read_text())

@@ -72,12 +72,13 @@ class Extraction:
     bank: bool = False  # needs the reference bank's bank_ll_<j>, bank_in_<j> columns
     shadow: bool = False  # needs the shadow model's (in-0's) shadow_* columns
     bank_queries: bool = False  # needs the bank on the perturbed variants too (bank_qll_<kind>_<j>)
+    surrogate: bool = False  # needs the surrogate distilled from the target (transfer_ll), no target extraction
+    vectors: bool = False  # needs the prediction vectors (FeatureConfig.prediction_vectors)
 
     @property
     def uses_bank(self) -> bool:
         """Needs the testbed's reference bank: its columns, or its in-0 as shadow model."""
         return self.bank or self.shadow
-    vectors: bool = False  # needs the prediction vectors (FeatureConfig.prediction_vectors)
 
     def config(self, base: FeatureConfig | None = None) -> FeatureConfig:
         """``base`` (default: the full set) with only what this extraction needs switched on."""
@@ -90,8 +91,8 @@ class Extraction:
 def merge_extractions(needs: list[Extraction]) -> tuple[str, bool, bool, bool, bool] | None:
     """One sigmoid-estimator extraction covering ``needs``: (access, reference,
     perturbations, sequence, prediction vectors), or None if nothing is needed (PETAL's own
-    set aside)."""
-    needs = [n for n in needs if n.estimator != "petal"]
+    set aside, and the surrogate's, which reads no target feature)."""
+    needs = [n for n in needs if n.estimator != "petal" and not n.surrogate]
     if not needs:
         return None
     accesses = {n.access for n in needs}
@@ -398,22 +399,22 @@ def query_ref_score(df, labels=None, folds=5, seed=0, population=None) -> np.nda
     return np.mean(lrs, axis=0)
 
 
-def _fitted(fit_score, df, labels, folds, seed, train, train_labels, stratify) -> np.ndarray:
-    """``fit_score(train, train_labels, test)`` on ``train`` when given, else out-of-fold over
-    stratified folds of ``df`` (by ``stratify``): no row is scored by a model fitted on it."""
-    if train is not None:
-        return fit_score(train, train_labels, df)
-    out = np.full(len(df), np.nan)
-    y = np.asarray(stratify)
-    for tr, te in crossfit_folds(y, folds, seed):
-        out[te] = fit_score(df.iloc[tr], None if labels is None else y[tr], df.iloc[te])
-    return out
+def transfer_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-transfer, ours (after Li & Zhang 2021's transfer attack;
+    ``trainspotter.evaluation.query_based``), label-only: the mean token log-likelihood of the
+    passage under a surrogate distilled from the target's greedy tokens on held-out passages
+    (``transfer_ll``)."""
+    return _col(df, "transfer_ll")
 
 
 def _learn(inputs: str):
     def score(df, labels=None, folds=5, seed=0, population=None, train=None, train_labels=None) -> np.ndarray:
-        fit = lambda tr, _, te: learning_based.fit_score(tr, te, inputs, seed)  # noqa: E731
-        return _fitted(fit, df, labels, folds, seed, train, None, df[learning_based.SHADOW_IN])
+        if train is not None:
+            return learning_based.fit_score(train, df, inputs, seed)
+        out = np.full(len(df), np.nan)  # out-of-fold, folds stratified by the shadow's membership
+        for tr, te in crossfit_folds(df[learning_based.SHADOW_IN], folds, seed):
+            out[te] = learning_based.fit_score(df.iloc[tr], df.iloc[te], inputs, seed)
+        return out
 
     score.__doc__ = (f"Learn-{inputs} (``trainspotter.evaluation.learning_based``): P(member) from TDDBench's "
                      f"auxiliary classifier trained on the shadow model's Learn-{inputs} inputs of ``train`` "
@@ -423,19 +424,20 @@ def _learn(inputs: str):
 
 def _scoring(access: str):
     def score(df, labels=None, folds=5, seed=0, population=None, train=None, train_labels=None) -> np.ndarray:
-        if labels is None and train is None:
-            raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
         columns = method_columns(METHODS[f"scoring_{access}"], df)
+        if train is None:
+            if labels is None:
+                raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
+            return cross_fit(df[columns], labels, folds, seed)
+        def X(d):  # inf -> NaN, which the pipeline's imputer fills (as cross_fit)
+            values = d[columns].to_numpy(dtype=float)
+            return np.where(np.isfinite(values), values, np.nan)
 
-        def fit(tr, y, te):
-            X = lambda d: np.where(np.isfinite(d[columns].to_numpy(dtype=float)), d[columns], np.nan)  # noqa: E731
-            return scoring_pipeline(seed).fit(X(tr), np.asarray(y).astype(int)).decision_function(X(te))
-
-        return _fitted(fit, df, labels, folds, seed, train, train_labels, labels)
+        return scoring_pipeline(seed).fit(X(train), np.asarray(train_labels).astype(int)).decision_function(X(df))
 
     score.__doc__ = (f"The aggregated scoring model on every {access}_* column (BADI Sec. 3, "
                      f"App. A.4, here batch): the logit of ``scoring_pipeline`` fitted on ``train`` "
-                     f"(else out-of-fold, as ``cross_fit``).")
+                     f"(else out-of-fold, ``cross_fit``).")
     return score
 
 
@@ -479,6 +481,9 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     _m("query_ref", "Query-ref (ours)", _G,
        _BANK + ["gray_pert_diff_*", f"{BANK_QLL}*"], Extraction(_G, perturbations=True, bank=True, bank_queries=True),
        query_ref_score, "ours, after Wen et al. 2023", paradigm="query", tddbench="Query-ref"),
+    _m("query_transfer", "Query-transfer (ours)", _B, ["transfer_ll"], Extraction(_B, surrogate=True),
+       transfer_score, "ours, after Li & Zhang 2021", needs_population=True, paradigm="query",
+       tddbench="Query-transfer"),
     _m("query_adv", "Query-adv (ours)", _G, ["gray_margin"], Extraction(_G), adv_score,
        "ours, after Li & Zhang 2021", paradigm="query", tddbench="Query-adv"),
     _m("query_qrm", "Query-qrm (ours)", _G, ["gray_ppl", "gray_zlib_ratio"], Extraction(_G),
@@ -499,9 +504,9 @@ METHODS: dict[str, Method] = {m.name: m for m in [
     _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
        "Watson et al. 2022; TDDBench App. A.1.3", paradigm="model", tddbench="Model-calibration"),
     _m("lira_online", "LiRA (online)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
-       "Carlini et al. 2022, Eq. 4, Alg. 1", paradigm="model", tddbench="Model-lira (online)"),
+       "Carlini et al. 2022, Eq. 4, Alg. 1", paradigm="model", tddbench="Model-lira"),
     _m("lira_offline", "LiRA (offline)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
-       "Carlini et al. 2022, offline LiRA", paradigm="model", tddbench="Model-lira (offline)"),
+       "Carlini et al. 2022, offline LiRA", paradigm="model", tddbench="Model-lira"),
     _m("model_fpr", "Model-FPR", _G, _BANK, Extraction(_G, bank=True), model_fpr_score,
        "Ye et al. 2022, attack R", paradigm="model", tddbench="Model-fpr"),
     _m("rmia", "RMIA (Model-robust)", _G, _BANK, Extraction(_G, bank=True), rmia_score,
