@@ -24,9 +24,9 @@ from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns, bank_features,
-                                               bank_models, extraction_plan, mia_rows, shadow_model, split_passages,
-                                               store_table)
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+                                               bank_features, bank_models, extraction_plan, mia_rows, shadow_model,
+                                               split_passages, store_table)
 from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
@@ -267,8 +267,8 @@ def tddbench_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> d
                          "paradigm": method.paradigm, "access": method.access, "run_id": child.info.run_id,
                          "summary": summary, "partitions": per, "cost": cost})
             logger.info("%s: AUROC %.3f ± %.3f", name, summary["auroc"]["mean"], summary["auroc"]["std"])
-        n_eval = (len(parts[0][0]) - sum(1 for i in parts[0][0] if not labels[i]),
-                  sum(1 for i in parts[0][0] if not labels[i]))
+        members = int(np.asarray(labels)[parts[0][0]].sum())
+        n_eval = (members, len(parts[0][0]) - members)
         files = {"table": out / "tddbench.md", "summary": out / "tddbench.json"}
         files["table"].write_text(render_tddbench(f"TDDBench protocol: testbed `{config.testbed}`", header, rows,
                                                   config.partitions, n_eval))
