@@ -8,9 +8,11 @@ rest are the *training* rows. Every method is scored on the evaluation rows only
 that fits something (``Method.fits``: the learning-based classifiers, the scoring models)
 fits on the training rows (the classifiers on the shadow model's columns and membership,
 the scoring models on the target's columns and labels), so no scored passage is ever one it
-fitted on. RMIA's population is the held-out split, which no model trained on. TDDBench
-re-partitions and re-trains its models five times; the testbed's models are fixed, so here
-the partitions vary what is evaluated and what fits, not the target.
+fitted on. The population (RMIA's, Query-qrm's, Query-transfer's auxiliary text) is the
+held-out split, which no model trained on. TDDBench re-partitions and re-trains its models
+five times; the testbed's models are fixed, so here the partitions vary what is evaluated and
+what fits, not the target, and they overlap: the std is evaluation-sample noise, smaller than
+the spread over re-trained targets that TDDBench's std includes.
 
 The ten metrics of App. A.6 (Tables 14–16): precision, recall, F1, accuracy, FNR, FPR,
 membership advantage MA = TPR − FPR (at the MA-maximising threshold, in-sample as TDDBench),
