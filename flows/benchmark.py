@@ -17,14 +17,17 @@ from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
-from trainspotter.tasks.benchmark import evaluate_method_task, method_costs_task, pvalue_task
+from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
+                                         method_costs_task, partition_metrics_task, pvalue_task)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
-from trainspotter.evaluation.benchmark import (BANK_FEATURES, BenchmarkConfig, bank_columns, bank_models,
-                                               extraction_plan, mia_rows, split_passages, store_table)
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+                                               bank_features, bank_models, extraction_plan, mia_rows, shadow_model,
+                                               split_passages, store_table)
+from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
                                                   pvalue_row)
@@ -32,6 +35,7 @@ from trainspotter.evaluation.benchmark_tables import header_line, render_markdow
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.errors import InputError
 from trainspotter.evaluation.mia import METHODS, as_petal
+from trainspotter.evaluation.tddbench import partitions, render_tddbench, summarise
 from trainspotter.report import benchmark_html, power_plot, roc_plot
 from trainspotter.evaluation.testbed import PRESETS
 
@@ -46,9 +50,15 @@ def _extract(passages, model, reference, access, features, chunk_size) -> pd.Dat
     return pd.DataFrame(rows).drop(columns=["id", "set"], errors="ignore")
 
 
+def _uses(config: BenchmarkConfig, what: str) -> bool:
+    """Whether a selected method's extraction has ``what`` (an ``Extraction`` flag)."""
+    return any(getattr(METHODS[m].extraction, what) for m in config.methods)
+
+
 def _bank(config: BenchmarkConfig) -> list[tuple[str, frozenset[str]]]:
-    """The model-based methods' reference bank (built if needed), or [] when none is selected."""
-    if not any(METHODS[m].extraction.bank for m in config.methods):
+    """The model-based methods' reference bank, whose in-0 is the learning-based methods'
+    shadow model (built if needed), or [] when neither is selected."""
+    if not _uses(config, "uses_bank"):
         return []
     build_references_task(PRESETS[config.testbed], config.reference_models)
     return bank_models(config.testbed, config.reference_models)
@@ -57,10 +67,16 @@ def _bank(config: BenchmarkConfig) -> list[tuple[str, frozenset[str]]]:
 def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]]] | None = None) -> pd.DataFrame:
     """id, split and every feature the selected methods and DI accesses need
     (``extraction_plan``), one cached extraction per planned pass and split; with a reference
-    bank (``_bank``, built here unless given), each bank model's ``bank_ll_<j>``/``bank_in_<j>``."""
+    bank (``_bank``, built here unless given), each bank model's ``bank_ll_<j>``/``bank_in_<j>``
+    and, for the learning-based methods, the shadow model's ``shadow_*`` columns; for
+    Query-transfer, ``transfer_ll`` under the surrogate distilled on the held-out passages."""
     target, references = f"testbed:{config.testbed}", config.references
     splits, plan = extraction_plan(config)
     bank = _bank(config) if bank is None else bank
+    surrogate = None
+    if _uses(config, "surrogate"):
+        texts = [p["text"] for p in split_passages(config.testbed, "heldout", config.limit)]
+        surrogate = "hf:" + build_surrogate_task(target, references[0], texts, config.seed)
     parts = []
     for split in splits:
         ps = split_passages(config.testbed, split, config.limit)
@@ -68,9 +84,17 @@ def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]
         for access, with_reference, features, petal in plan:
             df = _extract(ps, target, references if with_reference else (), access, features, config.chunk_size)
             part.append(as_petal(df) if petal else df)
-        if bank:
-            ppl = [_extract(ps, spec, (), "gray", BANK_FEATURES, config.chunk_size)["gray_ppl"] for spec, _ in bank]
-            part.append(bank_columns([p["id"] for p in ps], ppl, bank))
+        ids = [p["id"] for p in ps]
+        if bank and _uses(config, "bank"):
+            features = bank_features(config.features if _uses(config, "bank_queries") else None)
+            tables = [_extract(ps, spec, (), "gray", features, config.chunk_size) for spec, _ in bank]
+            part.append(bank_columns(ids, [t["gray_ppl"] for t in tables], bank, tables))
+        if bank and _uses(config, "shadow"):
+            spec, seen = shadow_model(bank)
+            part.append(shadow_columns(_extract(ps, spec, (), "gray", SHADOW_FEATURES, config.chunk_size), ids, seen))
+        if surrogate:
+            ppl = _extract(ps, surrogate, (), "gray", BANK_FEATURES, config.chunk_size)["gray_ppl"]
+            part.append(pd.DataFrame({"transfer_ll": -np.log(ppl.to_numpy(dtype=float))}))
         parts.append(pd.concat(part, axis=1))
     return pd.concat(parts, ignore_index=True)
 
@@ -193,6 +217,65 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
         files["summary"].write_text(json.dumps(summary, indent=1, default=str))
         files["report"] = out / "report.html"
         files["report"].write_text(benchmark_report_html(files), encoding="utf-8")
+        for path in files.values():
+            mlflow.log_artifact(str(path))
+    return summary | {"out": str(out), "files": {k: str(v) for k, v in files.items()}}
+
+
+@flow(name="tddbench")
+def tddbench_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> dict:
+    """TDDBench's protocol (trainspotter.evaluation.tddbench): every method over
+    ``config.partitions`` random partitions of the candidates (mean ± std of the ten metrics),
+    its cost in a fresh process per method, one table per paradigm; an MLflow parent run
+    (experiment ``tddbench/<testbed>``) with a child run per method; ``tddbench.md`` and
+    ``tddbench.json`` in the output folder."""
+    logger = get_run_logger()
+    if config.testbed not in PRESETS:
+        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
+    build_testbed_task(PRESETS[config.testbed])
+    bank = _bank(config)
+    table = features_table(config, bank)
+    mia, labels = mia_rows(table)
+    population = table[table["split"] == "heldout"].reset_index(drop=True)
+    parts = partitions(labels, config.partitions, config.seed)
+    out = Path(config.out) if config.out else RESULTS / config.testbed
+    out.mkdir(parents=True, exist_ok=True)
+    device = str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
+    header = header_line(config, git_commit(), device)
+    sub, sub_labels, pop = cost_subsample(config) if config.cost_samples else ([], [], [])
+    experiment = use_experiment(f"tddbench/{config.testbed}", tracking_uri)
+    rows = []
+    with mlflow.start_run(experiment_id=experiment, run_name="tddbench") as parent:
+        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
+        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+        for name in config.methods:
+            method = METHODS[name]
+            per = partition_metrics_task(name, mia, labels, parts, config.folds, config.seed,
+                                         population if method.needs_population else None)
+            summary = summarise(per)
+            cost = None
+            if config.cost_samples:
+                cost = fresh_cost_task(name, sub, sub_labels, f"testbed:{config.testbed}", config.references,
+                                       config.features, config.folds, config.seed, config.cost_repeats, bank,
+                                       pop if method.needs_population else [])
+            with mlflow.start_run(experiment_id=experiment, run_name=f"method/{name}", nested=True) as child:
+                mlflow.log_params({"kind": "method", "method": name, "paradigm": method.paradigm,
+                                   "tddbench": method.tddbench or "", "access": method.access})
+                _log_metrics({f"{k}_{stat}": v[stat] for k, v in summary.items() for stat in ("mean", "std")}
+                             | (cost or {}))
+            rows.append({"method": name, "label": method.label, "tddbench": method.tddbench,
+                         "paradigm": method.paradigm, "access": method.access, "run_id": child.info.run_id,
+                         "summary": summary, "partitions": per, "cost": cost})
+            logger.info("%s: AUROC %.3f ± %.3f", name, summary["auroc"]["mean"], summary["auroc"]["std"])
+        members = int(np.asarray(labels)[parts[0][0]].sum())
+        n_eval = (members, len(parts[0][0]) - members)
+        files = {"table": out / "tddbench.md", "summary": out / "tddbench.json"}
+        files["table"].write_text(render_tddbench(f"TDDBench protocol: testbed `{config.testbed}`", header, rows,
+                                                  config.partitions, n_eval))
+        summary = {"header": header, "config": config.model_dump(mode="json"), "parent_run_id": parent.info.run_id,
+                   "partitions": [e.tolist() for e, _ in parts],  # evaluation rows of "ids"; the rest trained
+                   "ids": mia["id"].tolist(), "methods": rows}
+        files["summary"].write_text(json.dumps(summary, indent=1, default=str))
         for path in files.values():
             mlflow.log_artifact(str(path))
     return summary | {"out": str(out), "files": {k: str(v) for k, v in files.items()}}

@@ -33,6 +33,20 @@ def _default(mia: str, shift: str | None = None) -> str:
     return f"(default: {mia}" + ("" if shift is None else f"; --suite shift: {shift}") + ")"
 
 
+# The per-sample methods (trainspotter.evaluation.mia.METHODS; tests/e2e/test_help.py checks
+# the two agree) by paradigm (llm: the LM attacks TDDBench does not have), with TDDBench's
+# name where it has one: listed by --help without importing the library.
+METHOD_HELP = ("metric: loss (Metric-loss), metric_conf (Metric-conf), metric_corr (Metric-corr), "
+               "metric_ent (Metric-ent), metric_ment (Metric-ment); "
+               "learning: learn_original (Learn-original), learn_top3 (Learn-top3), learn_sorted (Learn-sorted), "
+               "learn_label (Learn-label), learn_merge (Learn-merge); "
+               "model: model_loss (Model-loss), model_calibration (Model-calibration), lira_online (Model-lira), "
+               "lira_offline (Model-lira), model_fpr (Model-fpr), rmia (Model-robust); "
+               "query: neighbor (Query-neighbor), query_augment (Query-augment), query_ref (Query-ref), "
+               "query_transfer (Query-transfer), query_adv (Query-adv), query_qrm (Query-qrm); "
+               "llm: zlib, min_k, min_kpp, refl, ez_mia, petal, baseline, scoring_gray, scoring_black")
+
+
 def _csv(value: str | None) -> list[str] | None:
     if value is None:
         return None
@@ -99,15 +113,39 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
     _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
 
 
+def _tddbench(cfg, tracking_uri, refresh, json_out) -> None:
+    """``--suite tddbench``: TDDBench's protocol (trainspotter.evaluation.tddbench)."""
+    from trainspotter.evaluation.tddbench import PARADIGMS
+    from trainspotter.flows.benchmark import tddbench_flow
+
+    res = _run_flow(tddbench_flow, cfg, tracking_uri, refresh)
+    if json_out:
+        return emit_json(res)
+    t = folded_table(f"TDDBench protocol on {cfg.testbed}, {cfg.partitions} partitions (mean ± std)",
+                     ("paradigm", "method", "AUROC", "TPR@1%FPR", "MA", "s/sample", "peak MB"))
+    for r in sorted(res["methods"], key=lambda r: (list(PARADIGMS).index(r["paradigm"]), -r["summary"]["auroc"]["mean"])):
+        s, c = r["summary"], r["cost"] or {}
+        pm = lambda k: f"{s[k]['mean']:.3f} ± {s[k]['std']:.3f}"  # noqa: E731
+        t.add_row(r["paradigm"], r["label"], pm("auroc"), pm("tpr_at_1pct_fpr"), pm("advantage"),
+                  "—" if c.get("seconds_per_sample") is None else f"{c['seconds_per_sample']:.4f}",
+                  "—" if c.get("peak_rss_mb") is None else f"{c['peak_rss_mb']:.1f}")
+    _console.print(t)
+    _console.print(f"report {res['files']['table']}, MLflow parent run {res['parent_run_id']}")
+
+
 def benchmark_cmd(
-    suite: str = typer.Option("mia", help="mia: per-sample methods and DI configurations; shift: false "
+    suite: str = typer.Option("mia", help="mia: per-sample methods and DI configurations; tddbench: "
+                                          "TDDBench's protocol, the methods over --partitions random "
+                                          "partitions (mean ± std of its ten metrics, cost in a fresh "
+                                          "process per method, grouped by paradigm; tddbench.md); shift: false "
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
                                           "the IID splits and pollution; results in benchmarks/results/shift.md)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
-    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods; the model-based ones "
-                                                     "need --reference-models " + _default("all but model-based")
+    methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
+                                                     + "); the model- and learning-based ones need "
+                                                     "--reference-models " + _default("all but model- and learning-based")
                                                      + "."),
     reference: Optional[list[str]] = typer.Option(None, help="Reference model spec of the reference features; "
                                                              "repeat for K (two or more add the *_refs_* "
@@ -116,7 +154,9 @@ def benchmark_cmd(
     reference_models: Optional[int] = typer.Option(None, min=0, help="Reference bank of the model-based "
                                                                      "methods: the testbed's K OUT and K IN "
                                                                      "models, built if needed (pre-training "
-                                                                     "testbeds; 0 = none) " + _default("0") + "."),
+                                                                     "testbeds; 0 = none); its in-0 is the "
+                                                                     "learning-based methods' shadow model "
+                                                                     + _default("0") + "."),
     trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
                                                            "shift scenario " + _default("200") + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
@@ -140,6 +180,8 @@ def benchmark_cmd(
     cost_samples: Optional[int] = typer.Option(None, min=0, help="Passages timed per method; 0 = skip "
                                                                  + _default("32") + "."),
     cost_repeats: Optional[int] = typer.Option(None, min=1, help="Interleaved timing rounds " + _default("3") + "."),
+    partitions: Optional[int] = typer.Option(None, min=2, help="--suite tddbench: random partitions of the "
+                                                               "candidates " + _default("5") + "."),
     n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
     perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
                                                            + _default(", ".join(KINDS)) + "."),
@@ -158,8 +200,8 @@ def benchmark_cmd(
 
     if suite == "shift":
         return _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out)
-    if suite != "mia":
-        raise InputError(f"option --suite {suite!r}: expected mia or shift")
+    if suite not in ("mia", "tddbench"):
+        raise InputError(f"option --suite {suite!r}: expected mia, tddbench or shift")
     base = _load_yaml(config)
     features = dict(base.pop("features", None) or {})
     if perturbations is not None:
@@ -174,17 +216,19 @@ def benchmark_cmd(
                          "n_max": n_max,
                          "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if access == "none" else choices(Access, "access", access),
                          "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
-                         "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed,
+                         "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed, "partitions": partitions,
                          "features": features or None, "out": str(out) if out else None})
     if cfg.testbed not in PRESETS:
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
     from trainspotter.evaluation.mia import METHODS
 
-    if cfg.reference_models and any(METHODS[m].extraction.bank for m in cfg.methods):
+    if cfg.reference_models and any(METHODS[m].extraction.uses_bank for m in cfg.methods):
         from trainspotter.evaluation.references import check_request
 
         check_request(cfg.testbed, cfg.reference_models)  # before anything is built
 
+    if suite == "tddbench":
+        return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
     from trainspotter.flows.benchmark import benchmark_flow
 
     res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)

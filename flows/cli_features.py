@@ -21,7 +21,8 @@ features_app = typer.Typer(help="Membership features: the catalogue.", no_args_i
 def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
              json_out: bool = JSON) -> None:
     """Every feature column: name, access level, models needed, which way is member-like
-    (the test's scorer keeps that direction), definition, source."""
+    (the test's scorer keeps that direction), definition, source; then the per-sample
+    methods that read them (``trainspotter benchmark --methods``)."""
     from trainspotter.features.features import catalog
 
     specs = catalog(access=access.value)
@@ -33,6 +34,13 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
         table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
                       s.definition, s.source)
     Console().print(table)
+    from trainspotter.evaluation.mia import METHODS
+
+    methods = folded_table(f"{len(METHODS)} per-sample methods (benchmark --methods)",
+                           ("method", "TDDBench name", "paradigm", "access", "reads", "source"))
+    for m in METHODS.values():
+        methods.add_row(m.name, m.tddbench or "—", m.paradigm, m.access, ", ".join(m.columns), m.source)
+    Console().print(methods)
 
 
 def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL, Parquet, CSV, txt, a folder "

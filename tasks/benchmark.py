@@ -1,4 +1,5 @@
-"""Benchmark steps as tasks: method metrics, method cost, the fixed-n p-value baseline.
+"""Benchmark steps as tasks: method metrics (once, or over TDDBench's partitions), method
+cost (in this process, or in a fresh one per method), the fixed-n p-value baseline.
 (Extraction reuses tasks.extract.extract_chunk, the DI Monte Carlo tasks.simulate.simulate_task.)"""
 
 import hashlib
@@ -10,7 +11,8 @@ from prefect.cache_policies import NONE
 
 from trainspotter.backends import load_backend
 from trainspotter.evaluation.benchmark import evaluate_method
-from trainspotter.evaluation.benchmark_cost import method_costs
+from trainspotter.evaluation.benchmark_cost import fresh_process_cost, method_costs
+from trainspotter.evaluation.tddbench import partition_metrics
 from trainspotter.evaluation.benchmark_di import pvalue_baseline
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
@@ -30,6 +32,30 @@ def method_costs_task(names: list[str], passages: list[dict], labels: list[int],
     return method_costs(names, passages, labels, load_backend(model), [load_backend(r) for r in references],
                         features, folds=folds, seed=seed, repeats=repeats,
                         bank=[(load_backend(spec), seen) for spec, seen in bank], population=population)
+
+
+@task(cache_policy=NONE, task_run_name="surrogate")  # build_surrogate keeps it on disk under its own key
+def build_surrogate_task(model: str, student: str, texts: list[str], seed: int) -> str:
+    from trainspotter.backends import resolve_spec
+    from trainspotter.config import artifacts_root
+    from trainspotter.evaluation.query_based import build_surrogate
+
+    return str(build_surrogate(load_backend(model), resolve_spec(student), texts, artifacts_root() / "surrogates",
+                               seed=seed))
+
+
+@task(cache_policy=NONE, task_run_name="partitions[{name}]")
+def partition_metrics_task(name: str, df: pd.DataFrame, labels: list[int], parts: list, folds: int, seed: int,
+                           population: pd.DataFrame | None = None) -> list[dict]:
+    return partition_metrics(name, df, labels, parts, folds=folds, seed=seed, population=population)
+
+
+@task(cache_policy=NONE, task_run_name="fresh-cost[{name}]")  # timings are measured, never cached
+def fresh_cost_task(name: str, passages: list[dict], labels: list[int], model: str, references: tuple[str, ...],
+                    features: FeatureConfig, folds: int, seed: int, repeats: int,
+                    bank: list[tuple[str, frozenset[str]]], population: list[dict]) -> dict:
+    return fresh_process_cost(name, passages, labels, model, list(references), features, folds=folds, seed=seed,
+                              repeats=repeats, bank=bank, population=population)
 
 
 # pvalue_baseline (evaluation.benchmark_di) over di_pvalue (stats.pvalue) and split_features.

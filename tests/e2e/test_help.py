@@ -112,7 +112,8 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     assert b.out is None and s.out is None  # the flows then write under RESULTS
     return {
         "testbed": (b.testbed, s.testbed),
-        "methods": ("all but model-based" if b.methods == tuple(m for m in METHODS if not METHODS[m].extraction.bank)
+        "methods": ("all but model- and learning-based"
+                    if b.methods == tuple(m for m in METHODS if not METHODS[m].extraction.uses_bank)
                     else everything(b.methods, tuple(METHODS)), None),
         "reference": ("the testbed's reference" if b.reference == () else csv(b.reference), None),
         "reference_models": (str(b.reference_models), None),
@@ -127,6 +128,7 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
         "limit": ("all" if b.limit is None else str(b.limit), "all" if s.limit is None else str(s.limit)),
         "cost_samples": (str(b.cost_samples), None),
         "cost_repeats": (str(b.cost_repeats), None),
+        "partitions": (str(b.partitions), None),
         "n_boot": (str(b.n_boot), None),
         "perturbations": (csv(b.features.perturbation_kinds), None),
         "seed": (str(b.seed), str(s.seed)),
@@ -208,6 +210,25 @@ def test_documented_defaults_are_the_real_ones(path, cmd, ctx):
                 assert _descriptive(verb, param.name, value, param), (verb, param.name, value, param.default)
     # every benchmark option left unset states the default it falls back to
     assert set(bench) <= checked, set(bench) - checked
+
+
+def test_benchmark_help_and_features_list_name_every_method_and_tddbench_algorithm(monkeypatch):
+    """METHOD_HELP is the registry by paradigm, so all 21 TDDBench names are in --help; the
+    methods table of `features list` shows them too."""
+    from trainspotter.evaluation.mia import METHODS
+    from trainspotter.evaluation.tddbench import PARADIGMS
+    from trainspotter.flows.cli_benchmark import METHOD_HELP
+
+    tddbench = {m.tddbench for m in METHODS.values() if m.tddbench}
+    assert len(tddbench) == 21  # LiRA online and offline are both TDDBench's Model-lira
+    assert METHOD_HELP == "; ".join(f"{p}: " + ", ".join(f"{n} ({m.tddbench})" if m.tddbench else n
+                                                         for n, m in METHODS.items() if m.paradigm == p)
+                                    for p in PARADIGMS)
+    monkeypatch.setattr("typer.core.HAS_RICH", False)
+    squeeze = lambda args: "".join(_squash(CliRunner().invoke(app, args, env={"COLUMNS": "400"}).output).split())  # noqa: E731
+    text, listed = squeeze(["benchmark", "--help"]), squeeze(["features", "list"])  # wrapped lines joined
+    for name in tddbench | set(METHODS):
+        assert name in text and name in listed, name
 
 
 def test_benchmark_help_states_every_default_payoff(monkeypatch):

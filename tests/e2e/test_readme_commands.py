@@ -28,7 +28,8 @@ SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Das
            ("testbed build", "--force"): "rebuilding a testbed here would invalidate the session's mini",
            ("testbed build", "--references"): "tests/unit/test_references.py (mini-pretrain, through the CLI)",
            ("benchmark", "--reference"): "tests/flows/test_benchmark_references.py (mini-pretrain)",
-           ("benchmark", "--reference-models"): "tests/flows/test_benchmark_references.py (mini-pretrain)"}
+           ("benchmark", "--reference-models"): "tests/flows/test_benchmark_references.py (mini-pretrain)",
+           ("benchmark", "--partitions"): "tests/flows/test_tddbench_flow.py (mini-pretrain)"}
 
 
 def documented() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -48,7 +48,7 @@ def test_full_set_uses_one_forward_pass_per_text_variant_per_model(models, passa
     assert reference.generated_prefixes == n and reference.generate_calls == batches
     assert reference.generated_tokens == n * 16
     cols = feature_columns(FeatureConfig(), "both", references=1)
-    assert list(df.columns) == ["id", "set"] + cols and len(cols) == 68
+    assert list(df.columns) == ["id", "set"] + cols and len(cols) == 79  # 68 + TDDBench's 5 gray criteria + 6 pert match rates
     assert list(df["id"]) == [p["id"] for p in ps]
     assert np.isfinite(df[cols].to_numpy()).all()
     seq = df[[c for c in cols if "_seq_" in c]].to_numpy()
@@ -151,7 +151,7 @@ def test_black_box_features_separate_members_from_heldout(models, passages):
     ps = passages["member"][:50] + passages["heldout"][:50]
     df = extract(ps, *models, "black", FeatureConfig(sequence=False, batch_size=100))
     cols = [c for c in df.columns if c.startswith("black_")]
-    assert len(cols) == 28
+    assert len(cols) == 34  # 28 + Query-augment's 6 perturbed-variant match rates
     y = (df["set"] == "member").to_numpy()
     model = make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=2000))
     prob = cross_val_predict(model, df[cols].to_numpy(), y, method="predict_proba",

@@ -168,3 +168,38 @@ def test_generate_is_greedy_argmax_continuation(backend):
                 nxt = int(backend.model(input_ids=torch.tensor([ids], device=backend.device)).logits[0, -1].argmax())
             assert tok == nxt
             ids.append(tok)
+
+
+def test_tddbench_token_arrays_equal_their_definitions(backend):
+    """Max log p, top-10 log p, Song & Mittal's modified entropy and the projection, from the
+    definitions on one unpadded text at a time (fp64)."""
+    from trainspotter.backends.hf import TOP_K, projection_matrix
+
+    for text, s in zip(TEXTS, backend.score(TEXTS)):
+        ids = torch.tensor([backend.encode(text)])
+        with torch.no_grad():
+            logp = torch.log_softmax(backend.model(input_ids=ids).logits[0, :-1].double(), -1)
+        p, y = logp.exp(), ids[0, 1:]
+        top = torch.sort(logp, -1, descending=True).values[:, :TOP_K]
+        mentr = []
+        for t in range(len(y)):  # Mentr = −(1 − p_y) log p_y − Σ_{z≠y} p_z log(1 − p_z)
+            others = torch.cat([p[t, :y[t]], p[t, y[t] + 1:]])
+            mentr.append(float(-(1 - p[t, y[t]]) * logp[t, y[t]] - (others * torch.log1p(-others)).sum()))
+        np.testing.assert_allclose(s.max_logprob, top[:, 0].numpy(), atol=2e-5)
+        np.testing.assert_allclose(s.top_logprobs, top.numpy(), atol=2e-5)
+        np.testing.assert_allclose(s.mentr, mentr, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(s.projection, (p @ projection_matrix(p.shape[1], "cpu")).numpy(), atol=1e-6)
+        assert s.top_logprobs.shape == (len(y), TOP_K) and np.all(np.diff(s.top_logprobs, axis=1) <= 0)
+
+
+def test_modified_entropy_on_a_hand_computed_distribution():
+    """p = (0.5, 0.25, 0.25), y = 0: Mentr = −0.5 log 0.5 − 2 · 0.25 log 0.75 (Song & Mittal Eq. 5);
+    y = 1: −0.75 log 0.25 − 0.5 log 0.5 − 0.25 log 0.75; max log p = log 0.5."""
+    from trainspotter.backends.hf import token_stats
+
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.25], [0.5, 0.25, 0.25]]))
+    out = token_stats(logits, torch.tensor([0, 1]))
+    want = [-0.5 * np.log(0.5) - 0.5 * np.log(0.75), -0.75 * np.log(0.25) - 0.5 * np.log(0.5) - 0.25 * np.log(0.75)]
+    np.testing.assert_allclose(out["mentr"], want, rtol=1e-6)
+    np.testing.assert_allclose(out["max_logprob"], np.log([0.5, 0.5]), rtol=1e-6)
+    np.testing.assert_allclose(out["mu"], [0.5 * np.log(0.5) + 0.5 * np.log(0.25)] * 2, rtol=1e-6)

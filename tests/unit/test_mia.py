@@ -36,6 +36,8 @@ def table():
         "black_ppl": [100.0, 1.0],                   # sigmoid estimate: not read by PETAL
         "petal_ppl": [math.exp(0.5), math.exp(1.5)],
         "black_seq_bertscore": [0.9, 0.4],
+        "gray_conf": [0.6, 0.3], "gray_ent": [1.0, 2.5], "gray_ment": [0.8, 2.0],  # TDDBench's metric-based
+        "black_match_rate": [0.5, 0.2], "black_pert_match_rate_case": [0.4, 0.3], "gray_margin": [0.5, -1.0],
         # reference bank of 4: row 0 (ℓ_target = −1) sits near its IN references (0, 1) and far
         # above its OUT ones; row 1 (ℓ_target = −2) below its IN ones (2, 3)
         **{f"{BANK_LL}{j}": v for j, v in enumerate([[-1.1, -1.9], [-1.2, -2.0], [-2.0, -1.6], [-2.1, -1.7]])},
@@ -70,7 +72,9 @@ def test_definitions(table):
 
 def test_every_single_feature_method_ranks_the_member_like_row_first(table, population):
     for name, m in METHODS.items():
-        if not m.needs_labels:
+        # learning-based methods train on shadow columns, Query-qrm on a population, Query-ref reads the
+        # bank on perturbed variants, Query-transfer a surrogate's column: test_tddbench
+        if not m.needs_labels and m.paradigm != "learning" and name not in ("query_qrm", "query_ref", "query_transfer"):
             scores = method_scores(name, table, population=population)
             assert scores[0] > scores[1], name
     # RMIA: LR(x) = e^-1 / mean(e^ℓ_j) = 1.65 ≥ LR(z) = 1 for both z; row 1: 0.81 < 1
@@ -134,6 +138,8 @@ def test_missing_columns_are_named(table):
 @pytest.mark.parametrize("name", list(METHODS))
 def test_minimal_extraction_provides_the_columns(name):
     """Each method's minimal extraction yields every column it reads (catalogue, no model)."""
+    from trainspotter.evaluation.benchmark import SHADOW_FEATURES
+
     m = METHODS[name]
     ex = m.extraction
     cols = feature_columns(ex.config(), ex.access, references=int(ex.reference))
@@ -142,9 +148,15 @@ def test_minimal_extraction_provides_the_columns(name):
     for pattern in m.columns:
         if pattern.startswith("bank_"):  # the reference bank's columns, which the bank extraction adds
             assert ex.bank, (name, pattern)
+        elif pattern == "transfer_ll":  # the surrogate's extraction gives it (flows.benchmark.features_table)
+            assert ex.surrogate, name
+        elif pattern.startswith("shadow_"):  # the shadow model's: its extraction (SHADOW_FEATURES) gives them
+            assert ex.shadow, (name, pattern)
+            shadow = feature_columns(SHADOW_FEATURES, "gray", references=0)
+            assert pattern == "shadow_in" or pattern.removeprefix("shadow_") in shadow, (name, pattern)
         else:
             assert any(fnmatch.fnmatchcase(c, pattern) for c in cols), (name, pattern)
-    assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols)
+    assert all(c.startswith(m.access + "_") or c.startswith(PETAL_PREFIX) for c in cols) or ex.surrogate
 
 
 def test_minimal_extractions_are_minimal():
@@ -156,14 +168,17 @@ def test_minimal_extractions_are_minimal():
     assert cfg("petal").estimator == "petal" and cfg("loss").estimator == "sigmoid"
     assert [n for n, m in METHODS.items() if m.extraction.reference] == [
         "refl", "ez_mia", "petal", "scoring_gray", "scoring_black"]
-    assert [n for n, m in METHODS.items() if m.extraction.bank] == BANK_METHODS
-    assert [n for n, m in METHODS.items() if m.needs_population] == ["rmia"]
+    assert [n for n, m in METHODS.items() if m.extraction.bank] == ["query_ref", *BANK_METHODS]
+    assert [n for n, m in METHODS.items() if m.needs_population] == ["query_transfer", "query_qrm", "rmia"]
     for name in BANK_METHODS:
         assert not cfg(name).perturbations and not cfg(name).sequence, name
     assert merge_extractions([Extraction("gray"), Extraction("black", sequence=True)]) == \
-        ("both", False, False, True)
+        ("both", False, False, True, False)
     assert merge_extractions([Extraction("gray", reference=True), Extraction("gray", perturbations=True)]) == \
-        ("gray", True, True, False)
+        ("gray", True, True, False, False)
+    assert merge_extractions([Extraction("gray"), METHODS["learn_sorted"].extraction]) == \
+        ("gray", False, False, False, True)
+    assert cfg("learn_sorted").prediction_vectors and not cfg("loss").prediction_vectors
     assert merge_extractions([METHODS["petal"].extraction]) is None  # PETAL has its own set
 
 

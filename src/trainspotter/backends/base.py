@@ -3,7 +3,9 @@
 Positions are defined by the backend's *local* tokenizer: a text is encoded as
 [BOS] x_1..x_n and position i asks for x_i given x_<i. Gray-box signals need
 ``score``; a label-only (black-box) backend may fill ``logprobs``, ``mu`` and
-``sigma2`` with NaN and still give ``argmax`` (BADI App. A.6).
+``sigma2`` with NaN and still give ``argmax`` (BADI App. A.6). The optional arrays (TDDBench's
+metric- and learning-based inputs) need the full next-token distribution: a backend that
+cannot fill them leaves them None and the features built on them are NaN.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ class TokenScores:
     argmax: np.ndarray  # int64 [n]
     mu: np.ndarray  # float64 [n]
     sigma2: np.ndarray  # float64 [n]
+    max_logprob: np.ndarray | None = None  # float64 [n] log max_z p(z|x_<i) (Metric-conf)
+    mentr: np.ndarray | None = None  # float64 [n] Song & Mittal's modified entropy (Metric-ment)
+    top_logprobs: np.ndarray | None = None  # float64 [n, TOP_K] the largest log p, descending
+    projection: np.ndarray | None = None  # float64 [n, PROJECTION_DIM] p(·|x_<i) @ R (Learn-original)
 
 
 @runtime_checkable

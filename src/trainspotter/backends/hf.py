@@ -6,8 +6,10 @@ one, so the first real token is predicted too):
 - ``argmax[i]``   = the greedy prediction, i.e. what a label-only API answers
   (BADI App. A.6 compares it with x_i);
 - ``mu[i]``, ``sigma2[i]`` = mean and variance of log p(z | x_<i) under z ~ p(·|x_<i),
-  which Min-K%++ (Zhang et al. 2024) z-scores against.
-All four come from the same logits, so the full gray-box and label-only signal costs
+  which Min-K%++ (Zhang et al. 2024) z-scores against;
+- TDDBench's metric- and learning-based inputs (``token_stats``): the largest log p, the
+  modified entropy, the top-10 log p and a fixed random projection of p(·|x_<i).
+All of them come from the same logits, so the full gray-box and label-only signal costs
 one forward pass per text.
 """
 
@@ -51,22 +53,48 @@ def model_fingerprint(path: Path, dtype: str = "float32") -> str:
     return hashlib.sha256(f"{weights}:{dtype}".encode()).hexdigest()[:16]
 
 
-def token_stats(logits: torch.Tensor, target: torch.Tensor):
-    """From one sequence's logits (n × V, any dtype; row i predicts ``target[i]``):
-    log p(x_i | x_<i), the greedy token, and mean and variance of log p(z | x_<i) under
-    z ~ p (Min-K%++, Zhang et al. 2024, Eq. 2), with log p = logit − logsumexp. The
-    variance of log p equals that of the logit (the shift cancels), so it is taken
-    around the mean logit. One sequence at a time in fp32 keeps the temporaries at n × V
-    instead of batch × width × V (1.6 GB per copy at 16 × 512 × 49k), and padding rows
-    are never touched."""
+TOP_K = 10  # largest next-token probabilities kept per position (learning-based inputs)
+PROJECTION_DIM = 16  # width of the fixed random projection of p(·|x_<i) (Learn-original)
+_CLIP = 1e-30  # Song & Mittal's code clips probabilities at this before the log
+
+
+@lru_cache(maxsize=4)
+def projection_matrix(vocab: int, device: str) -> torch.Tensor:
+    """A fixed V × PROJECTION_DIM Gaussian matrix, N(0, 1/PROJECTION_DIM) entries, seed 0: the
+    same for every model of one vocabulary, so p(·|x_<i) @ R compares across target and shadow
+    (Johnson–Lindenstrauss: inner products of the V-wide vectors are kept approximately)."""
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(vocab, PROJECTION_DIM, generator=g, dtype=torch.float64) / PROJECTION_DIM ** 0.5).to(device)
+
+
+def token_stats(logits: torch.Tensor, target: torch.Tensor) -> dict[str, np.ndarray]:
+    """From one sequence's logits (n × V, any dtype; row i predicts ``target[i]``), the
+    ``TokenScores`` fields but token_ids: log p(x_i | x_<i), the greedy token, mean and
+    variance of log p(z | x_<i) under z ~ p (Min-K%++, Zhang et al. 2024, Eq. 2), with
+    log p = logit − logsumexp; the largest log p (Metric-conf, Song et al. 2019) and the
+    ``TOP_K`` largest (Salem et al. 2019); Song & Mittal 2021's modified entropy (Eq. 5)
+    Mentr = −(1 − p_y) log p_y − Σ_{z≠y} p_z log(1 − p_z), y = x_i, probabilities clipped at
+    1e-30 inside the logs as in their code; and p @ ``projection_matrix``. The variance of
+    log p equals that of the logit (the shift cancels), so it is taken around the mean logit.
+    One sequence at a time in fp32 keeps the temporaries at n × V instead of batch × width × V
+    (1.6 GB per copy at 16 × 512 × 49k), and padding rows are never touched; the modified
+    entropy is summed in fp64 (1 − p_z is exact there for p_z near 1)."""
     z = logits.float()
     lse = torch.logsumexp(z, -1)
     p = torch.exp(z - lse[:, None])
     mean_z = torch.einsum("tv,tv->t", p, z)
     var = torch.einsum("tv,tv->t", p, (z - mean_z[:, None]).square())
     actual = z.gather(-1, target[:, None])[:, 0] - lse
+    top = torch.topk(z, min(TOP_K, z.shape[-1]), -1).values - lse[:, None]
+    p64 = torch.exp(z.double() - lse.double()[:, None])
+    p_y = p64.gather(-1, target[:, None])[:, 0]
+    log_rest = torch.log((1 - p64).clamp_min(_CLIP))
+    rest = (p64 * log_rest).sum(-1) - p_y * log_rest.gather(-1, target[:, None])[:, 0]
+    mentr = -(1 - p_y) * torch.log(p_y.clamp_min(_CLIP)) - rest
     as_np = lambda t: t.double().cpu().numpy()  # noqa: E731
-    return as_np(actual), z.argmax(-1).cpu().numpy(), as_np(mean_z - lse), as_np(var.clamp_min(0))
+    return {"logprobs": as_np(actual), "argmax": z.argmax(-1).cpu().numpy(), "mu": as_np(mean_z - lse),
+            "sigma2": as_np(var.clamp_min(0)), "max_logprob": as_np(top[:, 0]), "mentr": as_np(mentr),
+            "top_logprobs": as_np(top), "projection": as_np(p64 @ projection_matrix(z.shape[-1], str(z.device)))}
 
 
 def gguf_kwargs(path: Path) -> tuple[Path, dict]:
@@ -138,9 +166,8 @@ class HFBackend:
             target = ids[:, 1:].to(self.device)
             for row, i in enumerate(idx):
                 n = len(encoded[i]) - 1
-                actual, greedy, mu, sigma2 = token_stats(logits[row, :n], target[row, :n])
-                out[i] = TokenScores(token_ids=target[row, :n].cpu().numpy(), logprobs=actual, argmax=greedy,
-                                     mu=mu, sigma2=sigma2)
+                out[i] = TokenScores(token_ids=target[row, :n].cpu().numpy(),
+                                     **token_stats(logits[row, :n], target[row, :n]))
         return out  # type: ignore[return-value]
 
     @torch.inference_mode()

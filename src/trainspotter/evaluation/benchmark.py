@@ -28,13 +28,14 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from trainspotter.data import load_passages
 from trainspotter.errors import InputError
 from trainspotter.evaluation.metrics import method_metrics, roc
-from trainspotter.evaluation.mia import BANK_IN, BANK_LL, METHODS, Extraction, merge_extractions, method_scores
+from trainspotter.evaluation.mia import BANK_IN, BANK_LL, BANK_QLL, METHODS, Extraction, merge_extractions, method_scores
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.strategies import STRATEGIES
 
 __all__ = ["BenchmarkConfig", "DI_ACCESS", "SPLITS", "split_passages", "extraction_plan", "store_table",
-           "mia_rows", "evaluate_method", "bank_models", "bank_columns", "BANK_FEATURES"]
+           "mia_rows", "evaluate_method", "bank_models", "bank_columns", "BANK_FEATURES", "SHADOW_FEATURES",
+           "bank_features", "shadow_model"]
 
 DI_ACCESS = ("gray", "black")
 SPLITS = ("member", "nonmember", "heldout")
@@ -44,7 +45,7 @@ class BenchmarkConfig(BaseModel):
     """One benchmark run; the defaults are the full benchmark."""
 
     testbed: str = "tiny"
-    # default: every method the testbed's models allow (the model-based ones need reference_models)
+    # default: every method the testbed's models allow (model- and learning-based need reference_models)
     methods: tuple[str, ...] = tuple(METHODS)
     # The reference models of the reference features (RefL, EZ, with two or more the *_refs_*
     # ones): model specs; () = the testbed's own reference, testbed:NAME/reference.
@@ -65,6 +66,7 @@ class BenchmarkConfig(BaseModel):
     folds: int = Field(5, ge=2)  # cross-fitting of the scoring-model methods
     cost_samples: int = Field(32, ge=0)  # subsample for time/memory (half members); 0 = skip
     cost_repeats: int = Field(3, ge=1)  # interleaved timing rounds; the fastest counts
+    partitions: int = Field(5, ge=2)  # --suite tddbench: random partitions (trainspotter.evaluation.tddbench)
     chunk_size: int = Field(64, ge=1)  # passages per cached extraction task
     seed: int = 0
     features: FeatureConfig = FeatureConfig()
@@ -106,8 +108,9 @@ class BenchmarkConfig(BaseModel):
     @model_validator(mode="after")
     def _bank(self):
         """Without a reference bank the default is every other method; asking for a
-        model-based one then is an error naming the option."""
-        banked = [m for m in self.methods if METHODS[m].extraction.bank]
+        model-based or learning-based one (whose shadow model is the bank's in-0) then is an
+        error naming the option."""
+        banked = [m for m in self.methods if METHODS[m].extraction.uses_bank]
         if banked and not self.reference_models:
             if "methods" in self.model_fields_set:
                 raise ValueError(f"method(s) {', '.join(banked)} need reference models: set reference_models "
@@ -141,9 +144,10 @@ def extraction_plan(config: BenchmarkConfig) -> tuple[tuple[str, ...], list[tupl
     petal = next((n for n in needs if n.estimator == "petal"), None)
     plan = []
     if main is not None:
-        access, ref, pert, seq = main
+        access, ref, pert, seq, vectors = main
         plan.append((access, ref, config.features.model_copy(
-            update={"perturbations": config.features.perturbations and pert, "sequence": seq}), False))
+            update={"perturbations": config.features.perturbations and pert, "sequence": seq,
+                    "prediction_vectors": vectors}), False))
     if petal is not None:
         plan.append(("black", True, petal.config(config.features), True))
     population = any(METHODS[m].needs_population for m in config.methods)
@@ -153,6 +157,15 @@ def extraction_plan(config: BenchmarkConfig) -> tuple[tuple[str, ...], list[tupl
 # The bank models' extraction: the mean token log-likelihood ℓ = −log gray_ppl is all the
 # model-based methods read; one forward pass per passage and model.
 BANK_FEATURES = FEATURE_SETS["lean"]
+
+
+# The shadow model's extraction (learning-based methods): its prediction vectors and criteria.
+SHADOW_FEATURES = BANK_FEATURES.model_copy(update={"prediction_vectors": True})
+
+
+def shadow_model(bank: list[tuple[str, frozenset[str]]]) -> tuple[str, frozenset[str]]:
+    """The learning-based methods' shadow model: the bank's first IN model, ``in-0``."""
+    return bank[len(bank) // 2]
 
 
 def bank_models(testbed: str, k: int) -> list[tuple[str, frozenset[str]]]:
@@ -173,13 +186,28 @@ def bank_models(testbed: str, k: int) -> list[tuple[str, frozenset[str]]]:
     return bank
 
 
-def bank_columns(ids: list[str], bank_ppl: list[np.ndarray], bank: list[tuple[str, frozenset[str]]]) -> pd.DataFrame:
+def bank_features(features: FeatureConfig | None = None) -> FeatureConfig:
+    """What each bank model extracts: ``BANK_FEATURES``, plus the perturbed variants of
+    ``features``' kinds when given (Query-ref reads the bank on them)."""
+    if features is None or not features.perturbations:
+        return BANK_FEATURES
+    return BANK_FEATURES.model_copy(update={"perturbations": True, "perturbation_kinds": features.perturbation_kinds})
+
+
+def bank_columns(ids: list[str], bank_ppl: list[np.ndarray], bank: list[tuple[str, frozenset[str]]],
+                 bank_tables: list[pd.DataFrame] | None = None) -> pd.DataFrame:
     """``bank_ll_<j>`` = −log PPL of each passage under bank model j and ``bank_in_<j>`` = 1
-    where model j trained on it (the columns ``trainspotter.evaluation.mia`` reads)."""
+    where model j trained on it (the columns ``trainspotter.evaluation.mia`` reads); with each
+    model's extraction ``bank_tables`` holding ``gray_pert_diff_<kind>``, also
+    ``bank_qll_<kind>_<j>`` = ℓ of the perturbed variant under model j (Query-ref)."""
     cols = {}
     for j, (ppl, (_, seen)) in enumerate(zip(bank_ppl, bank)):
         cols[f"{BANK_LL}{j}"] = -np.log(np.asarray(ppl, dtype=float))
         cols[f"{BANK_IN}{j}"] = np.array([int(i in seen) for i in ids])
+        for c in (bank_tables[j].columns if bank_tables else ()):
+            if str(c).startswith("gray_pert_diff_"):
+                kind = str(c).removeprefix("gray_pert_diff_")
+                cols[f"{BANK_QLL}{kind}_{j}"] = cols[f"{BANK_LL}{j}"] - bank_tables[j][c].to_numpy(dtype=float)
     return pd.DataFrame(cols)
 
 

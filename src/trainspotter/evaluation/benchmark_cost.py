@@ -9,11 +9,21 @@ collected and freed heap trimmed first; sampled every 5 ms in a background threa
 psutil). Memory the process already holds (model weights, embedding tables, loaded
 helpers) is not counted, so this is the working memory the method needed on top, not its
 total. A model-based method's cost includes a forward pass of every bank model over the
-passages (and, for RMIA, over as many held-out population passages).
+passages (and, for RMIA, over as many held-out population passages); a learning-based one's,
+the shadow model's pass and the classifier's training.
+
+``fresh_process_cost`` runs one method's cost in a new Python process (TDDBench's protocol
+measures each algorithm alone): nothing an earlier method loaded, cached or fragmented is
+there, and the process's own import and model loading stay outside the measured run.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,11 +31,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trainspotter.evaluation.benchmark import BANK_FEATURES, BenchmarkConfig, bank_columns, split_passages
+from trainspotter.errors import InputError
+from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
+                                               bank_features, shadow_model, split_passages)
+from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
 from trainspotter.features.features import FeatureConfig
 
-__all__ = ["cost_subsample", "PeakRSS", "warm_up", "method_cost", "method_costs"]
+__all__ = ["cost_subsample", "PeakRSS", "warm_up", "method_cost", "method_costs", "fresh_process_cost"]
 
 
 def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int], list[dict]]:
@@ -127,13 +140,29 @@ def _release_memory() -> None:
         pass
 
 
-def _bank_table(passages: list[dict], target, bank) -> pd.DataFrame:
-    """What a model-based method reads: the target's ``gray_ppl`` and the bank's columns."""
+def _bank_table(passages: list[dict], target, bank, base: FeatureConfig | None = None) -> pd.DataFrame:
+    """What a model-based method reads: the target's ``gray_ppl`` and the bank's columns; with
+    ``base`` (Query-ref) the target's and the bank's perturbed variants of its kinds too."""
     from trainspotter.features.extract import extract
 
-    ppl = [extract(passages, model, None, "gray", BANK_FEATURES)["gray_ppl"] for model, _ in bank]
-    return pd.concat([extract(passages, target, None, "gray", BANK_FEATURES),
-                      bank_columns([p["id"] for p in passages], ppl, bank)], axis=1)
+    config = bank_features(base)
+    tables = [extract(passages, model, None, "gray", config) for model, _ in bank]
+    return pd.concat([extract(passages, target, None, "gray", config),
+                      bank_columns([p["id"] for p in passages], [t["gray_ppl"] for t in tables], bank,
+                                   tables if base is not None else None)], axis=1)
+
+
+def _transfer_table(passages: list[dict], target, student, population: list[dict]) -> pd.DataFrame:
+    """What Query-transfer reads: ``transfer_ll`` under a surrogate distilled (here, each
+    time: its training is part of the cost) from ``student`` on the population's texts."""
+    from trainspotter.backends.hf import HFBackend
+    from trainspotter.evaluation.query_based import build_surrogate
+    from trainspotter.features.extract import extract
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_surrogate(target, student.path, [p["text"] for p in population], Path(tmp))
+        ppl = extract(passages, HFBackend(path, device="cpu"), None, "gray", BANK_FEATURES)["gray_ppl"]
+    return pd.DataFrame({"transfer_ll": -np.log(ppl.to_numpy(dtype=float))})
 
 
 def method_cost(name: str, passages: list[dict], labels, target, reference,
@@ -142,7 +171,8 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
     """Wall time and peak RSS increase of one run of method ``name``'s own minimal
     extraction (``METHODS[name].extraction.config(base)``; a model-based method: the target
     and every ``bank`` model (backend, ids it trained on), and for RMIA the ``population``
-    passages too) plus its scoring on ``passages``."""
+    passages too; a learning-based method: the target and the shadow model, the bank's in-0)
+    plus its scoring on ``passages``."""
     from trainspotter.features.extract import extract
 
     method = METHODS[name]
@@ -152,11 +182,19 @@ def method_cost(name: str, passages: list[dict], labels, target, reference,
     with PeakRSS() as mem:
         start = time.perf_counter()
         pop = None
-        if ex.bank:
-            df = _bank_table(passages, target, bank)
+        if ex.surrogate:  # the distillation on the population is part of the cost
+            df = _transfer_table(passages, target, reference[0], population)
+        elif ex.bank:
+            df = _bank_table(passages, target, bank, config if ex.bank_queries else None)
             pop = _bank_table(population, target, bank) if method.needs_population else None
         else:
             df = extract(passages, target, reference if ex.reference else None, ex.access, config)
+            if method.needs_population:
+                pop = extract(population, target, reference if ex.reference else None, ex.access, config)
+        if ex.shadow:
+            model, seen = shadow_model(bank)
+            df = pd.concat([df, shadow_columns(extract(passages, model, None, "gray", SHADOW_FEATURES),
+                                               [p["id"] for p in passages], seen)], axis=1)
         if ex.estimator == "petal":
             df = as_petal(df)
         method_scores(name, df, labels, folds, seed, population=pop)
@@ -185,3 +223,53 @@ def method_costs(names: list[str], passages: list[dict], labels, target, referen
                      "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages),
                      "repeats": repeats}
     return out
+
+
+def fresh_process_cost(name: str, passages: list[dict], labels, target: str, references: list[str],
+                       base: FeatureConfig | None = None, folds: int = 5, seed: int = 0, repeats: int = 3,
+                       bank: list[tuple[str, frozenset[str]]] | None = None,
+                       population: list[dict] | None = None) -> dict:
+    """``method_costs`` of the one method ``name`` in a new Python process that loads the
+    models from their specs (``target``, ``references``, ``bank``) and warms the method up by
+    an untimed run of the same work first; the same dict as ``method_costs`` gives per method."""
+    job = {"name": name, "passages": passages, "labels": list(map(int, labels)), "target": target,
+           "references": list(references), "base": (base or FeatureConfig()).model_dump(mode="json"),
+           "folds": folds, "seed": seed, "repeats": repeats,
+           "bank": [[spec, sorted(seen)] for spec, seen in (bank or [])], "population": population or []}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "job.json"
+        path.write_text(json.dumps(job))
+        done = subprocess.run([sys.executable, "-m", "trainspotter.evaluation.benchmark_cost", str(path)],
+                              capture_output=True, text=True, env=os.environ.copy())
+        if done.returncode != 0:
+            raise RuntimeError(f"cost of {name!r} in a fresh process failed:\n{done.stderr[-2000:]}")
+        return json.loads((Path(tmp) / "cost.json").read_text())
+
+
+def _fresh_main(path: str) -> None:
+    """The child of ``fresh_process_cost``: the job file in, ``cost.json`` beside it out."""
+    from trainspotter.backends import load_backend
+
+    job = json.loads(Path(path).read_text())
+    name, passages, labels = job["name"], job["passages"], job["labels"]
+    base = FeatureConfig(**job["base"])
+    target, references = load_backend(job["target"]), [load_backend(r) for r in job["references"]]
+    bank = [(load_backend(spec), frozenset(seen)) for spec, seen in job["bank"]]
+    args = (target, references, base, job["folds"], job["seed"])
+    # one untimed run first: lazy loads (MiniLM, WordNet) and first-call effects stay out
+    method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
+    runs = [method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
+            for _ in range(job["repeats"])]
+    peaks = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
+    seconds = min(r["seconds"] for r in runs)
+    out = {"seconds": seconds, "seconds_per_sample": seconds / len(passages),
+           "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages), "repeats": job["repeats"],
+           "fresh_process": True}
+    Path(path).with_name("cost.json").write_text(json.dumps(out))
+
+
+if __name__ == "__main__":  # pragma: no cover - run by fresh_process_cost
+    try:
+        _fresh_main(sys.argv[1])
+    except InputError as e:
+        sys.exit(f"error: {e}")

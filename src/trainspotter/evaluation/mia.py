@@ -22,6 +22,15 @@ a bank of m reference models, ``Extraction(bank=True)``: per reference j the col
 ``bank_in_<j>`` (1 if reference j trained on the passage, else 0), beside the target's
 ``gray_ppl``. RMIA (``needs_population``) also takes ``population``: a table with the same
 columns whose rows are passages no model trained on.
+
+TDDBench's other algorithms (Table 3, App. A.1): the metric-based ones read the per-passage
+criteria of ``trainspotter.features.features.prediction_row`` (and ``black_match_rate`` for
+Metric-corr); the learning-based ones (``trainspotter.evaluation.learning_based``) read the
+target's prediction vectors and a shadow model's (``shadow_*``, ``Extraction(shadow=True)``).
+Every method has a ``paradigm`` (TDDBench's four, or ``llm`` for the language-model attacks)
+and, where TDDBench names it, its TDDBench name. Methods that fit something (``fits``) take a
+``train`` table (and ``train_labels``) of rows they are not scored on; without one they
+cross-fit over folds of the scored rows.
 """
 
 from __future__ import annotations
@@ -40,14 +49,15 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from trainspotter.errors import InputError
-from trainspotter.evaluation import model_based
+from trainspotter.evaluation import learning_based, model_based
 from trainspotter.features.features import FeatureConfig
 
 __all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
-           "cross_fit", "as_petal", "PETAL_PREFIX", "BANK_LL", "BANK_IN", "bank_arrays", "merge_extractions"]
+           "cross_fit", "as_petal", "PETAL_PREFIX", "BANK_LL", "BANK_IN", "BANK_QLL", "bank_arrays", "merge_extractions"]
 
 PETAL_PREFIX = "petal_"
 BANK_LL, BANK_IN = "bank_ll_", "bank_in_"  # + the reference model's index j
+BANK_QLL = "bank_qll_"  # + <kind>_<j>: ℓ of the <kind> perturbed variant under reference j
 
 
 @dataclass(frozen=True)
@@ -60,31 +70,41 @@ class Extraction:
     sequence: bool = False  # needs suffix generation (black-box sequence features)
     estimator: Literal["sigmoid", "petal"] = "sigmoid"  # black-box probability estimator
     bank: bool = False  # needs the reference bank's bank_ll_<j>, bank_in_<j> columns
+    shadow: bool = False  # needs the shadow model's (in-0's) shadow_* columns
+    bank_queries: bool = False  # needs the bank on the perturbed variants too (bank_qll_<kind>_<j>)
+    surrogate: bool = False  # needs the surrogate distilled from the target (transfer_ll), no target extraction
+    vectors: bool = False  # needs the prediction vectors (FeatureConfig.prediction_vectors)
+
+    @property
+    def uses_bank(self) -> bool:
+        """Needs the testbed's reference bank: its columns, or its in-0 as shadow model."""
+        return self.bank or self.shadow
 
     def config(self, base: FeatureConfig | None = None) -> FeatureConfig:
         """``base`` (default: the full set) with only what this extraction needs switched on."""
         base = base or FeatureConfig()
         return base.model_copy(update={"perturbations": base.perturbations and self.perturbations,
                                        "sequence": self.sequence and self.access == "black",
-                                       "estimator": self.estimator})
+                                       "estimator": self.estimator, "prediction_vectors": self.vectors})
 
 
-def merge_extractions(needs: list[Extraction]) -> tuple[str, bool, bool, bool] | None:
+def merge_extractions(needs: list[Extraction]) -> tuple[str, bool, bool, bool, bool] | None:
     """One sigmoid-estimator extraction covering ``needs``: (access, reference,
-    perturbations, sequence), or None if nothing is needed (PETAL's own set aside)."""
-    needs = [n for n in needs if n.estimator != "petal"]
+    perturbations, sequence, prediction vectors), or None if nothing is needed (PETAL's own
+    set aside, and the surrogate's, which reads no target feature)."""
+    needs = [n for n in needs if n.estimator != "petal" and not n.surrogate]
     if not needs:
         return None
     accesses = {n.access for n in needs}
     access = accesses.pop() if len(accesses) == 1 else "both"
     return (access, any(n.reference for n in needs), any(n.perturbations for n in needs),
-            any(n.sequence for n in needs))
+            any(n.sequence for n in needs), any(n.vectors for n in needs))
 
 
 @dataclass(frozen=True)
 class Method:
     """One per-sample method: ``score(df, labels, folds, seed, population)`` -> scores,
-    higher = member."""
+    higher = member; a ``fits`` method also takes ``train=``, ``train_labels=``."""
 
     name: str
     label: str  # display name
@@ -95,6 +115,9 @@ class Method:
     source: str
     needs_labels: bool = False  # cross-fitted: fits on the labels of the other folds
     needs_population: bool = False  # reads ``population``, passages no model trained on
+    paradigm: str = "llm"  # TDDBench's metric, learning, model, query; llm: the LM attacks
+    tddbench: str | None = None  # TDDBench's name of the algorithm (Table 3)
+    fits: bool = False  # fits a model: scores rows it did not fit on (``train``, or cross-fitted)
 
 
 def method_columns(method: Method, df: pd.DataFrame) -> list[str]:
@@ -284,33 +307,187 @@ def rmia_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
     return model_based.rmia(target, refs, in_mask, pop_target, pop_refs)
 
 
-def _scoring(access: str):
-    def score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
-        if labels is None:
-            raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
-        return cross_fit(df[method_columns(METHODS[f"scoring_{access}"], df)], labels, folds, seed)
+def conf_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Metric-conf (Song et al. 2019; TDDBench App. A.1.1): the mean over positions of the
+    largest next-token probability (``gray_conf``); members are predicted confidently."""
+    return _col(df, "gray_conf")
 
-    score.__doc__ = (f"The aggregated scoring model on every {access}_* column (BADI Sec. 3, "
-                     f"App. A.4, here batch and cross-fitted): out-of-fold logit of ``cross_fit``.")
+
+def corr_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Metric-corr (Leino & Fredrikson 2020; TDDBench App. A.1.1), label-only: the share of
+    positions whose greedy token is the true token (``black_match_rate``)."""
+    return _col(df, "black_match_rate")
+
+
+def ent_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Metric-ent (Shokri et al. 2017; Song & Mittal 2021; TDDBench App. A.1.1): minus the mean
+    over positions of the next-token entropy (``gray_ent``); members get peaked predictions."""
+    return -_col(df, "gray_ent")
+
+
+def ment_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Metric-ment (Song & Mittal 2021, Eq. 5; TDDBench App. A.1.1): minus the mean over
+    positions of the modified entropy −(1 − p_y) log p_y − Σ_{z≠y} p_z log(1 − p_z)
+    (``gray_ment``), low when the true token is predicted confidently."""
+    return -_col(df, "gray_ment")
+
+
+def augment_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-augment (Choquette-Choo et al. 2021, the augmentation attack's count of correct
+    predictions; TDDBench App. A.1.4), label-only: the mean greedy-match rate over the passage
+    and its perturbed variants (``black_match_rate``, ``black_pert_match_rate_<kind>``: our
+    six perturbations are the augmentations, 6 extra queries). Thresholding the mean, not a
+    classifier on the correctness vector: no shadow model's label-only outputs are extracted."""
+    return df[method_columns(METHODS["query_augment"], df)].to_numpy(dtype=float).mean(axis=1)
+
+
+def adv_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-adv, ours (after Li & Zhang 2021 and Choquette-Choo et al. 2021's distance to the
+    decision boundary): the mean over positions of the true token's log-probability margin to
+    the greedy boundary (``gray_margin``). Their label-only attack searches the input for the
+    smallest change that flips the label; for an LM that is a discrete search over token
+    substitutions at every position, far beyond 10 queries per passage, so we read the
+    distance in log-probability space, where the boundary is exact and needs no extra query."""
+    return _col(df, "gray_margin")
+
+
+QRM_QUANTILE = 0.95  # Bertran et al.'s 1 − α: a score above 0 calls a member at FPR ≈ 5%
+
+
+def _zlib_bytes(df) -> np.ndarray:
+    """zlib-compressed bytes of each text, ℓ / ``gray_zlib_ratio`` (the ratio is ℓ / bytes)."""
+    return -np.log(_col(df, "gray_ppl")) / _col(df, "gray_zlib_ratio")
+
+
+def qrm_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-qrm, ours (after Bertran et al. 2023, "Scalable membership inference attacks via
+    quantile regression", Sec. 3): a quantile regression fitted on ``population`` passages,
+    known non-members, predicts from a description of x alone the ``QRM_QUANTILE`` quantile
+    q̂(x) of the target's score on non-members like x; the score is ℓ(x) − q̂(x), ℓ the mean
+    token log-likelihood. Bertran et al. regress with a network on the raw input; here the
+    description is the only text statistic the features table holds that does not depend on
+    the target, log zlib-compressed bytes (Carlini et al. 2021's difficulty proxy), in a
+    linear quantile regression (pinball loss, no penalty). No reference model."""
+    from sklearn.linear_model import QuantileRegressor
+
+    if population is None:
+        raise InputError("method 'query_qrm' needs a population table: passages the target never trained on")
+    x = lambda d: np.log(_zlib_bytes(d))[:, None]  # noqa: E731
+    model = QuantileRegressor(quantile=QRM_QUANTILE, alpha=0.0, solver="highs").fit(x(population),
+                                                                                    -np.log(_col(population, "gray_ppl")))
+    return -np.log(_col(df, "gray_ppl")) - model.predict(x(df))
+
+
+def query_ref_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-ref, ours (after Wen et al. 2023, "Canary in a coalmine", ensembled queries with
+    LiRA): online LiRA (``model_based.lira_online``) on each query q of x — x itself and its
+    perturbed variants x̃_k (``gray_pert_diff_<kind>``: ℓ(x̃_k) = ℓ(x) − diff) — against the
+    reference bank's IN and OUT ℓ of the same query (``bank_qll_<kind>_<j>``), averaged over
+    the queries. Wen et al. craft each query by optimising it on the reference models so that
+    IN and OUT models disagree most; over discrete tokens that needs a search per passage, so
+    the queries here are the fixed perturbations (6 extra target queries)."""
+    target, refs, in_mask = bank_arrays(df)
+    lrs = [model_based.lira_online(target, refs, in_mask)]
+    for c in method_columns(METHODS["query_ref"], df):
+        if c.startswith("gray_pert_diff_"):
+            kind = c.removeprefix("gray_pert_diff_")
+            q = [f"{BANK_QLL}{kind}_{j}" for j in _bank_columns(df, BANK_LL, "features table")]
+            missing = [n for n in q if n not in df.columns]
+            if missing:
+                raise InputError(f"method 'query_ref' needs column {missing[0]!r}: the bank on the {kind} variants")
+            lrs.append(model_based.lira_online(target - _col(df, c), df[q].to_numpy(dtype=float), in_mask))
+    return np.mean(lrs, axis=0)
+
+
+def transfer_score(df, labels=None, folds=5, seed=0, population=None) -> np.ndarray:
+    """Query-transfer, ours (after Li & Zhang 2021's transfer attack;
+    ``trainspotter.evaluation.query_based``), label-only: the mean token log-likelihood of the
+    passage under a surrogate distilled from the target's greedy tokens on held-out passages
+    (``transfer_ll``)."""
+    return _col(df, "transfer_ll")
+
+
+def _learn(inputs: str):
+    def score(df, labels=None, folds=5, seed=0, population=None, train=None, train_labels=None) -> np.ndarray:
+        if train is not None:
+            return learning_based.fit_score(train, df, inputs, seed)
+        out = np.full(len(df), np.nan)  # out-of-fold, folds stratified by the shadow's membership
+        for tr, te in crossfit_folds(df[learning_based.SHADOW_IN], folds, seed):
+            out[te] = learning_based.fit_score(df.iloc[tr], df.iloc[te], inputs, seed)
+        return out
+
+    score.__doc__ = (f"Learn-{inputs} (``trainspotter.evaluation.learning_based``): P(member) from TDDBench's "
+                     f"auxiliary classifier trained on the shadow model's Learn-{inputs} inputs of ``train`` "
+                     f"(else of the other folds) against its known membership.")
     return score
 
 
-def _m(name, label, access, columns, extraction, score, source, needs_labels=False,
-       needs_population=False) -> Method:
-    return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels, needs_population)
+def _scoring(access: str):
+    def score(df, labels=None, folds=5, seed=0, population=None, train=None, train_labels=None) -> np.ndarray:
+        columns = method_columns(METHODS[f"scoring_{access}"], df)
+        if train is None:
+            if labels is None:
+                raise ValueError(f"scoring_{access} is cross-fitted and needs the labels")
+            return cross_fit(df[columns], labels, folds, seed)
+        def X(d):  # inf -> NaN, which the pipeline's imputer fills (as cross_fit)
+            values = d[columns].to_numpy(dtype=float)
+            return np.where(np.isfinite(values), values, np.nan)
+
+        return scoring_pipeline(seed).fit(X(train), np.asarray(train_labels).astype(int)).decision_function(X(df))
+
+    score.__doc__ = (f"The aggregated scoring model on every {access}_* column (BADI Sec. 3, "
+                     f"App. A.4, here batch): the logit of ``scoring_pipeline`` fitted on ``train`` "
+                     f"(else out-of-fold, ``cross_fit``).")
+    return score
+
+
+def _m(name, label, access, columns, extraction, score, source, needs_labels=False, needs_population=False,
+       paradigm="llm", tddbench=None, fits=False) -> Method:
+    return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels, needs_population,
+                  paradigm, tddbench, fits)
+
+
+_SHADOW = Extraction("gray", shadow=True, vectors=True)
+_LEARN_SOURCE = {"original": "Shokri et al. 2017", "top3": "Salem et al. 2019", "sorted": "Salem et al. 2019",
+                 "label": "Nasr et al. 2018", "merge": "Amit et al. 2024"}
 
 
 _G, _B = "gray", "black"
 _BANK = ["gray_ppl", f"{BANK_LL}*", f"{BANK_IN}*"]
 METHODS: dict[str, Method] = {m.name: m for m in [
-    _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018"),
+    _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018", paradigm="metric",
+       tddbench="Metric-loss"),
+    _m("metric_conf", "Metric-conf", _G, ["gray_conf"], Extraction(_G), conf_score, "Song et al. 2019",
+       paradigm="metric", tddbench="Metric-conf"),
+    _m("metric_corr", "Metric-corr", _B, ["black_match_rate"], Extraction(_B), corr_score,
+       "Leino & Fredrikson 2020", paradigm="metric", tddbench="Metric-corr"),
+    _m("metric_ent", "Metric-ent", _G, ["gray_ent"], Extraction(_G), ent_score, "Shokri et al. 2017",
+       paradigm="metric", tddbench="Metric-ent"),
+    _m("metric_ment", "Metric-ment", _G, ["gray_ment"], Extraction(_G), ment_score, "Song & Mittal 2021, Eq. 5",
+       paradigm="metric", tddbench="Metric-ment"),
+    *[_m(f"learn_{k}", f"Learn-{k}", _G, cols + [learning_based.SHADOW_PREFIX + c for c in cols]
+         + [learning_based.SHADOW_IN], _SHADOW, _learn(k), f"{_LEARN_SOURCE[k]}; TDDBench Sec. 3", paradigm="learning",
+         tddbench=f"Learn-{k}", fits=True) for k, cols in learning_based.INPUTS.items()],
     _m("zlib", "Zlib", _G, ["gray_zlib_ratio"], Extraction(_G), zlib_score, "Carlini et al. 2021"),
     _m("min_k", "Min-K%", _G, ["gray_min_k_20"], Extraction(_G), min_k_score, "Shi et al. 2024"),
     _m("min_kpp", "Min-K%++", _G, ["gray_min_kpp_20"], Extraction(_G), min_kpp_score, "Zhang et al. 2024"),
     _m("refl", "RefL", _G, ["gray_ref_diff"], Extraction(_G, reference=True), refl_score,
        "Carlini et al. 2022; EZ-MIA Sec. 4"),
     _m("neighbor", "Neighbor", _G, ["gray_pert_diff_*"], Extraction(_G, perturbations=True),
-       neighbor_score, "Mattern et al. 2023"),
+       neighbor_score, "Mattern et al. 2023", paradigm="query", tddbench="Query-neighbor"),
+    _m("query_augment", "Query-augment", _B, ["black_match_rate", "black_pert_match_rate_*"],
+       Extraction(_B, perturbations=True), augment_score, "Choquette-Choo et al. 2021", paradigm="query",
+       tddbench="Query-augment"),
+    _m("query_ref", "Query-ref (ours)", _G,
+       _BANK + ["gray_pert_diff_*", f"{BANK_QLL}*"], Extraction(_G, perturbations=True, bank=True, bank_queries=True),
+       query_ref_score, "ours, after Wen et al. 2023", paradigm="query", tddbench="Query-ref"),
+    _m("query_transfer", "Query-transfer (ours)", _B, ["transfer_ll"], Extraction(_B, surrogate=True),
+       transfer_score, "ours, after Li & Zhang 2021", needs_population=True, paradigm="query",
+       tddbench="Query-transfer"),
+    _m("query_adv", "Query-adv (ours)", _G, ["gray_margin"], Extraction(_G), adv_score,
+       "ours, after Li & Zhang 2021", paradigm="query", tddbench="Query-adv"),
+    _m("query_qrm", "Query-qrm (ours)", _G, ["gray_ppl", "gray_zlib_ratio"], Extraction(_G),
+       qrm_score, "ours, after Bertran et al. 2023", needs_population=True, paradigm="query", tddbench="Query-qrm"),
     _m("ez_mia", "EZ-MIA", _G, ["gray_ez"], Extraction(_G, reference=True), ez_score, "EZ-MIA Sec. 3.4"),
     _m("petal", "PETAL", _B, [f"{PETAL_PREFIX}ppl"], Extraction(_B, reference=True, estimator="petal"),
        petal_score, "He et al. 2025; BADI App. B.2"),
@@ -318,33 +495,37 @@ METHODS: dict[str, Method] = {m.name: m for m in [
        "BADI Sec. 5.1, App. B.1"),
     _m("scoring_gray", "Scoring model (gray)", _G, ["gray_*"],
        Extraction(_G, reference=True, perturbations=True), _scoring("gray"), "BADI Sec. 3, App. A.4",
-       needs_labels=True),
+       needs_labels=True, fits=True),
     _m("scoring_black", "Scoring model (black)", _B, ["black_*"],
        Extraction(_B, reference=True, perturbations=True, sequence=True), _scoring("black"),
-       "BADI Sec. 3, App. A.4", needs_labels=True),
+       "BADI Sec. 3, App. A.4", needs_labels=True, fits=True),
     _m("model_loss", "Model-loss", _G, _BANK, Extraction(_G, bank=True), model_loss_score,
-       "Sablayrolles et al. 2019; TDDBench App. A.1.3"),
+       "Sablayrolles et al. 2019; TDDBench App. A.1.3", paradigm="model", tddbench="Model-loss"),
     _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
-       "Watson et al. 2022; TDDBench App. A.1.3"),
+       "Watson et al. 2022; TDDBench App. A.1.3", paradigm="model", tddbench="Model-calibration"),
     _m("lira_online", "LiRA (online)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
-       "Carlini et al. 2022, Eq. 4, Alg. 1"),
+       "Carlini et al. 2022, Eq. 4, Alg. 1", paradigm="model", tddbench="Model-lira"),
     _m("lira_offline", "LiRA (offline)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
-       "Carlini et al. 2022, offline LiRA"),
+       "Carlini et al. 2022, offline LiRA", paradigm="model", tddbench="Model-lira"),
     _m("model_fpr", "Model-FPR", _G, _BANK, Extraction(_G, bank=True), model_fpr_score,
-       "Ye et al. 2022, attack R"),
+       "Ye et al. 2022, attack R", paradigm="model", tddbench="Model-fpr"),
     _m("rmia", "RMIA (Model-robust)", _G, _BANK, Extraction(_G, bank=True), rmia_score,
-       "Zarifzadeh et al. 2024", needs_population=True),
+       "Zarifzadeh et al. 2024", needs_population=True, paradigm="model", tddbench="Model-robust"),
 ]}
 
 
 def method_scores(name: str, df: pd.DataFrame, labels=None, folds: int = 5, seed: int = 0,
-                  population: pd.DataFrame | None = None) -> np.ndarray:
+                  population: pd.DataFrame | None = None, train: pd.DataFrame | None = None,
+                  train_labels=None) -> np.ndarray:
     """Scores of method ``name`` for every row of ``df`` (higher = member). Cross-fitted
     methods need ``labels`` (1 = member); ``needs_population`` methods a ``population``
-    table (the others ignore it)."""
+    table (the others ignore it). ``fits`` methods fit on ``train`` (with ``train_labels``)
+    when given instead of cross-fitting over ``df``; the others ignore them."""
     if name not in METHODS:
         raise InputError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    return np.asarray(METHODS[name].score(df, labels, folds, seed, population), dtype=float)
+    method = METHODS[name]
+    extra = {"train": train, "train_labels": train_labels} if method.fits else {}
+    return np.asarray(method.score(df, labels, folds, seed, population, **extra), dtype=float)
 
 
 def as_petal(df: pd.DataFrame) -> pd.DataFrame:

@@ -30,7 +30,8 @@ import pandas as pd
 from trainspotter.backends.base import Backend, TokenScores, per_prefix
 from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
-from trainspotter.features.features import FeatureConfig, catalog, match_rate, suffix_length, token_level_row
+from trainspotter.features.features import (FeatureConfig, catalog, match_rate, prediction_row, suffix_length,
+                                            token_level_row)
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
                                                estimate_logprobs, petal_fit, token_table)
@@ -81,7 +82,7 @@ def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
             "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
             reference_logprobs=r.logprobs if r is not None else None,
             references_logprobs=[scores[i].logprobs for scores in r_orig],
-            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez))
+            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez) | prediction_row(t, config))
     return rows
 
 
@@ -179,6 +180,8 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
         parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
+        parts.append([{f"black_pert_match_rate_{k}": match_rate(v[i].token_ids, v[i].argmax) for k, v in t_pert.items()}
+                      for i in range(n)])  # Query-augment: label-only correctness on the variants
         if config.sequence:
             parts.append(_sequence_rows(t_orig, target, references[0] if references else None, config))
     for part in parts:

@@ -25,6 +25,7 @@ from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 
+TOP_K, PROJECTION_DIM = 10, 16  # as trainspotter.backends.hf (kept torch-free here)
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 
 
@@ -119,6 +120,50 @@ def match_rate(token_ids: Sequence[int], argmax: Sequence[int]) -> float:
     return float((ids == pred).mean())
 
 
+# ---------------------------------------------------------------- TDDBench's metric-based criteria
+
+def _mean_or_nan(values) -> np.ndarray | float:
+    """Mean over positions (axis 0); NaN when the backend gave no such array (an API)."""
+    return np.nan if values is None else np.asarray(values, dtype=np.float64).mean(axis=0)
+
+
+def margins(scores) -> np.ndarray | None:
+    """Per position, the true token's log-probability margin to the greedy decision boundary,
+    log p(x_i|x_<i) − max_{z≠x_i} log p(z|x_<i): positive where the greedy token is right (how
+    far its log-probability may fall before the prediction flips), negative where it is wrong.
+    None without the top log-probabilities."""
+    if scores.top_logprobs is None or scores.top_logprobs.shape[1] < 2:
+        return None
+    top = scores.top_logprobs
+    right = np.asarray(scores.argmax) == np.asarray(scores.token_ids)
+    return np.asarray(scores.logprobs) - np.where(right, top[:, 1], top[:, 0])
+
+
+def prediction_row(scores, config: "FeatureConfig") -> dict[str, float]:
+    """TDDBench's metric-based criteria (Table 3, App. A.1.1) per token, averaged over the
+    passage's positions, from a ``TokenScores``: ``gray_conf`` = mean max_z p(z|x_<i)
+    (Metric-conf, Song et al. 2019), ``gray_ent`` = mean entropy H_i = −μ_i (Metric-ent,
+    Shokri et al. 2017), ``gray_ment`` = mean modified entropy (Metric-ment, Song & Mittal
+    2021 Eq. 5), ``gray_true_p`` = mean p(x_i|x_<i) (the true label's confidence),
+    ``gray_margin`` = mean ``margins`` (Query-adv's distance to the greedy boundary). With
+    ``config.prediction_vectors`` also the learning-based inputs: ``gray_top_p_<r>`` = mean
+    over positions of the r-th largest probability (Salem et al. 2019's sorted vector, cut at
+    10) and ``gray_pv_<j>`` = mean over positions of the projected distribution p(·|x_<i) @ R
+    (``trainspotter.backends.hf.projection_matrix``; Shokri et al.'s unsorted vector, whose
+    V entries are too many for a classifier trained on a few hundred passages). A value the
+    backend could not give (``None`` arrays) is NaN."""
+    row = {"gray_conf": _mean_or_nan(None if scores.max_logprob is None else np.exp(scores.max_logprob)),
+           "gray_ent": -float(np.mean(scores.mu)), "gray_ment": _mean_or_nan(scores.mentr),
+           "gray_true_p": float(np.mean(np.exp(scores.logprobs))), "gray_margin": _mean_or_nan(margins(scores))}
+    if config.prediction_vectors:
+        top = _mean_or_nan(None if scores.top_logprobs is None else np.exp(scores.top_logprobs))
+        proj = _mean_or_nan(scores.projection)
+        row |= {f"gray_top_p_{r + 1}": (np.nan if scores.top_logprobs is None or r >= len(top) else top[r])
+                for r in range(TOP_K)}
+        row |= {f"gray_pv_{j + 1}": np.nan if scores.projection is None else proj[j] for j in range(PROJECTION_DIM)}
+    return {k: float(v) for k, v in row.items()}
+
+
 # ---------------------------------------------------------------- configuration
 
 class FeatureConfig(BaseModel):
@@ -140,6 +185,8 @@ class FeatureConfig(BaseModel):
     # Only features that compare the target with the reference model (calibrated: what makes
     # one text easier than another cancels to first order; the "calibrated" set).
     relative_only: bool = False
+    # TDDBench's learning-based inputs: per-passage prediction vectors (gray_top_p_*, gray_pv_*)
+    prediction_vectors: bool = False
 
     @field_validator("min_k")
     @classmethod
@@ -268,6 +315,8 @@ def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
                         f"log-PPL of the {_KIND_TEXT[kind]} variant − log-PPL of the original",
                         src(4) + ", A.3"),
         ]
+    if a == "gray":
+        specs += _prediction_specs(config)
     specs.append(FeatureSpec(f"{a}_ez", a, _TR,
                              f"Error Zone P/N of the {lp} shift target − reference at target argmax errors",
                              "EZ-MIA Sec. 3.4, App. E.5–E.6" + ("" if a == "gray" else "; on BADI estimates")))
@@ -286,12 +335,38 @@ def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
     return specs
 
 
+def _prediction_specs(config: FeatureConfig) -> list[FeatureSpec]:
+    """The columns of ``prediction_row``: TDDBench's metric-based criteria per passage."""
+    t = "TDDBench Table 3, App. A.1.1"
+    specs = [FeatureSpec("gray_conf", "gray", _T, "mean over positions of the largest next-token probability",
+                         f"Song et al. 2019 (Metric-conf); {t}"),
+             FeatureSpec("gray_ent", "gray", _T, "mean over positions of the next-token entropy −μ_i",
+                         f"Shokri et al. 2017 (Metric-ent); {t}"),
+             FeatureSpec("gray_ment", "gray", _T, "mean over positions of the modified entropy "
+                         "−(1 − p_y) log p_y − Σ_{z≠y} p_z log(1 − p_z)", f"Song & Mittal 2021 Eq. 5 (Metric-ment); {t}"),
+             FeatureSpec("gray_true_p", "gray", _T, "mean over positions of p(x_i|x_<i)",
+                         "Nasr et al. 2018 (the label's confidence)"),
+             FeatureSpec("gray_margin", "gray", _T, "mean over positions of log p(x_i|x_<i) − max_{z≠x_i} log p(z|x_<i), "
+                         "the margin to the greedy decision boundary", "ours: Query-adv (Li & Zhang 2021) in log p")]
+    if config.prediction_vectors:
+        specs += [FeatureSpec(f"gray_top_p_{r}", "gray", _T, f"mean over positions of the {r}-th largest "
+                              "next-token probability", "Salem et al. 2019 (Learn-sorted, -top3)")
+                  for r in range(1, TOP_K + 1)]
+        specs += [FeatureSpec(f"gray_pv_{j}", "gray", _T, f"mean over positions of coordinate {j} of "
+                              "p(·|x_<i) @ R, R a fixed seeded Gaussian V × 16", "Shokri et al. 2017 (Learn-original)")
+                  for j in range(1, PROJECTION_DIM + 1)]
+    return specs
+
+
 def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[FeatureSpec]:
     """Every feature column ``extract`` can produce under ``config``, in column order."""
     config = config or FeatureConfig()
     specs = _token_specs("gray", config) if access in ("gray", "both") else []
     if access in ("black", "both"):
         specs += _token_specs("black", config)
+        specs += [FeatureSpec(f"black_pert_match_rate_{kind}", "black", _T, "fraction of positions whose greedy "
+                              f"token is the actual token, on the {_KIND_TEXT[kind]} variant",
+                              "Choquette-Choo et al. 2021 (Query-augment); TDDBench App. A.1.4") for kind in config.kinds]
         if config.sequence:
             specs.append(FeatureSpec("black_seq_bertscore", "black", _T,
                                      "BERTScore F1 (MiniLM) of the greedy continuation of the prefix vs the true suffix",

@@ -3,7 +3,8 @@
 Members of the training data are fitted better by the target model: lower perplexity, higher
 (Min-K%, Min-K%++, STRIP-K%, zlib-normalised) log-likelihoods, a lower loss relative to a
 reference model, more Error-Zone upward shifts, a larger likelihood drop under
-perturbation, continuations closer to the true suffix, more greedy tokens right (BADI App. A.2, A.6; EZ-MIA Sec. 3;
+perturbation, continuations closer to the true suffix, more greedy tokens right, more confident
+and lower-entropy predictions (BADI App. A.2, A.6; EZ-MIA Sec. 3; TDDBench App. A.1.1;
 the score functions of trainspotter.evaluation.mia use the same signs). The sequential test
 constrains its scoring model to these directions (``TestConfig.oriented``), so that a
 held-out set that is *more* member-like than the suspect set (members leaking into it,
@@ -29,6 +30,9 @@ _RULES = [  # (pattern on the column name, +1: higher = member-like, -1: lower =
     (r"^black_seq_bertscore", +1),
     (r"_match_rate$", +1),
     (r"_ref_(match|seq)_diff$", +1),
+    (r"_(conf|true_p|top_p_1|margin)$", +1),
+    (r"_pert_match_rate_", +1),  # TDDBench's metric-based criteria: confident on members
+    (r"_(ent|ment)$", -1),
 ]
 
 
