@@ -160,7 +160,7 @@ BANK_FEATURES = FEATURE_SETS["lean"]
 
 
 # The shadow model's extraction (learning-based methods): its prediction vectors and criteria.
-SHADOW_FEATURES = BANK_FEATURES.model_copy(update={"prediction_vectors": True})
+SHADOW_FEATURES = BANK_FEATURES.model_copy(update={"metric_criteria": True, "prediction_vectors": True})
 
 
 def shadow_model(bank: list[tuple[str, frozenset[str]]]) -> tuple[str, frozenset[str]]:

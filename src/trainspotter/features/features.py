@@ -185,6 +185,8 @@ class FeatureConfig(BaseModel):
     # Only features that compare the target with the reference model (calibrated: what makes
     # one text easier than another cancels to first order; the "calibrated" set).
     relative_only: bool = False
+    # TDDBench's metric-based criteria (gray_conf, _ent, _ment, _true_p, _margin; prediction_row)
+    metric_criteria: bool = True
     # TDDBench's learning-based inputs: per-passage prediction vectors (gray_top_p_*, gray_pv_*)
     prediction_vectors: bool = False
 
@@ -231,7 +233,10 @@ def _pct(k: float) -> int:
 # a held-out set that is easier or harder text (benchmarks/results/shift.md); "full" is
 # everything.
 FEATURE_SETS = {
-    "lean": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False),
+    # (without TDDBench's metric criteria: at chance on tiny-pretrain, benchmarks/results/
+    # tiny-pretrain/tddbench.md, and an API returns no full distribution to compute them from)
+    "lean": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False,
+                          metric_criteria=False),
     "calibrated": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False,
                                 relative_only=True),
     "full": FeatureConfig(),
@@ -315,7 +320,7 @@ def _token_specs(a: str, config: FeatureConfig) -> list[FeatureSpec]:
                         f"log-PPL of the {_KIND_TEXT[kind]} variant − log-PPL of the original",
                         src(4) + ", A.3"),
         ]
-    if a == "gray":
+    if a == "gray" and config.metric_criteria:
         specs += _prediction_specs(config)
     specs.append(FeatureSpec(f"{a}_ez", a, _TR,
                              f"Error Zone P/N of the {lp} shift target − reference at target argmax errors",
