@@ -222,7 +222,7 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     bad = run("mini", "--references", "1")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: testbed 'mini': reference models are built for pre-training testbeds only "
-        "(tiny-pretrain, mini-pretrain)")
+        "(tiny-pretrain, tiny-pretrain-2k, mini-pretrain)")
 
 
 def test_a_corpus_fraction_gives_each_model_its_own_seeded_subset(copy_root):
