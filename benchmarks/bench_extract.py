@@ -68,9 +68,9 @@ class Recording:
         self.score = watch.wrap("score", self._score)
         self.generate = watch.wrap("generate", self._generate)
 
-    def _score(self, texts):
+    def _score(self, texts, distribution=False):
         self.texts += texts
-        return self.c.score(texts)
+        return self.c.score(texts, distribution)
 
     def _generate(self, prefixes, max_new_tokens):
         from trainspotter.backends.base import per_prefix

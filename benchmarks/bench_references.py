@@ -68,11 +68,11 @@ class Memo:
     def encode(self, text):
         return self.inner.encode(text)
 
-    def score(self, texts):
-        new = list(dict.fromkeys(t for t in texts if t not in self.seen))
-        for t, s in zip(new, self.inner.score(new) if new else []):
-            self.seen[t] = s
-        return [self.seen[t] for t in texts]
+    def score(self, texts, distribution=False):
+        new = list(dict.fromkeys(t for t in texts if (t, distribution) not in self.seen))
+        for t, s in zip(new, self.inner.score(new, distribution) if new else []):
+            self.seen[t, distribution] = s
+        return [self.seen[t, distribution] for t in texts]
 
     def generate(self, prefixes, n):
         return self.inner.generate(prefixes, n)

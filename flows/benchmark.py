@@ -180,24 +180,36 @@ def benchmark_report_html(files: dict[str, Path]) -> str:
     return benchmark_html(files["table"].read_text(), figures)
 
 
+def _prepare(config: BenchmarkConfig) -> tuple[list[tuple[str, frozenset[str]]], pd.DataFrame, Path, str]:
+    """What both benchmark flows start from: the testbed (built if needed), the reference bank
+    (built once, read by the extraction and the cost), the features table (cached), the
+    output folder (created) and the target's device."""
+    if config.testbed not in PRESETS:
+        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
+    build_testbed_task(PRESETS[config.testbed])
+    bank = _bank(config)
+    table = features_table(config, bank)
+    out = Path(config.out) if config.out else RESULTS / config.testbed
+    out.mkdir(parents=True, exist_ok=True)
+    return bank, table, out, str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
+
+
+def _log_parent(config: BenchmarkConfig, device: str) -> None:
+    """The parent run's parameters (the whole configuration) and tags."""
+    mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
+    mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+
+
 @flow(name="benchmark")
 def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> dict:
     """Build/load the testbed, extract (cached), score and time every method, run the DI
     configurations, log everything to MLflow and write the report folder."""
     logger = get_run_logger()
-    if config.testbed not in PRESETS:
-        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
-    build_testbed_task(PRESETS[config.testbed])
-    bank = _bank(config)  # built once, read by the extraction and the cost
-    table = features_table(config, bank)
-    out = Path(config.out) if config.out else RESULTS / config.testbed
-    out.mkdir(parents=True, exist_ok=True)
-    device = str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
+    bank, table, out, device = _prepare(config)
     header = header_line(config, git_commit(), device)
     experiment = use_experiment(f"benchmark/{config.testbed}", tracking_uri)
     with mlflow.start_run(experiment_id=experiment, run_name="benchmark") as parent:
-        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
-        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+        _log_parent(config, device)
         methods, curves = _methods(config, table, bank, experiment, logger)
         di, power = _di(config, table, experiment, logger)
         n1 = int((table["split"] == "member").sum())
@@ -230,24 +242,16 @@ def tddbench_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> d
     (experiment ``tddbench/<testbed>``) with a child run per method; ``tddbench.md`` and
     ``tddbench.json`` in the output folder."""
     logger = get_run_logger()
-    if config.testbed not in PRESETS:
-        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
-    build_testbed_task(PRESETS[config.testbed])
-    bank = _bank(config)
-    table = features_table(config, bank)
+    bank, table, out, device = _prepare(config)
     mia, labels = mia_rows(table)
     population = table[table["split"] == "heldout"].reset_index(drop=True)
     parts = partitions(labels, config.partitions, config.seed)
-    out = Path(config.out) if config.out else RESULTS / config.testbed
-    out.mkdir(parents=True, exist_ok=True)
-    device = str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
     header = header_line(config, git_commit(), device)
     sub, sub_labels, pop = cost_subsample(config) if config.cost_samples else ([], [], [])
     experiment = use_experiment(f"tddbench/{config.testbed}", tracking_uri)
     rows = []
     with mlflow.start_run(experiment_id=experiment, run_name="tddbench") as parent:
-        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
-        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+        _log_parent(config, device)
         for name in config.methods:
             method = METHODS[name]
             per = partition_metrics_task(name, mia, labels, parts, config.folds, config.seed,

@@ -164,8 +164,8 @@ def test_black_box_features_separate_members_from_heldout(models, passages):
 
 def test_label_only_target_cannot_give_gray_features(models, passages):
     class LabelOnly(CountingBackend):
-        def score(self, texts):
-            out = super().score(texts)
+        def score(self, texts, distribution=False):
+            out = super().score(texts, distribution)
             for s in out:
                 s.logprobs = np.full_like(s.logprobs, np.nan)
             return out
@@ -177,8 +177,8 @@ def test_label_only_target_cannot_give_gray_features(models, passages):
     assert np.isfinite(df["black_ppl"]).all()
 
     class Holes(CountingBackend):  # one position without a log-prob (an API answer that lacked it)
-        def score(self, texts):
-            out = super().score(texts)
+        def score(self, texts, distribution=False):
+            out = super().score(texts, distribution)
             out[0].logprobs[3] = np.nan
             return out
 

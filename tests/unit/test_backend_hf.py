@@ -175,7 +175,8 @@ def test_tddbench_token_arrays_equal_their_definitions(backend):
     definitions on one unpadded text at a time (fp64)."""
     from trainspotter.backends.hf import TOP_K, projection_matrix
 
-    for text, s in zip(TEXTS, backend.score(TEXTS)):
+    assert backend.score(TEXTS[:1])[0].mentr is None  # computed only when asked for
+    for text, s in zip(TEXTS, backend.score(TEXTS, distribution=True)):
         ids = torch.tensor([backend.encode(text)])
         with torch.no_grad():
             logp = torch.log_softmax(backend.model(input_ids=ids).logits[0, :-1].double(), -1)
@@ -198,7 +199,7 @@ def test_modified_entropy_on_a_hand_computed_distribution():
     from trainspotter.backends.hf import token_stats
 
     logits = torch.log(torch.tensor([[0.5, 0.25, 0.25], [0.5, 0.25, 0.25]]))
-    out = token_stats(logits, torch.tensor([0, 1]))
+    out = token_stats(logits, torch.tensor([0, 1]), distribution=True)
     want = [-0.5 * np.log(0.5) - 0.5 * np.log(0.75), -0.75 * np.log(0.25) - 0.5 * np.log(0.5) - 0.25 * np.log(0.75)]
     np.testing.assert_allclose(out["mentr"], want, rtol=1e-6)
     np.testing.assert_allclose(out["max_logprob"], np.log([0.5, 0.5]), rtol=1e-6)

@@ -4,8 +4,10 @@ Positions are defined by the backend's *local* tokenizer: a text is encoded as
 [BOS] x_1..x_n and position i asks for x_i given x_<i. Gray-box signals need
 ``score``; a label-only (black-box) backend may fill ``logprobs``, ``mu`` and
 ``sigma2`` with NaN and still give ``argmax`` (BADI App. A.6). The optional arrays (TDDBench's
-metric- and learning-based inputs) need the full next-token distribution: a backend that
-cannot fill them leaves them None and the features built on them are NaN.
+metric- and learning-based inputs) need the full next-token distribution: they are filled
+only when ``score(..., distribution=True)`` asks for them (they cost more than the rest of
+the statistics at a large vocabulary), and a backend that cannot fill them leaves them None,
+so the features built on them are NaN.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+TOP_K = 10  # largest next-token probabilities kept per position (learning-based inputs)
+PROJECTION_DIM = 16  # width of the fixed random projection of p(·|x_<i) (Learn-original)
 
 
 @dataclass
@@ -38,8 +43,9 @@ class Backend(Protocol):
     def encode(self, text: str) -> list[int]:
         """[BOS] + token ids of ``text`` under the local tokenizer."""
 
-    def score(self, texts: list[str]) -> list[TokenScores]:
-        """Per-position signals of each text (one forward pass / request batch per text)."""
+    def score(self, texts: list[str], distribution: bool = False) -> list[TokenScores]:
+        """Per-position signals of each text (one forward pass / request batch per text);
+        ``distribution``: also the optional arrays of the whole next-token distribution."""
 
     def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         """Greedy (temperature-0) continuation token ids of each prefix, at most

@@ -117,8 +117,9 @@ class OpenAIBackend:
         """[BOS]+ids, prefix texts and token texts (tests and benchmarks count positions)."""
         return self.local.positions(text)
 
-    def score(self, texts: list[str]) -> list[TokenScores]:
-        """Per-position signals of each text; requests batch prompts across texts."""
+    def score(self, texts: list[str], distribution: bool = False) -> list[TokenScores]:
+        """Per-position signals of each text; requests batch prompts across texts. An API
+        returns no whole distribution: ``distribution`` changes nothing (those arrays stay None)."""
         return self._resolve_mode().score(texts, self.local, self.profile, self.ask)
 
     def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:

@@ -215,14 +215,15 @@ def method_costs(names: list[str], passages: list[dict], labels, target, referen
         for name in names:
             runs[name].append(method_cost(name, passages, labels, target, reference, base, folds, seed,
                                           bank, population))
-    out = {}
-    for name, rs in runs.items():
-        seconds = min(r["seconds"] for r in rs)
-        peaks = [r["peak_rss_mb"] for r in rs if r["peak_rss_mb"] is not None]
-        out[name] = {"seconds": seconds, "seconds_per_sample": seconds / len(passages),
-                     "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages),
-                     "repeats": repeats}
-    return out
+    return {name: _fastest(rs, len(passages)) for name, rs in runs.items()}
+
+
+def _fastest(runs: list[dict], n: int) -> dict:
+    """One method's rounds: the fastest round's seconds (and per sample), the largest peak."""
+    seconds = min(r["seconds"] for r in runs)
+    peaks = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
+    return {"seconds": seconds, "seconds_per_sample": seconds / n, "peak_rss_mb": max(peaks) if peaks else None,
+            "cost_samples": n, "repeats": len(runs)}
 
 
 def fresh_process_cost(name: str, passages: list[dict], labels, target: str, references: list[str],
@@ -260,11 +261,7 @@ def _fresh_main(path: str) -> None:
     method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
     runs = [method_cost(name, passages, labels, *args, bank=bank, population=job["population"] or None)
             for _ in range(job["repeats"])]
-    peaks = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
-    seconds = min(r["seconds"] for r in runs)
-    out = {"seconds": seconds, "seconds_per_sample": seconds / len(passages),
-           "peak_rss_mb": max(peaks) if peaks else None, "cost_samples": len(passages), "repeats": job["repeats"],
-           "fresh_process": True}
+    out = _fastest(runs, len(passages)) | {"fresh_process": True}
     Path(path).with_name("cost.json").write_text(json.dumps(out))
 
 

@@ -82,7 +82,8 @@ def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
             "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
             reference_logprobs=r.logprobs if r is not None else None,
             references_logprobs=[scores[i].logprobs for scores in r_orig],
-            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez) | prediction_row(t, config))
+            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez)
+            | (prediction_row(t, config) if config.metric_criteria else {}))
     return rows
 
 
@@ -122,10 +123,21 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
             "black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
             perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez)
         row["black_match_rate"] = match_rate(t.token_ids, t.argmax)
+        # Query-augment: label-only correctness on the perturbed variants
+        row |= {f"black_pert_match_rate_{k}": match_rate(v[i].token_ids, v[i].argmax) for k, v in t_pert.items()}
         if r is not None:
             row["black_ref_match_diff"] = row["black_match_rate"] - match_rate(r.token_ids, r.argmax)
         rows.append(row)
     return rows
+
+
+def _continuations(model: Backend | None, jobs: list[tuple]) -> list[str]:
+    """One generate call for every job's prefix, each cut to its own suffix length."""
+    if not jobs:
+        return []
+    lengths = [j[3] for j in jobs]
+    outs = model.generate([j[2] for j in jobs], lengths)
+    return [model.tokenizer.decode(list(ids)[:s]) for ids, s in zip(outs, lengths)]
 
 
 def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: FeatureConfig) -> list[dict]:
@@ -144,13 +156,7 @@ def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: F
         jobs += [(i, f"black_seq_bertscore_{k}", perturb(prefix, k, config.seed), s, suffix) for k in kinds]
     ref_jobs = [(i, "ref", prefix, s, suffix) for i, col, prefix, s, suffix in jobs
                 if col == "black_seq_bertscore"] if reference is not None else []
-    def continuations(model: Backend, asked: list[tuple]) -> list[str]:
-        """One generate call for every prefix, each with its own suffix length."""
-        lengths = [j[3] for j in asked]
-        outs = model.generate([j[2] for j in asked], lengths) if asked else []
-        return [model.tokenizer.decode(list(ids)[:s]) for ids, s in zip(outs, lengths)]
-
-    generated = continuations(target, jobs) + (continuations(reference, ref_jobs) if ref_jobs else [])
+    generated = _continuations(target, jobs) + _continuations(reference, ref_jobs)
     f1 = bertscore_f1(generated, [job[4] for job in jobs + ref_jobs])
     rows = [dict.fromkeys(["black_seq_bertscore"] + [f"black_seq_bertscore_{k}" for k in kinds], np.nan)
             for _ in t_orig]
@@ -168,7 +174,9 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
     texts = [p["text"] for p in passages]
     n, kinds = len(texts), config.kinds
     variants = [perturb(x, k, config.seed) for k in kinds for x in texts]
-    t_all = target.score(texts + variants)  # the one target forward pass per text variant
+    # the one target forward pass per text variant; the whole distribution's arrays only for
+    # the gray metric criteria (prediction_row)
+    t_all = target.score(texts + variants, access != "black" and config.metric_criteria)
     t_orig = t_all[:n]
     t_pert = {k: t_all[n * (j + 1): n * (j + 2)] for j, k in enumerate(kinds)}
     r_orig = [r.score(texts) for r in references]  # one call per reference, on the originals
@@ -180,8 +188,6 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
         parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
-        parts.append([{f"black_pert_match_rate_{k}": match_rate(v[i].token_ids, v[i].argmax) for k, v in t_pert.items()}
-                      for i in range(n)])  # Query-augment: label-only correctness on the variants
         if config.sequence:
             parts.append(_sequence_rows(t_orig, target, references[0] if references else None, config))
     for part in parts:
@@ -251,10 +257,10 @@ class CountingBackend:
     def encode(self, text: str) -> list[int]:
         return self.inner.encode(text)
 
-    def score(self, texts: list[str]) -> list[TokenScores]:
+    def score(self, texts: list[str], distribution: bool = False) -> list[TokenScores]:
         self.score_calls += 1
         self.scored_texts += len(texts)
-        return self.inner.score(texts)
+        return self.inner.score(texts, distribution)
 
     def generate(self, prefixes: list[str], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         self.generate_calls += 1

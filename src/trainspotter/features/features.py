@@ -19,13 +19,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, field_validator, model_validator
 
+from trainspotter.backends.base import PROJECTION_DIM, TOP_K
 from trainspotter.features.ez import EZ_CAP
 from trainspotter.features.orientation import direction
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 
-TOP_K, PROJECTION_DIM = 10, 16  # as trainspotter.backends.hf (kept torch-free here)
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 
 
