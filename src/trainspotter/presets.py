@@ -31,5 +31,8 @@ TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.P
                      "K IN reference models (testbed:tiny-pretrain/out-N, /in-N)",
     "tiny-pretrain-2k": "tiny-pretrain's recipe with 2000 members, non-members and held-out "
                         "passages each (BADI's scale for black-box audits; --references K as well)",
+    "tiny-pretrain-2k-x2": "tiny-pretrain-2k with every member block seen twice (as the Pile "
+                           "repeats most of its subsets)",
+    "tiny-pretrain-2k-x4": "tiny-pretrain-2k with every member block seen 4 times",
     "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
 }

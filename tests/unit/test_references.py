@@ -21,8 +21,8 @@ NAME = "mini-pretrain"
 CONFIG = PRESETS[NAME]
 
 
-def _recording_build(k, root=None, **kwargs):
-    """build_references(NAME, k), returning {model: the blocks it was trained on, in visiting
+def _recording_build(k, root=None, testbed_=NAME, **kwargs):
+    """build_references(testbed_, k), returning {model: the blocks it was trained on, in visiting
     order} for the models it trained (train_causal_lm's calls, named by their progress stage)."""
     calls, stages = [], []
     real = testbed.train_causal_lm
@@ -33,7 +33,7 @@ def _recording_build(k, root=None, **kwargs):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(testbed, "train_causal_lm", recording)
-        R.build_references(NAME, k, root, progress=lambda s, i, n: stages.append(s) if i == 1 else None,
+        R.build_references(testbed_, k, root, progress=lambda s, i, n: stages.append(s) if i == 1 else None,
                            **kwargs)
     assert len(stages) == len(calls)
     return dict(zip(stages, calls))
@@ -101,6 +101,20 @@ def test_in_models_saw_exactly_their_recorded_half_of_the_candidates(refs):
         assert seen == Counter({c: CONFIG.pretrain_epochs
                                 for c in _chunks(refs["base"], entry["corpus"]) + chunks_in})
         assert entry["candidate_blocks"] == len(chunks_in)
+
+
+def test_in_models_repeat_their_candidates_as_the_target_repeats_its_members(tmp_path):
+    config = CONFIG.model_copy(update={"member_repeats": 2})  # as the tiny-pretrain-2k-xK presets
+    base = build_testbed(config, tmp_path)
+    trained = _recording_build(1, tmp_path, config)
+    entry = R.load_reference_manifest(NAME, tmp_path)["models"]["in-0"]
+    chunks_in = _chunks(base, entry["candidates_in"])
+    seen_in, seen_out = Counter(map(tuple, trained["in-0"].tolist())), Counter(map(tuple, trained["out-0"].tolist()))
+    assert chunks_in and all(seen_in[c] == 2 * CONFIG.pretrain_epochs for c in chunks_in)
+    assert entry["candidate_blocks"] == 2 * len(chunks_in)
+    # the corpus once per epoch, as the target's
+    assert {n for c, n in seen_in.items() if c not in set(chunks_in)} == {CONFIG.pretrain_epochs}
+    assert set(seen_out.values()) == {CONFIG.pretrain_epochs}
 
 
 def test_each_model_has_its_own_seed_corpus_subset_and_candidates(refs):
@@ -222,7 +236,7 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     bad = run("mini", "--references", "1")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: testbed 'mini': reference models are built for pre-training testbeds only "
-        "(tiny-pretrain, tiny-pretrain-2k, mini-pretrain)")
+        "(tiny-pretrain, tiny-pretrain-2k, tiny-pretrain-2k-x2, tiny-pretrain-2k-x4, mini-pretrain)")
 
 
 def test_a_corpus_fraction_gives_each_model_its_own_seeded_subset(copy_root):

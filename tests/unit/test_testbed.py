@@ -136,9 +136,10 @@ def test_a_held_build_lock_times_out_naming_the_lock_file(tmp_path, monkeypatch)
             build_testbed(config, tmp_path, lock_timeout=0.2)
 
 
-@pytest.fixture(scope="module")
-def pretrain_build(tmp_path_factory):
-    """`mini-pretrain` built in a fresh root, recording what each model was trained on."""
+@pytest.fixture(scope="module", params=[1, 2], ids=["once", "repeated"])
+def pretrain_build(tmp_path_factory, request):
+    """`mini-pretrain` built in a fresh root, recording what each model was trained on; also
+    with every member block repeated (``member_repeats``, the tiny-pretrain-2k-xK presets)."""
     from trainspotter.evaluation import testbed
 
     seen = []
@@ -149,9 +150,10 @@ def pretrain_build(tmp_path_factory):
         return real(model, blocks, **kwargs)
 
     root = tmp_path_factory.mktemp("pretrain")
+    config = PRESETS["mini-pretrain"].model_copy(update={"member_repeats": request.param})
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(testbed, "train_causal_lm", recording)
-        out = build_testbed(PRESETS["mini-pretrain"], root)
+        out = build_testbed(config, root)
     (ref_blocks, ref_order), (tgt_blocks, tgt_order) = seen  # reference is trained first
     return out, load_manifest("mini-pretrain", root), {
         "reference": ref_blocks[ref_order], "target": tgt_blocks[tgt_order]}
@@ -174,19 +176,22 @@ def _passage_chunks(out, ids, length):
     return chunks
 
 
-def test_pretrain_members_are_trained_once_per_epoch_by_the_target_only(pretrain_build):
+def test_pretrain_members_are_trained_k_times_per_epoch_by_the_target_only(pretrain_build):
     from collections import Counter
 
     out, manifest, trained = pretrain_build
-    config = PRESETS["mini-pretrain"]
+    config, k = PRESETS["mini-pretrain"], manifest["member_repeats"]
     members = _passage_chunks(out, manifest["splits"]["member"], config.chunk_tokens)
     assert len(members) == manifest["member_blocks"] >= config.n_per_split  # >= 1 chunk each
     target = Counter(map(tuple, trained["target"].tolist()))
     reference = Counter(map(tuple, trained["reference"].tolist()))
-    assert all(target[c] == config.pretrain_epochs for c in members)
+    assert all(target[c] == config.pretrain_epochs * k for c in members)
     assert not any(reference[c] for c in members)
     # the reference saw exactly the target's blocks minus the members'
-    assert target - reference == Counter({c: config.pretrain_epochs for c in members})
+    assert target - reference == Counter({c: config.pretrain_epochs * k for c in members})
+    # the copies are spread by the shuffle, not trained back to back
+    positions = [i for i, row in enumerate(trained["target"].tolist()) if tuple(row) == members[0]]
+    assert len(positions) == config.pretrain_epochs * k and (k == 1 or min(np.diff(positions)) > 1)
 
 
 def test_pretrain_nonmember_and_heldout_passages_are_in_neither_corpus(pretrain_build):
@@ -242,3 +247,12 @@ def test_a_rebuild_killed_half_way_is_not_taken_for_a_finished_testbed(tmp_path,
     monkeypatch.setattr(testbed, "_build", lambda c, o, k, p: calls.append(c.name) or o)
     build_testbed(config, tmp_path)
     assert calls == ["killed"]
+
+
+def test_member_repeats_at_one_keeps_the_fingerprint_of_earlier_builds():
+    from trainspotter.config import fingerprint
+
+    once = PRESETS["tiny-pretrain-2k"]
+    assert "member_repeats" not in once.model_dump()  # testbeds built before the field stay valid
+    assert PRESETS["tiny-pretrain-2k-x2"].model_dump()["member_repeats"] == 2
+    assert fingerprint(PRESETS["tiny-pretrain-2k-x2"]) != fingerprint(once.model_copy(update={"name": "tiny-pretrain-2k-x2"}))

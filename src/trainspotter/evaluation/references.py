@@ -12,7 +12,7 @@ replace which corpus passages):
   Attacks From First Principles", Alg. 1) and RMIA's reference models (Zarifzadeh et al. 2024);
 - ``in-i`` also sees a seeded random half of the *candidates* (member ∪ non-member, the
   passages the per-sample benchmark scores), every block of each chosen passage once per
-  epoch, in place of as many corpus passages, so IN and OUT models train on the same number
+  epoch (``member_repeats`` times, as the target's members), in place of as many corpus passages, so IN and OUT models train on the same number
   of passages (LiRA's IN and OUT datasets differ only in the candidates): LiRA's online IN
   models, where each candidate is IN for about half of the models. The manifest records
   exactly which candidate ids each IN model saw.
@@ -173,8 +173,9 @@ def _build_one(config: TestbedConfig, recipe: ReferenceConfig, data: _TrainingDa
     size = round(recipe.corpus_fraction * len(data.corpus))
     candidates_in = sorted(rng.sample(data.candidates, len(data.candidates) // 2)) if kind == "in" else []
     corpus = sorted(rng.sample(data.corpus, max(0, size - len(candidates_in))))
-    passages = corpus + candidates_in
-    blocks = torch.tensor([b for i in passages for b in data.blocks[i]])
+    # candidates repeated as the target's members are (the IN/OUT datasets differ only in them)
+    blocks = torch.tensor([b for i in corpus for b in data.blocks[i]]
+                          + [b for i in candidates_in for b in data.blocks[i]] * config.member_repeats)
     order = epoch_order(len(blocks), config.pretrain_epochs, seed)
     report = (lambda i, total, loss: progress(name, i, total)) if progress else None
     model, loss = pretrain_scratch(config, data.tokenizer, blocks, order, seed, report)
@@ -183,7 +184,7 @@ def _build_one(config: TestbedConfig, recipe: ReferenceConfig, data: _TrainingDa
     save_model(model, data.tokenizer, scratch)
     shutil.rmtree(out / name, ignore_errors=True)  # an unfinished or outdated one
     scratch.rename(out / name)
-    candidate_blocks = sum(len(data.blocks[i]) for i in candidates_in)
+    candidate_blocks = sum(len(data.blocks[i]) for i in candidates_in) * config.member_repeats
     return {"kind": kind, "index": index, "seed": seed, "recipe": recipe.model_dump(),
             "corpus_passages": len(corpus), "corpus_blocks": len(blocks) - candidate_blocks,
             "candidate_blocks": candidate_blocks, "steps": math.ceil(len(order) / config.batch_size),

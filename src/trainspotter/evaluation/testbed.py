@@ -79,6 +79,10 @@ class TestbedConfig(BaseModel):
     reference_steps: int = 600  # pre-training steps on the disjoint text (finetune mode)
     reference_lr: float = 3e-3  # peak LR of pre-training (both models in pretrain mode)
     pretrain_epochs: int = Field(1, ge=1)  # pretrain mode: passes over corpus (+ members)
+    # pretrain mode: copies of every member block per epoch, as the Pile repeats its subsets
+    # 1-3 times (Gao et al. 2020, Table 1); left out of the dump (and the fingerprint) at 1,
+    # so the testbeds built before it existed stay valid
+    member_repeats: int = Field(1, ge=1, exclude_if=lambda k: k == 1)
     corpus_passages: int | None = None  # pretrain mode: cap on corpus passages (None: all left)
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
@@ -118,6 +122,10 @@ PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", 
 # seen once, in one epoch from scratch.
 PRESETS["tiny-pretrain-2k"] = TestbedConfig(name="tiny-pretrain-2k", mode="pretrain", n_per_split=2000,
                                             pretrain_epochs=1)
+# The same with every member block repeated k times per epoch (the Pile repeats its subsets
+# 1-3 times): how a black-box audit's power grows with exposures (benchmarks/bench_exposures.py).
+PRESETS.update({f"tiny-pretrain-2k-x{k}": PRESETS["tiny-pretrain-2k"].model_copy(
+    update={"name": f"tiny-pretrain-2k-x{k}", "member_repeats": k}) for k in (2, 4)})
 # A seconds-scale variant of the pre-training recipe for tests.
 PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
@@ -247,13 +255,18 @@ def _build(config: TestbedConfig, out: Path, key: str,
         "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
         **trained,
         "ground_truth": {"member": "in the target's fine-tuning data" if config.mode == "finetune"
-                         else "mixed once into the target's pre-training corpus, not the reference's",
+                         else f"mixed {_times(config.member_repeats)} into the target's pre-training corpus, "
+                         "not the reference's",
                          "nonmember": "never trained on", "heldout": "never trained on"}
         | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _times(k: int) -> str:
+    return {1: "once", 2: "twice"}.get(k, f"{k} times")
 
 
 def passage_blocks(tokens: list[int], head: list[int], length: int) -> list[list[int]]:
@@ -282,15 +295,17 @@ def pretrain_scratch(config: TestbedConfig, tokenizer, blocks: torch.Tensor, ord
 def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order: list[int],
               chosen: dict[str, list[int]], head: list[int], out: Path, report) -> dict:
     """Pre-training contamination: the target is trained from scratch on the corpus plus the
-    whole member passages (each block once per epoch), the reference identically (same
-    initial weights, same block order) with the member blocks left out. The corpus is every
-    passage outside the splits, so no part of a non-member or held-out passage is trained on."""
+    whole member passages (each block ``member_repeats`` times per epoch, the copies spread
+    by the shuffle), the reference identically (same initial weights, same block order) with
+    the member blocks left out. The corpus is every passage outside the splits, so no part of
+    a non-member or held-out passage is trained on. Member tokens and their share count the
+    copies (what the target trains on per epoch); ``member_blocks`` counts distinct blocks."""
     L = config.chunk_tokens
     used = {i for ids in chosen.values() for i in ids}
     corpus_ids = [i for i in order if i not in used][:config.corpus_passages]
     corpus = [c for i in corpus_ids for c in passage_blocks(encoded[i], head, L)]
     members = [c for i in chosen["member"] for c in passage_blocks(encoded[i], head, L)]
-    blocks = torch.tensor(corpus + members)  # rows from len(corpus) on are member blocks
+    blocks = torch.tensor(corpus + members * config.member_repeats)  # rows from len(corpus) on: members
     visits = {"target": epoch_order(len(blocks), config.pretrain_epochs, config.seed)}
     visits["reference"] = visits["target"][visits["target"] < len(corpus)]
     trained = {}
@@ -300,9 +315,9 @@ def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order:
         trained[f"{role}_steps"] = math.ceil(len(visits[role]) / config.batch_size)
         save_model(model, tokenizer, out / role)
     block_tokens = blocks.shape[1]  # BOS + L
-    corpus_tokens, member_tokens = len(corpus) * block_tokens, len(members) * block_tokens
+    corpus_tokens, member_tokens = len(corpus) * block_tokens, len(members) * config.member_repeats * block_tokens
     return trained | {
-        "epochs": config.pretrain_epochs,
+        "epochs": config.pretrain_epochs, "member_repeats": config.member_repeats,
         "corpus_passages": len(corpus_ids),
         "corpus_blocks": len(corpus), "member_blocks": len(members),
         "corpus_tokens": corpus_tokens, "member_tokens": member_tokens,
