@@ -98,11 +98,11 @@ def main() -> None:
                                n_boot=args.n_boot, seed=0)
             frames = {s: di_frame(table[["split", *cols]], s, access) for s in ("member", "nonmember")}
             # the pooled control: members as the (unused) suspect rows, the rest split per trial
-            pool = table[["split", *cols]].assign(split=lambda d: np.where(d["split"] == "member", "suspect", "heldout"))
+            pool = table[["split", *cols]].rename(columns={"split": "set"})
+            pool["set"] = np.where(table["split"] == "member", "suspect", "heldout")
             pos = simulate_many(frames["member"], tests, trials=args.trials, n_max=args.n_max, seed=0)
             neg = simulate_many(frames["nonmember"], tests, trials=args.null_trials, n_max=args.n_max, seed=0)
-            pooled = simulate_many(pool.rename(columns={"split": "set"}), tests, trials=args.null_trials,
-                                   n_max=args.n_max, null=True, seed=0)
+            pooled = simulate_many(pool, tests, trials=args.null_trials, n_max=args.n_max, null=True, seed=0)
             for test, tpr, fpr, fpr_pooled in zip(tests, pos, neg, pooled):
                 row = di_row(access, test, args.alpha, tpr, fpr)
                 k_pooled = round(fpr_pooled["rejection_rate"] * args.null_trials)
@@ -116,7 +116,11 @@ def main() -> None:
                 if access == "black" and test is default and set_name.startswith("black lean"):
                     curves[f"k = {k}"] = tpr["by_alpha"][str(args.alpha)]["power_curve"]
                 print(name, json.dumps(rows[-1]), flush=True)
+        heldout = table[table["split"] == "heldout"]
         results.append({"repeats": k, "testbed": name, "member_fraction": manifest["member_fraction"],
+                        # how good the target is on text it never saw: all a black-box audit reads
+                        "heldout_loglik": float(-np.log(heldout["gray_ppl"]).mean()),
+                        "heldout_match_rate": float(heldout["black_match_rate"].mean()),
                         "target_final_loss": manifest["target_final_loss"],
                         "reference_final_loss": manifest["reference_final_loss"],
                         "build_seconds": manifest["build_seconds"], "rows": rows,
@@ -141,14 +145,16 @@ def main() -> None:
              "that split) and of the pooled control (non-members ∪ held-out split at random in every trial: "
              "the guarantee's FPR), each with the binomial p of FPR ≤ α; one trial stream per trial index for "
              "every set of a testbed.", "",
-             "| k | members' share of tokens | target loss | features | AUROC [95% CI] | test | TPR | FPR, "
+             "| k | members' share of tokens | target on held-out: log-lik per token, greedy-match rate | "
+             "features | AUROC [95% CI] | test | TPR | FPR, "
              "non-members vs held-out (binomial p) | FPR, pooled split per trial (binomial p) | pairs to decision "
              "(censored) | rejecting: mean ± std |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for row in r["rows"]:
             stop = "—" if row["mean_stop"] is None else f"{row['mean_stop']:.1f} ± {row['std_stop']:.1f}"
-            lines.append(f"| {r['repeats']} | {r['member_fraction']:.3f} | {r['target_final_loss']:.2f} | "
+            lines.append(f"| {r['repeats']} | {r['member_fraction']:.3f} | {r['heldout_loglik']:.3f}, "
+                         f"{r['heldout_match_rate']:.3f} | "
                          f"{row['set']} ({row['columns']}) | {row['auroc']:.3f} [{row['auroc_ci'][0]:.3f}, "
                          f"{row['auroc_ci'][1]:.3f}] | {row['test']} | {row['tpr']:.3f} | {row['fpr']:.4f} "
                          f"({row['fpr_binom_p']:.3f}) | {row['fpr_pooled']:.4f} ({row['fpr_pooled_binom_p']:.3f}) | "

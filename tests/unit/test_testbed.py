@@ -255,4 +255,5 @@ def test_member_repeats_at_one_keeps_the_fingerprint_of_earlier_builds():
     once = PRESETS["tiny-pretrain-2k"]
     assert "member_repeats" not in once.model_dump()  # testbeds built before the field stay valid
     assert PRESETS["tiny-pretrain-2k-x2"].model_dump()["member_repeats"] == 2
-    assert fingerprint(PRESETS["tiny-pretrain-2k-x2"]) != fingerprint(once.model_copy(update={"name": "tiny-pretrain-2k-x2"}))
+    twice = PRESETS["tiny-pretrain-2k-x2"]
+    assert fingerprint(twice) != fingerprint(once.model_copy(update={"name": twice.name}))

@@ -12,10 +12,11 @@ replace which corpus passages):
   Attacks From First Principles", Alg. 1) and RMIA's reference models (Zarifzadeh et al. 2024);
 - ``in-i`` also sees a seeded random half of the *candidates* (member ∪ non-member, the
   passages the per-sample benchmark scores), every block of each chosen passage once per
-  epoch (``member_repeats`` times, as the target's members), in place of as many corpus passages, so IN and OUT models train on the same number
-  of passages (LiRA's IN and OUT datasets differ only in the candidates): LiRA's online IN
-  models, where each candidate is IN for about half of the models. The manifest records
-  exactly which candidate ids each IN model saw.
+  epoch (``member_repeats`` times, as the target's members), in place of as many corpus
+  passages, so IN and OUT models train on the same number of passages (LiRA's IN and OUT
+  datasets differ only in the candidates): LiRA's online IN models, where each candidate is
+  IN for about half of the models. The manifest records exactly which candidate ids each IN
+  model saw.
 
 Held-out passages are in no model: they are the audit's held-out side and RMIA's population.
 
