@@ -76,9 +76,9 @@ def _print_results(results: list[dict], title: str) -> None:
     out = Console()
     out.print(_results_table(results, title))
     for r in results:
-        if r["verdict"] == "inconclusive":
+        if r["verdict"] != "trained on":  # what to do next, and how little a black-box "no" says
             out.print(r["explanation"], markup=False, highlight=False)
-        elif r["baseline_disagrees"]:
+        if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")

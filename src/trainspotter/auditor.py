@@ -146,7 +146,9 @@ class Auditor:
         model["baseline_disagrees"] = baseline is not None and (baseline <= self.config.alpha) != self.rejected
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
-            explanation=explain(verdict, blind, self.config.alpha), baseline_note=note, blind=blind, pairs_used=t,
+            explanation=explain(verdict, blind, self.config.alpha,
+                                black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns)),
+            baseline_note=note, blind=blind, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=pairs_available if pairs_available is not None else t,
             stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,

@@ -70,8 +70,18 @@ class AuditResult(BaseModel):
         return [float(w) for w in self._auditor.test.history["wealth"]]
 
 
-def explain(verdict: str, blind: BlindResult, alpha: float) -> str:
-    """One paragraph: what the verdict rests on and, when inconclusive, what to do."""
+# A black-box "no evidence" is weak evidence of absence (README, "What a black-box audit can see").
+BLACK_BOX_CAVEAT = (
+    " With greedy tokens only (black-box) this says little: a model changes its greedy token only "
+    "where the true token was already close to the top, and text seen once in pre-training moved "
+    "log-probabilities mostly elsewhere (measured on tiny-pretrain-2k: no black-box test decided "
+    "within 2000 pairs where gray-box access did; text seen twice was found). Log-probabilities "
+    "(--access gray), several reference models and more pairs are what help.")
+
+
+def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False) -> str:
+    """One paragraph: what the verdict rests on and, when inconclusive, what to do;
+    ``black_box``: every feature came from greedy tokens (how little "no evidence" says then)."""
     if verdict == "trained on":
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
                 f"used to train the model. The blind check, which sees only the texts, could not tell "
@@ -80,7 +90,8 @@ def explain(verdict: str, blind: BlindResult, alpha: float) -> str:
     if verdict == "no evidence":
         return (f"The model's e-value stayed below 1/α = {1 / alpha:g}: no evidence (yet) that the suspect "
                 f"set was trained on. More pairs, a reference model or the full feature set may still "
-                f"find it; the e-process can be continued (--name NAME --ledger).")
+                f"find it; the e-process can be continued (--name NAME --ledger)."
+                + (BLACK_BOX_CAVEAT if black_box else ""))
     what = "; ".join(blind.differences) or "no single statistic stands out"
     return (f"Inconclusive: the held-out set differs from the suspect set. A check that sees only the "
             f"texts tells them apart (blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / blind.alpha:g} after "

@@ -112,6 +112,21 @@ def test_audit_explains_the_fixed_n_p_value_beside_the_e_value(mini_testbed, tmp
     assert "is a comparison only" in text and "They disagree: the audit stopped as soon as" in text
 
 
+def test_a_black_box_no_evidence_says_how_little_it_says(mini_testbed):
+    """Non-members of mini audited from greedy tokens alone: "no evidence", and the explanation
+    (JSON, table) says that a black-box audit misses text seen once (README, "What a black-box
+    audit can see"); the gray-box twin of this audit has no such sentence (test_cli_audit_sets)."""
+    from trainspotter.verdict import BLACK_BOX_CAVEAT
+
+    args = ["audit", "--suspect", str(mini_testbed / "nonmember.jsonl"), "--heldout",
+            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--access", "black"]
+    r = json.loads(run(*args, "--json").stdout)
+    assert r["verdict"] == "no evidence" and all(c.startswith("black_") for c in r["features"])
+    assert r["explanation"].endswith(BLACK_BOX_CAVEAT) and "greedy tokens only" in BLACK_BOX_CAVEAT
+    text = " ".join(run(*args, env=os.environ | {"COLUMNS": "120"}).stdout.split())
+    assert " ".join(BLACK_BOX_CAVEAT.split()) in text
+
+
 def test_audit_is_quiet_with_a_progress_bar_and_verbose_with_v(mini_testbed):
     """Without -v the console has the progress bar (pairs queried, e-value) and the result,
     none of Prefect's or MLflow's INFO lines; -v brings them back."""

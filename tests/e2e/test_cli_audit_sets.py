@@ -40,6 +40,7 @@ def test_members_rejected_nonmembers_not_at_fdr_alpha(files, tmp_path):
     # the member set stopped querying at K/α = 40; the non-members ran to the end of the data
     assert member["e_value"] >= 40 and member["result"]["stopped_by"] == "rejected"
     assert nonmember["e_value"] < 20 and nonmember["result"]["pairs_used"] == 80
+    assert "greedy tokens only" not in nonmember["result"]["explanation"]  # gray-box: no black-box caveat
 
     client = MlflowClient(tracking_uri())
     runs = client.search_runs([client.get_experiment_by_name("audit/two-sets").experiment_id])
