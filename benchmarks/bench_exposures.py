@@ -134,7 +134,7 @@ def main() -> None:
     date = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}"
     (OUT / "exposures.json").write_text(json.dumps({"date": date, "args": vars(args), "results": results},
                                                    indent=1))
-    lines = [f"# Black-box audits by exposures: members seen k times in pre-training", "",
+    lines = ["# Black-box audits by exposures: members seen k times in pre-training", "",
              f"{date} · `python benchmarks/bench_exposures.py --repeats {' '.join(map(str, args.repeats))} "
              f"--trials {args.trials} --null-trials {args.null_trials} --n-max {args.n_max}` · "
              f"{torch.get_num_threads()} CPU threads · α = {args.alpha:g} · reference: the testbed's own "
