@@ -109,7 +109,7 @@ def test_in_models_repeat_their_candidates_as_the_target_repeats_its_members(tmp
     trained = _recording_build(1, tmp_path, config)
     entry = R.load_reference_manifest(NAME, tmp_path)["models"]["in-0"]
     chunks_in = _chunks(base, entry["candidates_in"])
-    seen_in, seen_out = Counter(map(tuple, trained["in-0"].tolist())), Counter(map(tuple, trained["out-0"].tolist()))
+    seen_in, seen_out = (Counter(map(tuple, trained[m].tolist())) for m in ("in-0", "out-0"))
     assert chunks_in and all(seen_in[c] == 2 * CONFIG.pretrain_epochs for c in chunks_in)
     assert entry["candidate_blocks"] == 2 * len(chunks_in)
     # the corpus once per epoch, as the target's

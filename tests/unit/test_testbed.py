@@ -252,8 +252,7 @@ def test_a_rebuild_killed_half_way_is_not_taken_for_a_finished_testbed(tmp_path,
 def test_member_repeats_at_one_keeps_the_fingerprint_of_earlier_builds():
     from trainspotter.config import fingerprint
 
-    once = PRESETS["tiny-pretrain-2k"]
+    once, twice = PRESETS["tiny-pretrain-2k"], PRESETS["tiny-pretrain-2k-x2"]
     assert "member_repeats" not in once.model_dump()  # testbeds built before the field stay valid
-    assert PRESETS["tiny-pretrain-2k-x2"].model_dump()["member_repeats"] == 2
-    twice = PRESETS["tiny-pretrain-2k-x2"]
+    assert twice.model_dump()["member_repeats"] == 2
     assert fingerprint(twice) != fingerprint(once.model_copy(update={"name": twice.name}))

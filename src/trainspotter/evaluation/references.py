@@ -175,8 +175,8 @@ def _build_one(config: TestbedConfig, recipe: ReferenceConfig, data: _TrainingDa
     candidates_in = sorted(rng.sample(data.candidates, len(data.candidates) // 2)) if kind == "in" else []
     corpus = sorted(rng.sample(data.corpus, max(0, size - len(candidates_in))))
     # candidates repeated as the target's members are (the IN/OUT datasets differ only in them)
-    blocks = torch.tensor([b for i in corpus for b in data.blocks[i]]
-                          + [b for i in candidates_in for b in data.blocks[i]] * config.member_repeats)
+    candidate = [b for i in candidates_in for b in data.blocks[i]] * config.member_repeats
+    blocks = torch.tensor([b for i in corpus for b in data.blocks[i]] + candidate)
     order = epoch_order(len(blocks), config.pretrain_epochs, seed)
     report = (lambda i, total, loss: progress(name, i, total)) if progress else None
     model, loss = pretrain_scratch(config, data.tokenizer, blocks, order, seed, report)
@@ -185,10 +185,9 @@ def _build_one(config: TestbedConfig, recipe: ReferenceConfig, data: _TrainingDa
     save_model(model, data.tokenizer, scratch)
     shutil.rmtree(out / name, ignore_errors=True)  # an unfinished or outdated one
     scratch.rename(out / name)
-    candidate_blocks = sum(len(data.blocks[i]) for i in candidates_in) * config.member_repeats
     return {"kind": kind, "index": index, "seed": seed, "recipe": recipe.model_dump(),
-            "corpus_passages": len(corpus), "corpus_blocks": len(blocks) - candidate_blocks,
-            "candidate_blocks": candidate_blocks, "steps": math.ceil(len(order) / config.batch_size),
+            "corpus_passages": len(corpus), "corpus_blocks": len(blocks) - len(candidate),
+            "candidate_blocks": len(candidate), "steps": math.ceil(len(order) / config.batch_size),
             "final_loss": loss, "build_seconds": round(time.time() - start, 1),
             "torch_threads": torch.get_num_threads(), "corpus": corpus,
             **({"candidates_in": candidates_in} if kind == "in" else {})}

@@ -315,7 +315,8 @@ def _pretrain(config: TestbedConfig, tokenizer, encoded: list[list[int]], order:
         trained[f"{role}_steps"] = math.ceil(len(visits[role]) / config.batch_size)
         save_model(model, tokenizer, out / role)
     block_tokens = blocks.shape[1]  # BOS + L
-    corpus_tokens, member_tokens = len(corpus) * block_tokens, len(members) * config.member_repeats * block_tokens
+    corpus_tokens = len(corpus) * block_tokens
+    member_tokens = len(members) * config.member_repeats * block_tokens  # the copies included
     return trained | {
         "epochs": config.pretrain_epochs, "member_repeats": config.member_repeats,
         "corpus_passages": len(corpus_ids),
