@@ -96,12 +96,16 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     for side in ("suspect", "heldout"):
         path = getattr(config, side)
         log_dataset(pd.DataFrame(passages[path]), side, path, context=side)
+    placebo = config.placebo_config
     result = audit(config, extract_fn=_extract_fn(config, remote), on_batch=_on_batch(where["run_id"], before),
-                   run_id=where["run_id"], passages=passages)
+                   run_id=where["run_id"], passages=passages,
+                   placebo_fn=_extract_fn(placebo, remote) if placebo is not None else None)
     mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
-                       | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS})
-    mlflow.set_tag("verdict", result.verdict)
-    log_steps(where["run_id"], {"blind_wealth": result.blind.wealth})
+                       | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS}
+                       | ({f"placebo_{k}": float(getattr(result.placebo, k)) for k in BLIND_METRICS}
+                          if result.placebo.ran else {}))
+    mlflow.set_tags({"verdict": result.verdict, "guard": result.guard or "none"})
+    log_steps(where["run_id"], {"blind_wealth": result.blind.wealth, "placebo_wealth": result.placebo.wealth})
     return result, where | log_audit_outputs(config, result, where, tracking_uri)
 
 

@@ -22,7 +22,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
+from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
 
 app = typer.Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
@@ -55,6 +55,15 @@ console = Console(stderr=True)
 DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
              "no evidence": "[green]keep H0: no evidence[/green]",
              "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
+# Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
+GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
+          "small": "too few pairs to rule out a shift"}
+
+
+def _decision(r: dict) -> str:
+    if r["verdict"] == "inconclusive":
+        return f"[yellow]inconclusive: {GUARDS.get(r.get('guard') or 'blind')}[/yellow]"
+    return DECISIONS[r["verdict"]]
 INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
 
 
@@ -68,7 +77,7 @@ def _results_table(results: list[dict], title: str) -> Table:
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
                       f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
                       "—" if baseline is None else f"{baseline:.3g}",
-                      f"{blind['e_value']:.3g}", DECISIONS[r["verdict"]])
+                      f"{blind['e_value']:.3g}", _decision(r))
     return table
 
 
@@ -191,6 +200,15 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
                                            "that the held-out set differs from the suspect set (the verdict "
                                            "is then inconclusive, exit 3): stop before any model query, or "
                                            "continue to record the model's e-value anyway."),
+          placebo: Optional[str] = typer.Option(
+              None, help="The placebo check's model (a spec, or none to skip the check): once the model's "
+                         "e-value reaches 1/α, the same test runs with it in the target's place, and if it "
+                         "tells the sets apart too the verdict is inconclusive. Default: the first "
+                         "--reference."),
+          assume_exchangeable: bool = typer.Option(
+              False, help="Vouch that the held-out passages are a random part of the suspect set's own "
+                          "collection: without a placebo model, a small audit may then say trained on "
+                          f"(otherwise it needs {UNGUARDED_MIN_PAIRS} pairs)."),
           tracking_uri: Optional[str] = TRACKING_URI,
           dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
@@ -212,7 +230,9 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
     model, reference = parse_spec(model), parse_references(reference)
-    for spec in (model, *reference):
+    placebo_check = placebo is None or placebo.lower() != "none"
+    placebo = parse_spec(placebo) if placebo_check and placebo is not None else None
+    for spec in (model, *reference, *([placebo] if placebo else [])):
         resolve_spec(spec)
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
@@ -223,7 +243,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
         config = AuditConfig(name=name, suspect=str(suspect[0]), heldout=str(heldout), model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
-                             preset=preset or DEFAULT_PRESET, shift_check=shift_check.value,
+                             preset=preset or DEFAULT_PRESET, shift_check=shift_check.value, placebo=placebo,
+                             placebo_check=placebo_check, assume_exchangeable=assume_exchangeable,
                              test=TestConfig(alpha=alpha, seed=seed, scorer=scorer.value,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:

@@ -104,12 +104,15 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
     if json_out:
         return emit_json(res)
     t = folded_table(f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})',
-                     ("shift", "suspect vs held-out", "blind fires", "default", "+ guard", "calibrated", "+ guard"))
+                     ("shift", "suspect vs held-out", "n", "blind fires", "placebo fires", "default: before", "now",
+                      "no reference: now", "black: now"))
     for r in res["scenarios"]:
-        lean, cal = r["tests"]["lean"], r["tests"]["calibrated"]
-        t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", f"{r['blind']['rate']:.3f}",
-                  *(f"{x['rate']:.3f}" for x in (lean["model"], lean["guarded"], cal["model"], cal["guarded"])))
-    _console.print(t)
+        tests = r["tests"]
+        now = lambda name: f"{tests[name]['guarded']['rate']:.3f}" if name in tests else "—"  # noqa: E731
+        placebo = r["placebo"].get("placebo_gray")
+        t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", str(r["pairs"]), f"{r['blind']['rate']:.3f}",
+                  "—" if placebo is None else f"{placebo['rate']:.3f}", f"{tests['gray']['blind_only']['rate']:.3f}",
+                  now("gray"), now("gray_noref"), now("black"))
     _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
 
 

@@ -176,7 +176,8 @@ def log_audit_outputs(config, result, where: dict, uri: str | None = None) -> di
         features.to_parquet(out / "features.parquet", index=False)
         wealth_plot(np.array(result.wealth_path()), result.alpha, out / "wealth.png",
                     title=f"{config.name}: {result.verdict}", stop_time=result.stop_time,
-                    run_start=result.pairs_used - result.pairs_this_run, blind=np.array(result.blind.wealth))
+                    run_start=result.pairs_used - result.pairs_this_run, blind=np.array(result.blind.wealth),
+                    placebo=np.array(result.placebo.wealth))
         (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")))
         (out / "summary.json").write_text(json.dumps(summary, indent=1))
         (out / "report.html").write_text(html_report(summary, (out / "wealth.png").read_bytes(),

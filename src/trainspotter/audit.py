@@ -29,7 +29,8 @@ from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
-from trainspotter.presets import DEFAULT_PRESET, PRESETS  # named TestConfig overrides
+from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
+from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  # named TestConfig overrides
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline
@@ -66,6 +67,15 @@ class AuditConfig(BaseModel):
     # The blind check's level (default: the test's α). An audit of several suspect sets
     # (trainspotter.multi) stops each model test at K/α but keeps the guard at α.
     blind_alpha: float | None = Field(None, gt=0.0, lt=1.0)
+    # The placebo check (trainspotter.placebo): the same test with a model that saw neither set
+    # in the target's place; "trained on" only if it does not reject too. The model: ``placebo``,
+    # else the first reference. Without one, small audits cannot rule out a shift that a
+    # language model sees and the words do not: "trained on" then needs UNGUARDED_MIN_PAIRS
+    # pairs for the blind check, unless the auditor vouches that the held-out set is a random
+    # part of the suspect set's collection (``assume_exchangeable``; said in the explanation).
+    placebo: Spec | None = None
+    placebo_check: bool = True
+    assume_exchangeable: bool = False
 
     @model_validator(mode="after")
     def _needs_reference(self) -> "AuditConfig":
@@ -83,6 +93,18 @@ class AuditConfig(BaseModel):
         if unset:
             self.test = self.test.model_copy(update=unset)
         return self
+
+    @property
+    def placebo_config(self) -> "AuditConfig | None":
+        """The same audit with the placebo model in the target's place (its references: the
+        audit's others), or None without a placebo model or with the check off."""
+        model = self.placebo or (self.reference[0] if self.reference else None)
+        if not self.placebo_check or model is None:
+            return None
+        others = tuple(r for r in self.reference if r != model)
+        return self.model_copy(update={"name": f"{self.name}-placebo", "model": model, "reference": others,
+                                       "features": placebo_features(self.features, bool(others)),
+                                       "ledger": False, "placebo": None, "placebo_check": False})
 
     @property
     def blind_test(self) -> TestConfig:
@@ -148,14 +170,17 @@ def check_inputs(config: AuditConfig, suspect: list[Passage], heldout: list[Pass
 
 def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None = None,
           on_batch: Callable[[Auditor], None] | None = None, run_id: str | None = None,
-          passages: Mapping[str, list[Passage]] | None = None, **settings) -> AuditResult:
+          passages: Mapping[str, list[Passage]] | None = None, placebo_fn: ExtractFn | None = None,
+          **settings) -> AuditResult:
     """Run one sequential audit, or continue the stored one when ``config.ledger``.
 
     ``config`` or AuditConfig keyword settings. ``extract_fn(passages, batch_no)`` returns
     one feature row per passage (default: ``model_extract(config)``); each batch passes
     its suspect passages, then its held-out ones. ``on_batch(auditor)`` runs after every
     batch. ``run_id`` names this run in the ledger (default: a fresh uuid). ``passages``:
-    files already read, by path (``read_passages``; the rest are read here). Stops at
+    files already read, by path (``read_passages``; the rest are read here).
+    ``placebo_fn``: ``extract_fn`` of the placebo audit (``config.placebo_config``; default:
+    ``model_extract`` of it), run on every available pair once the model's test rejects. Stops at
     rejection, when a query budget runs out (BudgetExhausted) or at the end of the data.
     A continued audit holds the ledger's file lock from load to save, so overlapping runs
     of one audit name take turns and never bet on the same state or pairs twice."""
@@ -173,8 +198,9 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     if blind.fired:
         log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
                     "suspect set", blind.e_value, blind.pairs_used)
+    guards = Guards(blind, every if config.ledger else every[:config.max_pairs], placebo_fn)
     if not config.ledger:
-        return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, blind)
+        return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
@@ -186,17 +212,40 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         heldout = [p for p in heldout if p["id"] not in used["heldout"]]
         state = SequentialTest.from_dict(ledger["state"]) if ledger["state"] is not None else None
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
-        result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, blind)
+        result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, guards)
         _record(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
         return result.model_copy(update={"ledger": str(save_ledger(ledger))})
 
 
+class Guards:
+    """What the audit's guards need: the blind check's result, every available pair (the
+    placebo check's), and the placebo audit's extractor (None: the library default)."""
+
+    def __init__(self, blind: BlindResult, pairs: list[tuple[Passage, Passage]], placebo_fn: ExtractFn | None):
+        self.blind, self.pairs, self.placebo_fn = blind, pairs, placebo_fn
+
+    def placebo(self, config: AuditConfig, evidence: bool) -> PlaceboResult:
+        """The placebo check, run when it can change the verdict: the model's e-value reached
+        the guards' 1/α (``Auditor.evidence``)."""
+        placebo = config.placebo_config
+        if placebo is None:
+            return PlaceboResult(ran=False, alpha=config.blind_test.alpha)
+        if not evidence:
+            return PlaceboResult(ran=False, model=placebo.model.text, alpha=config.blind_test.alpha)
+        result = run_placebo(placebo.model.text, self.pairs, self.placebo_fn or model_extract(placebo),
+                             config.blind_test, config.batch_pairs)
+        log.info("placebo check (%s): e = %.3g after %d pairs%s", placebo.model.text, result.e_value,
+                 result.pairs_used, ", fired" if result.fired else "")
+        return result
+
+
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],
-         extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, blind: BlindResult) -> AuditResult:
+         extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, guards: Guards) -> AuditResult:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
+    blind = guards.blind
     if blind.fired and config.shift_check == "stop":
         return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed)
-    meter = UsageMeter([config.model, *config.reference])
+    meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
         if auditor.rejected:
@@ -219,8 +268,10 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     if auditor.test is None:
         raise InputError(f"audit {config.name!r}: no pairs to test" if stopped_by == "data" else
                          f"audit {config.name!r}: the query budget ran out before the first pair")
+    placebo = guards.placebo(config, auditor.evidence(config.blind_test.alpha))
     return auditor.result(
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
+        placebo=placebo, unguarded_min_pairs=0 if config.assume_exchangeable else UNGUARDED_MIN_PAIRS,
         **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 
@@ -235,4 +286,5 @@ def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditRe
         "model_fingerprint": config.model.fingerprint, "pairs_added": result.pairs_this_run,
         "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
         "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
-        "verdict": result.verdict, "blind_e_value": result.blind.e_value})
+        "verdict": result.verdict, "blind_e_value": result.blind.e_value,
+        "placebo_e_value": result.placebo.e_value if result.placebo.ran else None})

@@ -10,10 +10,11 @@ import pandas as pd
 
 from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
+from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.verdict import AuditResult, explain, explain_baseline
+from trainspotter.verdict import AuditResult, decide, explain, explain_baseline
 
 __all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value"]
 
@@ -84,6 +85,10 @@ class Auditor:
     def rejected(self) -> bool:
         return self.test is not None and bool(self.test.rejected)
 
+    def evidence(self, alpha: float) -> bool:
+        """The e-value has reached 1/``alpha`` (the guards' level; the test's own may be lower)."""
+        return self.test is not None and float(self.test.e_value) >= 1 / alpha
+
     def feed(self, rows: list[dict]) -> bool:
         """Bet on the pairs of one batch; True once the test rejects (stop querying)."""
         sides = {s: [r for r in rows if r.get("set") == s] for s in ("suspect", "heldout")}
@@ -126,14 +131,17 @@ class Auditor:
         return pd.DataFrame(self.rows, columns=["id", "set", *self.columns])
 
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
-               pairs_available: int | None = None, seed: int = 0, **extra) -> AuditResult:
-        """The result so far, its verdict taking the blind check into account; ``extra``:
-        usage, saved_by_stopping, ledger. A fresh audit that the blind check stopped before
-        any pair has W = 1 throughout."""
+               pairs_available: int | None = None, seed: int = 0, placebo: PlaceboResult | None = None,
+               unguarded_min_pairs: int = 0, **extra) -> AuditResult:
+        """The result so far, its verdict taking the guards into account (``decide``: the blind
+        check, the placebo check, and without a placebo model ``unguarded_min_pairs``);
+        ``extra``: usage, saved_by_stopping, ledger. A fresh audit that the blind check stopped
+        before any pair has W = 1 throughout."""
         test = self.test
         if test is None and stopped_by != "shift":
             raise InputError(f"audit {name!r}: no pairs were tested")
-        verdict = "inconclusive" if blind.fired else "trained on" if self.rejected else "no evidence"
+        placebo = placebo or PlaceboResult(ran=False, alpha=blind.alpha)
+        verdict, guard = decide(self.rejected, self.evidence(blind.alpha), blind, placebo, unguarded_min_pairs)
         t = int(test.t) if test is not None else 0
         model = {"e_value": 1.0, "wealth": 1.0, "max_wealth": 1.0, "p_value": 1.0, "stop_time": None,
                  "baseline_p_value": None, "feature_weights": {}} if test is None else {
@@ -147,8 +155,9 @@ class Auditor:
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
             explanation=explain(verdict, blind, self.config.alpha,
-                                black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns)),
-            baseline_note=note, blind=blind, pairs_used=t,
+                                black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns),
+                                guard=guard, placebo=placebo, unguarded_min_pairs=unguarded_min_pairs),
+            guard=guard, baseline_note=note, blind=blind, placebo=placebo, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=pairs_available if pairs_available is not None else t,
             stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,

@@ -17,10 +17,11 @@ Why the FDR is at most α:
   an ordinary audit at level α/K (``AuditSetsConfig.configs``), with its own ledger name.
 - Stopping at K/α loses no rejection: e-BH rejects every set whose e-value reaches K/α,
   whatever the other sets' e-values (then k* ≥ 1 and K/(α k*) ≤ K/α).
-- e-BH sees e_i · 1{the blind check of set i did not fire} ≤ e_i, still an e-value: a set
-  whose held-out passages differ from it without any model is never rejected through e-BH
-  (it is "inconclusive"). The blind check keeps the single audit's level α; at any level
-  the product is an e-value, so the guarantee does not depend on it.
+- e-BH sees e_i · 1{no guard of set i stands in the way} ≤ e_i, still an e-value: a set whose
+  held-out passages differ from it without any model (the blind check), or in a way a model
+  that saw neither set also sees (the placebo check, run once e_i ≥ 1/α), is never rejected
+  through e-BH (it is "inconclusive"). The guards keep the single audit's level α; at any
+  level the product is an e-value, so the guarantee does not depend on it.
 - The e-values are dependent (one held-out set, one model); e-BH's FDR ≤ α K_0 / K holds
   under any dependence (Wang & Ramdas 2022), K_0 the sets not trained on.
 
@@ -105,9 +106,9 @@ class SetDecision(BaseModel):
 
     label: str
     suspect: str
-    verdict: Verdict  # at FDR level α: "inconclusive" when its blind check fired
+    verdict: Verdict  # at FDR level α: "inconclusive" when a guard stands in its way (result.guard)
     rejected: bool  # e-BH rejected it: verdict == "trained on"
-    e_value: float  # what e-BH saw: the set's e-value, 0 when its blind check fired
+    e_value: float  # what e-BH saw: the set's e-value, 0 when a guard stands in its way
     result: AuditResult  # the set's own audit (at level α/K: its verdict is Bonferroni's)
 
 
@@ -138,17 +139,17 @@ def check_sets(config: AuditSetsConfig, passages: Mapping[str, list[Passage]]) -
 
 
 def decide(config: AuditSetsConfig, results: list[AuditResult]) -> AuditSetsResult:
-    """e-BH at FDR level α over the sets' e-values, each zeroed where its blind check fired."""
+    """e-BH at FDR level α over the sets' e-values, each zeroed where a guard stands in its way."""
     alpha, k = config.test.alpha, len(results)
-    e = [0.0 if r.blind.fired else r.e_value for r in results]
+    e = [0.0 if r.guard else r.e_value for r in results]
     rejected = ebh(e, alpha)
     sets = [SetDecision(label=label, suspect=path, rejected=bool(rej), e_value=e_i, result=r,
-                        verdict="inconclusive" if r.blind.fired else "trained on" if rej else "no evidence")
+                        verdict="inconclusive" if r.guard else "trained on" if rej else "no evidence")
             for label, path, r, e_i, rej in zip(config.labels, config.suspect, results, e, rejected)]
     named = lambda verdict: [f"{s.label} (e = {s.e_value:.3g})" for s in sets if s.verdict == verdict]  # noqa: E731
     said = [f"{what}: {', '.join(labels)}." for what, labels in
             (("Trained on", named("trained on")), ("No evidence", named("no evidence")),
-             ("Inconclusive (held-out differs from the set)", [s.label for s in sets if s.verdict == "inconclusive"]))
+             ("Inconclusive (held-out differs from the set, or too few pairs to tell)", [s.label for s in sets if s.verdict == "inconclusive"]))
             if labels]
     thresholds = [k / (alpha * j) for j in range(1, k + 1)]
     explanation = (f"e-BH at FDR level α = {alpha:g} over K = {k} suspect sets rejected {int(rejected.sum())}. "

@@ -10,6 +10,10 @@ PRESETS: dict[str, dict] = {
     "default": {"strategy": "mixture", "payoff": "diff", "lambda_max": 0.8},
 }
 DEFAULT_PRESET = "default"  # the one place to change the default (after a benchmark)
+# Without a placebo model, the fewest pairs available to the blind check for "trained on"
+# (trainspotter.audit; benchmarks/results/shift.md: below it, shifted audits without a
+# reference said "trained on" in more than α of trials).
+UNGUARDED_MIN_PAIRS = 200
 
 
 def describe(name: str) -> str:

@@ -22,16 +22,21 @@ def _save(fig, path: Path) -> Path:
 
 
 def wealth_plot(wealth: np.ndarray, alpha: float, path: Path, title: str = "",
-                stop_time: int | None = None, run_start: int = 0, blind: np.ndarray | None = None) -> Path:
+                stop_time: int | None = None, run_start: int = 0, blind: np.ndarray | None = None,
+                placebo: np.ndarray | None = None) -> Path:
     """W_0 = 1, W_1..W_n on a log axis; reject H0 once W_t ≥ 1/α (Ville's inequality).
     ``run_start`` > 0 marks where a continued audit's latest run took over; ``blind`` is the
-    blind check's wealth on the same pairs (trainspotter.stats.blind), drawn beside it."""
+    blind check's wealth on the same pairs (trainspotter.stats.blind), ``placebo`` the placebo
+    check's (trainspotter.placebo), drawn beside it."""
     w = np.concatenate([[1.0], np.asarray(wealth, dtype=float)])
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
     ax.plot(np.arange(len(w)), w, color="tab:blue", lw=1.6, label="wealth $W_t$ (model)")
     if blind is not None and len(blind):
         b = np.concatenate([[1.0], np.asarray(blind, dtype=float)])
         ax.plot(np.arange(len(b)), b, color="tab:orange", lw=1.2, ls="--", label="blind check (texts only)")
+    if placebo is not None and len(placebo):
+        p = np.concatenate([[1.0], np.asarray(placebo, dtype=float)])
+        ax.plot(np.arange(len(p)), p, color="tab:purple", lw=1.2, ls="-.", label="placebo check (reference)")
     ax.axhline(1 / alpha, color="tab:red", ls="--", lw=1, label=f"1/α = {1 / alpha:g}")
     if run_start > 0:
         ax.axvline(run_start, color="grey", ls="-.", lw=1, label=f"this run from t = {run_start + 1}")
@@ -70,6 +75,9 @@ REPORT_TEMPLATE = """<!doctype html>
 <p class="verdict {{ style }}">
 {% if s.verdict == 'trained on' %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
 (e-value {{ '%.4g' % s.e_value }} ≥ 1/α = {{ '%g' % (1 / s.alpha) }}).
+{% elif s.verdict == 'inconclusive' and s.guard == 'placebo' %}<b>Inconclusive</b>: a model that never trained on the suspect set tells the sets apart too
+(placebo e-value {{ '%.4g' % s.placebo.e_value }} ≥ 1/α); no verdict about training.
+{% elif s.verdict == 'inconclusive' and s.guard == 'small' %}<b>Inconclusive</b>: too few pairs to rule out a shift without a reference model; no verdict about training.
 {% elif s.verdict == 'inconclusive' %}<b>Inconclusive</b>: the held-out set differs from the suspect set
 (blind e-value {{ '%.4g' % s.blind.e_value }} ≥ 1/α = {{ '%g' % (1 / (s.blind.alpha or s.alpha)) }}); no verdict about training.
 {% else %}<b>No rejection</b>: not enough evidence that the suspect set was trained on
@@ -79,6 +87,7 @@ REPORT_TEMPLATE = """<!doctype html>
 <tr><th>e-value at the stop (or now)</th><td class="num">{{ '%.4g' % s.e_value }}</td></tr>
 <tr><th>anytime-valid p-value 1/max W</th><td class="num">{{ '%.4g' % s.p_value }}</td></tr>
 {% if s.blind %}<tr><th>blind check: e-value (pairs used / available)</th><td class="num">{{ '%.4g' % s.blind.e_value }} ({{ s.blind.pairs_used }} / {{ s.blind.pairs_available }})</td></tr>{% endif %}
+{% if s.placebo and s.placebo.ran %}<tr><th>placebo check (<code>{{ s.placebo.model }}</code> in the target's place): e-value (pairs used / available)</th><td class="num">{{ '%.4g' % s.placebo.e_value }} ({{ s.placebo.pairs_used }} / {{ s.placebo.pairs_available }})</td></tr>{% endif %}
 <tr><th>fixed-n DI p-value (Maini et al., comparison only)</th><td class="num">{{ '—' if s.baseline_p_value is none else '%.4g' % s.baseline_p_value }}</td></tr>
 <tr><th>pairs used / available</th><td class="num">{{ s.pairs_used }} / {{ s.pairs_available }}</td></tr>
 <tr><th>pairs queried this run</th><td class="num">{{ s.pairs_queried }}</td></tr>
@@ -90,7 +99,8 @@ REPORT_TEMPLATE = """<!doctype html>
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
 <p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).
-The blind check bets the same way on the same pairs with scores from the texts alone (length, casing, punctuation, word and character n-grams): when it reaches 1/α the sets differ without any model, and the model's evidence cannot be read as evidence of training.</small></p>
+The blind check bets the same way on the same pairs with scores from the texts alone (length, casing, punctuation, word and character n-grams): when it reaches 1/α the sets differ without any model, and the model's evidence cannot be read as evidence of training.
+The placebo check runs the same test on a reference model's own features (a model that never trained on the suspect set), on every available pair: when it reaches 1/α, what the target sees any language model sees.</small></p>
 {% if s.blind and s.blind.differences %}<h2>What differs between the sets (texts only)</h2>
 <ul>{% for d in s.blind.differences %}<li>{{ d }}</li>{% endfor %}</ul>{% endif %}
 {% if weights %}<h2>Scoring-model feature weights</h2>
@@ -118,7 +128,7 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     ranked = sorted((weights or {}).items(), key=lambda kv: -abs(kv[1]))
     # runs logged before the blind check existed have no verdict of their own
     summary = {"verdict": "trained on" if summary["reject"] else "no evidence", "explanation": "",
-               "blind": None} | summary
+               "blind": None, "placebo": None, "guard": None} | summary
     template = Environment(autoescape=True).from_string(REPORT_TEMPLATE)
     return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
@@ -256,21 +266,29 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, tit
 
 
 def shift_plot(scenarios: list[dict], alpha: float, path: Path) -> Path:
-    """False "trained on" rates per held-out shift (trainspotter.evaluation.shift): the model's
-    test alone and with the blind-check guard, default and calibrated features; the α line."""
-    labels = [f"{s['kind']}: {s['suspect']} vs {s['heldout']}" for s in scenarios]
-    bars = [("before (learned direction)", "unoriented", "model", "tab:gray"),
-            ("default", "lean", "model", "tab:red"), ("default + guard", "lean", "guarded", "tab:green"),
-            ("calibrated", "calibrated", "model", "tab:orange"), ("calibrated + guard", "calibrated", "guarded", "tab:blue")]
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(labels) + 2.0), dpi=120)
-    y = np.arange(len(labels))
-    for k, (name, test, kind, colour) in enumerate(bars):
-        ax.barh(y + (k - 2) * 0.16, [s["tests"][test][kind]["rate"] for s in scenarios], height=0.16,
-                color=colour, label=name)
-    ax.axvline(alpha, color="black", ls="--", lw=1, label=f"α = {alpha:g}")
-    ax.set_yticks(y, labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel('rate of "trained on" about text no model saw (no bar: 0)')
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.07), ncol=3, fontsize=7)
+    """False "trained on" rates per held-out shift and audit size (trainspotter.evaluation.shift)
+    of the default audit (gray, with a reference): before issue 34 (the blind check alone
+    guards) and now (the placebo check too), and now without a reference; the α line."""
+    labels = list(dict.fromkeys(f"{s['kind']}: {s['suspect']} vs {s['heldout']}" for s in scenarios))
+    series = [("default, before", "gray", "blind_only", "tab:red"), ("default, now", "gray", "guarded", "tab:green"),
+              ("no reference, now", "gray_noref", "guarded", "tab:blue"), ("black, now", "black", "guarded", "tab:purple")]
+    fig, axes = plt.subplots(1, len(series), figsize=(3.0 * len(series), 0.4 * len(labels) + 2.2), dpi=120,
+                             sharey=True)
+    sizes_seen = sorted({s["size"] for s in scenarios}, key=lambda n: n or 10**9)
+    for ax, (name, test, kind, colour) in zip(np.atleast_1d(axes), series):
+        grid = np.full((len(labels), len(sizes_seen)), np.nan)
+        for s in scenarios:
+            if test in s["tests"]:
+                grid[labels.index(f"{s['kind']}: {s['suspect']} vs {s['heldout']}"),
+                     sizes_seen.index(s["size"])] = s["tests"][test][kind]["rate"]
+        ax.imshow(grid, cmap="Reds", vmin=0, vmax=1, aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                        color="black" if v < 0.5 else "white", weight="bold" if v > alpha else "normal")
+        ax.set_xticks(range(len(sizes_seen)), [str(n) if n else "all" for n in sizes_seen], fontsize=7)
+        ax.set_xlabel("passages per side", fontsize=7)
+        ax.set_title(name, fontsize=8, color=colour)
+    np.atleast_1d(axes)[0].set_yticks(range(len(labels)), labels, fontsize=6)
+    fig.suptitle(f'rate of "trained on" about text no model saw (bold: above α = {alpha:g})', fontsize=8)
     return _save(fig, path)

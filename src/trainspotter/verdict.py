@@ -8,14 +8,40 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 
 if TYPE_CHECKING:
     from trainspotter.auditor import Auditor
 
-__all__ = ["AuditResult", "BASELINE_CAPTION", "Verdict", "explain", "explain_baseline"]
+__all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline"]
 
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
+# Which guard made a rejection "inconclusive": the blind check (texts alone), the placebo check
+# (a model that saw neither set), or, without a placebo model, an audit too small for the blind
+# check to rule out a shift.
+Guard = Literal["blind", "placebo", "small"]
+
+
+def decide(model_reject: bool, evidence: bool, blind: BlindResult, placebo: PlaceboResult,
+           unguarded_min_pairs: int = 0) -> tuple[Verdict, Guard | None]:
+    """The verdict and the guard that stands in the way of "trained on" (None: none).
+    ``evidence``: the model's e-value reached the guards' 1/α (for one audit, the same as
+    ``model_reject``; for one of K suspect sets, what e-BH may reject on). The blind check makes
+    the verdict inconclusive whatever the model says (the sets are not exchangeable); the
+    placebo check, and without a placebo model an audit of fewer than ``unguarded_min_pairs``
+    available pairs, stand in the way only of evidence. None of them reads the model's
+    evidence, so each can only turn a rejection into "inconclusive", never the other way."""
+    guard: Guard | None = None
+    if blind.fired:
+        guard = "blind"
+    elif evidence and placebo.fired:
+        guard = "placebo"
+    elif evidence and placebo.model is None and blind.pairs_available < unguarded_min_pairs:
+        guard = "small"
+    if guard == "blind" or (model_reject and guard):
+        return "inconclusive", guard
+    return ("trained on" if model_reject else "no evidence"), guard
 
 
 class AuditResult(BaseModel):
@@ -26,11 +52,13 @@ class AuditResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    verdict: Verdict  # "inconclusive" whenever the blind check fired (the sets differ without the model)
-    reject: bool  # verdict == "trained on": the model's test rejected H0 and the blind check did not fire
+    verdict: Verdict  # "inconclusive" whenever a guard fired (``guard``: which)
+    reject: bool  # verdict == "trained on": the model's test rejected H0 and no guard fired
     model_reject: bool  # the model's e-process reached 1/α (with or without the blind check)
     explanation: str  # what the verdict rests on and, if inconclusive, what to do
     blind: BlindResult  # the model-free e-process on every available pair
+    placebo: PlaceboResult = PlaceboResult(ran=False)  # the same test on a model that saw neither set
+    guard: Guard | None = None  # the guard in the way of "trained on" (``decide``)
     e_value: float
     pairs_used: int  # pairs in the e-process so far (all runs of a recurring audit)
     pairs_this_run: int
@@ -79,28 +107,57 @@ BLACK_BOX_CAVEAT = (
     "(--access gray), several reference models and more pairs are what help.")
 
 
-def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False) -> str:
+def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False, guard: str | None = None,
+            placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0) -> str:
     """One paragraph: what the verdict rests on and, when inconclusive, what to do;
-    ``black_box``: every feature came from greedy tokens (how little "no evidence" says then)."""
+    ``black_box``: every feature came from greedy tokens (how little "no evidence" says then);
+    ``guard``: which guard made it inconclusive (``decide``)."""
+    placebo = placebo or PlaceboResult(ran=False)
     if verdict == "trained on":
+        checked = (f" A model that never trained on either set ({placebo.model}, in the target's place) could not "
+                   f"tell them apart either (placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} "
+                   f"pairs), so the difference is the target's own." if placebo.ran else
+                   " No reference model was given, so only the texts were checked"
+                   + (" and you vouched that the held-out passages are a random part of the suspect set's "
+                      "collection (--assume-exchangeable)" if unguarded_min_pairs == 0 else "")
+                   + ": a difference that any language model would see (easier text) and the words do not show "
+                   "is not ruled out; --reference makes that check.")
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
                 f"used to train the model. The blind check, which sees only the texts, could not tell "
                 f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-                f"the evidence is about the model, not about how the sets were drawn.")
+                f"the evidence is not about how the sets were drawn." + checked)
     if verdict == "no evidence":
         return (f"The model's e-value stayed below 1/α = {1 / alpha:g}: no evidence (yet) that the suspect "
                 f"set was trained on. More pairs, a reference model or the full feature set may still "
                 f"find it; the e-process can be continued (--name NAME --ledger)."
                 + (BLACK_BOX_CAVEAT if black_box else ""))
+    same_source = ("draw the held-out passages from the same source and period as the suspect ones, with the "
+                   "same topics, lengths and formatting (ideally a random part of the same collection that was "
+                   "never published)")
+    if guard == "placebo":
+        return (f"Inconclusive: the model's test rejected (e-value ≥ 1/α = {1 / alpha:g}), but so does the same "
+                f"test on a model that never trained on the suspect set ({placebo.model} in the target's place: "
+                f"placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} of {placebo.pairs_available} "
+                f"pairs). The suspect passages differ from the held-out ones in a way any language model sees "
+                f"(most often: they are easier text), so the target's separation is not evidence of training, "
+                f"although the words alone did not show it (blind e-value {blind.e_value:.3g}). What to do: "
+                f"{same_source}; then audit again.")
+    if guard == "small":
+        return (f"Inconclusive: the model's test rejected (e-value ≥ 1/α = {1 / alpha:g}) on "
+                f"{blind.pairs_available} available pairs, too few to rule out a shift between the sets: with "
+                f"so few passages a language model sees that one set is easier text long before a check of the "
+                f"words can, and no reference model was given to check it. What to do: give --reference (a "
+                f"model trained on similar data but not on the suspect set: the audit then checks that it does "
+                f"not tell the sets apart too), or audit at least {unguarded_min_pairs} pairs; if the held-out "
+                f"passages are a random part of the suspect set's own collection, say so with "
+                f"--assume-exchangeable.")
     what = "; ".join(blind.differences) or "no single statistic stands out"
     return (f"Inconclusive: the held-out set differs from the suspect set. A check that sees only the "
             f"texts tells them apart (blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / blind.alpha:g} after "
             f"{blind.pairs_used} pairs), so they are not exchangeable and a model's test would find a "
-            f"difference whether or not the model was trained on the suspect set. What to do: draw the "
-            f"held-out passages from the same source and period as the suspect ones, with the same "
-            f"topics, lengths and formatting (ideally a random part of the same collection that was "
-            f"never published); bring a reference model trained on similar data and audit with "
-            f"--features calibrated; then audit again. What differs: {what}.")
+            f"difference whether or not the model was trained on the suspect set. What to do: "
+            f"{same_source}; then audit again. A reference model and --features calibrated do not make such "
+            f"sets comparable. What differs: {what}.")
 
 
 # What the two numbers use and which one decides: the audit table's caption, the report.

@@ -9,6 +9,8 @@ import string
 import subprocess
 import sys
 
+from trainspotter.evaluation.shift import KINDS
+
 INCONCLUSIVE_EXIT = 3
 
 
@@ -78,13 +80,82 @@ def test_shift_suite_from_the_command_line(tmp_path, mini_testbed):
               "--limit", "40", "--out", str(tmp_path), "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)
-    kinds = [(s["kind"], s["suspect"]) for s in res["scenarios"]]
-    assert len(kinds) == 10 and {k for k, _ in kinds} == {"length", "topic", "period", "source", "position"}
-    length = [s for s in res["scenarios"] if s["kind"] == "length"]
+    kinds = {(s["kind"], s["suspect"]) for s in res["scenarios"]}
+    assert len(kinds) == 12 and {k for k, _ in kinds} == set(KINDS)  # both directions, difficulty included
+    assert {s["size"] for s in res["scenarios"]} == {20, 0}  # --limit 40: audits of 20 passages and the pools
+    length = [s for s in res["scenarios"] if s["kind"] == "length" and s["size"] == 0]
     assert all(s["blind"]["rate"] == 1.0 for s in length)  # 64 vs 32 tokens: seen at once
-    for s in res["scenarios"]:  # with the guard, "trained on" needs the blind check silent
-        for t in s["tests"].values():
-            assert t["guarded"]["rate"] <= min(t["model"]["rate"], 1 - s["blind"]["rate"]) + 1e-12
+    for s in res["scenarios"]:  # "trained on" needs the model's rejection and both guards silent
+        assert set(s["placebo"]) == {"placebo_gray", "placebo_black"}
+        for name, t in s["tests"].items():
+            assert t["guarded"]["rate"] <= t["blind_only"]["rate"] <= t["model"]["rate"]
+            assert t["blind_only"]["rate"] <= 1 - s["blind"]["rate"] + 1e-12
+            if name != "gray_noref":
+                access = "black" if name == "black" else "gray"
+                assert t["guarded"]["rate"] <= 1 - s["placebo"][f"placebo_{access}"]["rate"] + 1e-12
     assert {r["suspect"] for r in res["iid"]} == {"member", "nonmember"}
     assert (tmp_path / "shift.md").read_text().startswith("# Held-out shift suite")
     assert (tmp_path / "shift.png").stat().st_size > 0
+
+
+def _easier_vs_harder(tmp_path, testbed, n=20):
+    """The n passages of the testbed's unseen text (non-members and held-out) that its reference
+    model finds easiest, and the n it finds hardest: a shift any language model sees. Ranked by
+    that model's own perplexity, so the separation does not hang on how it was trained here."""
+    from trainspotter.backends import load_backend
+    from trainspotter.features.extract import extract
+    from trainspotter.features.features import FEATURE_SETS
+
+    unseen = [json.loads(line) for split in ("nonmember", "heldout")
+              for line in (testbed / f"{split}.jsonl").read_text().splitlines()]
+    ppl = extract(unseen, load_backend("testbed:mini/reference"), [], "gray", FEATURE_SETS["lean"])["gray_ppl"]
+    ranked = [p for _, p in sorted(zip(ppl, unseen), key=lambda t: t[0])]
+    paths = []
+    for name, rows in (("easier", ranked[:n]), ("harder", ranked[-n:])):
+        paths.append(tmp_path / f"{name}.jsonl")
+        paths[-1].write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows))
+    return [str(p) for p in paths]
+
+
+def test_small_easier_suspect_set_is_not_trained_on(tmp_path, mini_testbed):
+    """Issue 34: 20 suspect passages that are simply easier text than the 20 held-out ones,
+    neither seen by any model. The target's test rejects, but so does the placebo check (the
+    reference in the target's place): inconclusive, exit 3, said in the table at 80 columns.
+    Without a reference the small-audit rule says it; only the auditor's word lifts it."""
+    easier, harder = _easier_vs_harder(tmp_path, mini_testbed)
+    base = ["audit", "--suspect", easier, "--heldout", harder, "--model", "testbed:mini", "--name", "easier"]
+    out = run(*base, "--reference", "testbed:mini/reference", "--shift-check", "continue", "--json")
+    assert out.returncode == INCONCLUSIVE_EXIT, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["model_reject"] and r["verdict"] == "inconclusive" and r["placebo"]["fired"]
+    assert r["placebo"]["model"] == "testbed:mini/reference" and r["placebo"]["e_value"] >= 20
+    if not r["blind"]["fired"]:  # the words did not show it; the placebo did
+        assert r["guard"] == "placebo" and "never trained on the suspect set" in r["explanation"]
+    table = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *base, "--reference",
+                            "testbed:mini/reference"], capture_output=True, text=True, timeout=900,
+                           env=os.environ | {"COLUMNS": "80"})
+    assert table.returncode == INCONCLUSIVE_EXIT and "Inconclusive:" in table.stdout  # the explanation
+    assert "reject H0" not in table.stdout and max(len(line) for line in table.stdout.splitlines()) <= 80
+    out = run(*base, "--json")
+    r = json.loads(out.stdout)
+    assert out.returncode == INCONCLUSIVE_EXIT and r["model_reject"] and r["placebo"]["ran"] is False
+    assert r["guard"] in ("small", "blind") and r["verdict"] == "inconclusive"
+    if r["guard"] == "small":
+        assert "--reference" in r["explanation"] and "too few" in r["explanation"]
+
+
+def test_small_member_set_is_still_trained_on(tmp_path, mini_testbed):
+    """20 members against 20 held-out passages with a reference: the placebo check runs on all
+    20 pairs, does not fire (its sets are exchangeable for the reference), and the verdict is
+    "trained on"."""
+    paths = []
+    for split in ("member", "heldout"):
+        paths.append(tmp_path / f"{split}.jsonl")
+        paths[-1].write_text("\n".join((mini_testbed / f"{split}.jsonl").read_text().splitlines()[:20]) + "\n")
+    out = run("audit", "--suspect", str(paths[0]), "--heldout", str(paths[1]), "--model", "testbed:mini",
+              "--reference", "testbed:mini/reference", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "trained on" and r["placebo"]["ran"] and not r["placebo"]["fired"]
+    assert r["placebo"]["pairs_used"] == r["placebo"]["pairs_available"] == 20
+    assert "could not tell them apart either" in r["explanation"]

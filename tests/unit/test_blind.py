@@ -128,7 +128,9 @@ def test_iid_sets_keep_the_model_verdict(tmp_path):
 
     leads = [r["text"][:400] for r in _leads()[:240]]
     s, h = _passages(tmp_path / "s.jsonl", leads[::2]), _passages(tmp_path / "h.jsonl", leads[1::2])
-    r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m"), extract_fn=_fake_extract({f"s{i}" for i in range(120)}))
+    # 120 pairs without a placebo model: the auditor vouches for the split (trainspotter.placebo)
+    r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m", assume_exchangeable=True),
+              extract_fn=_fake_extract({f"s{i}" for i in range(120)}))
     assert r.verdict == "trained on" and r.reject and r.model_reject and not r.blind.fired
     assert r.blind.pairs_available == 120  # the blind check saw every pair, not only those queried
     r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m"), extract_fn=_fake_extract(set()))

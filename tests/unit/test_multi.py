@@ -69,11 +69,12 @@ def test_bad_sets_are_one_clear_error_naming_the_file(tmp_path):
         check_sets(AuditSetsConfig(suspect=[a, small], heldout=h, model="hf:m"), read)
 
 
-def _result(e_value, fired):
+def _result(e_value, fired, guard=None):
     from trainspotter.stats.blind import BlindResult
     from trainspotter.verdict import AuditResult
 
-    return AuditResult.model_construct(e_value=e_value, blind=BlindResult.model_construct(fired=fired))
+    return AuditResult.model_construct(e_value=e_value, blind=BlindResult.model_construct(fired=fired),
+                                       guard="blind" if fired else guard)
 
 
 def test_ebh_sees_zero_where_the_blind_check_fired():
@@ -90,7 +91,11 @@ def test_ebh_sees_zero_where_the_blind_check_fired():
     shifted = decide(config, [_result(40.0, True), _result(12.0, False), _result(11.0, False)])
     assert [(s.verdict, s.e_value, s.rejected) for s in shifted.sets] == \
         [("inconclusive", 0.0, False), ("no evidence", 12.0, False), ("no evidence", 11.0, False)]
-    assert shifted.rejections == 0 and "Inconclusive (held-out differs from the set): a." in shifted.explanation
+    assert shifted.rejections == 0 and "Inconclusive (held-out differs from the set, or too few pairs to tell): a." in shifted.explanation
+    # the placebo check (a model that saw neither set separates them too) zeroes a set alike
+    placebo = decide(config, [_result(40.0, False, "placebo"), _result(12.0, False), _result(11.0, False)])
+    assert [(s.verdict, s.e_value) for s in placebo.sets] == \
+        [("inconclusive", 0.0), ("no evidence", 12.0), ("no evidence", 11.0)]
 
 
 def test_audit_sets_is_ordinary_audits_then_ebh_reading_each_file_once(tmp_path, monkeypatch):
@@ -105,7 +110,9 @@ def test_audit_sets_is_ordinary_audits_then_ebh_reading_each_file_once(tmp_path,
     audit_module = sys.modules["trainspotter.audit"]  # the package's attribute is the function
     reads, load = Counter(), audit_module.load_passages
     monkeypatch.setattr(audit_module, "load_passages", lambda path: reads.update([path]) or load(path))
-    config = AuditSetsConfig(name="pub", suspect=[member, other], heldout=heldout, model="hf:m", batch_pairs=8)
+    # exchangeable by construction: small sets without a reference may then say "trained on"
+    config = AuditSetsConfig(name="pub", suspect=[member, other], heldout=heldout, model="hf:m", batch_pairs=8,
+                             assume_exchangeable=True)
     r = audit_sets(config, extract_fn=_features)
     assert reads == {member: 1, other: 1, heldout: 1}
     assert [(s.label, s.verdict) for s in r.sets] == [("member", "trained on"), ("other", "no evidence")]

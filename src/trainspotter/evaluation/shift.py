@@ -12,13 +12,24 @@ pools, as in BADI Sec. 5.1 / App. D), how often
 - the blind check (trainspotter.stats.blind) fires on the same pairs, and
 - "trained on" is reported with the guard: the model rejects and the blind check does not,
 
-for the default feature set and for the reference-relative ``calibrated`` set. The kinds:
+- the placebo check fires: the same test on the reference model's own features (a model that saw
+  neither pool) reaches 1/α on all pairs,
+
+for the audits a user runs by default (gray with a reference, gray without, black with a
+reference) and the reference-relative ``calibrated`` set, at small audit sizes (20, 40, 80
+passages per side, where the blind check has little power) and on the whole pools. The kinds:
 
 - ``length``: 64-token passages vs the first 32 tokens of others;
 - ``topic``: leads about people vs leads about the sciences (the corpus's own topic labels);
 - ``period``: leads whose latest year mentioned is ≥ 1950 vs < 1900;
 - ``source``: Wikipedia leads vs prose paragraphs of the Python 3.11 documentation;
 - ``position``: the opening 64 tokens of leads vs the next 64 tokens of other leads;
+- ``difficulty``: the third of the passages another language model finds easiest vs the third
+  it finds hardest, all of one token length: easier text with little in the words to show it
+  (issue 34). The judge is the reference model of a sibling testbed (``DIFFICULTY_JUDGE``:
+  another recipe, tokenizer and seed, trained on other Wikipedia leads). (The packaged
+  SmolLM2-135M would be a more independent judge, but scoring the pools with it takes hours
+  on 2 CPU cores.)
 
 each in both directions (either pool as the suspect set).
 """
@@ -28,6 +39,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +53,13 @@ from trainspotter.stats.blind import TextRows, blind_stops
 from trainspotter.stats.sequential import TestConfig
 from trainspotter.stats.simulation import stream_stops
 
-__all__ = ["KINDS", "ShiftConfig", "python_docs_passages", "render_markdown", "scenario_trials", "shift_pools",
-           "suite_tests", "summarise"]
+__all__ = ["AUDITS", "DIFFICULTY_JUDGE", "KINDS", "ShiftConfig", "guard_of", "placebo_columns", "python_docs_passages", "render_markdown",
+           "scenario_trials", "shift_pools", "suite_tests", "summarise", "unseen_passages", "verdicts"]
 
-KINDS = ("length", "topic", "period", "source", "position")
+KINDS = ("length", "topic", "period", "source", "position", "difficulty")
+# testbed -> the sibling testbed whose reference model judges the difficulty shift
+DIFFICULTY_JUDGE = {"tiny-pretrain": "tiny", "tiny-pretrain-2k": "tiny", "tiny": "tiny-pretrain",
+                    "mini": "mini-pretrain", "mini-pretrain": "mini"}
 SCIENCES = ("Biology and health sciences", "Physical sciences", "Technology", "Mathematics")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-2][0-9])\b")
 
@@ -54,7 +69,8 @@ class ShiftConfig(BaseModel):
 
     testbed: str = "tiny-pretrain"
     kinds: tuple[str, ...] = KINDS
-    trials: int = Field(200, ge=1)       # per shift scenario
+    trials: int = Field(200, ge=1)       # per shift scenario and size
+    sizes: tuple[int, ...] = (20, 40, 80, 160, 320, 0)  # passages per side of an audit; 0: the whole pools
     iid_trials: int = Field(1000, ge=1)  # members / non-members vs held-out
     pollution: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)  # held-out fractions replaced by members
     pollution_trials: int = Field(500, ge=1)
@@ -71,6 +87,13 @@ class ShiftConfig(BaseModel):
         bad = sorted(set(v) - set(KINDS))
         if bad or not v:
             raise ValueError(f"unknown shift kinds {bad}; choose from {', '.join(KINDS)}")
+        return v
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v):
+        if not v or any(n != 0 and n < 4 for n in v):
+            raise ValueError("sizes: passages per side, each 0 (the whole pools) or at least 4")
         return v
 
     def test(self) -> TestConfig:
@@ -110,17 +133,27 @@ def python_docs_passages(tokenizer, length: int, docs: Path | None = None) -> li
     return out
 
 
-def shift_pools(testbed: str, seed: int = 0, limit: int | None = None,
-                root: Path | None = None) -> dict[str, tuple[str, list[Passage], str, list[Passage]]]:
-    """{kind: (label A, pool A, label B, pool B)}: disjoint pools of passages that neither of
-    ``testbed``'s models saw (its non-member and held-out leads, later chunks of them, the
-    Python docs), differing in one property. At most ``limit`` passages per pool."""
+def unseen_passages(testbed: str, root: Path | None = None) -> list[Passage]:
+    """The testbed's non-member and held-out passages: text neither of its models saw."""
     import json
 
+    from trainspotter.evaluation.testbed import split_path
+
+    return [json.loads(line) for split in ("nonmember", "heldout")
+            for line in split_path(testbed, split, root).read_text(encoding="utf-8").splitlines()]
+
+
+def shift_pools(testbed: str, seed: int = 0, limit: int | None = None, root: Path | None = None,
+                difficulty: Mapping[str, float] | None = None) -> dict[str, tuple[str, list[Passage], str, list[Passage]]]:
+    """{kind: (label A, pool A, label B, pool B)}: disjoint pools of passages that neither of
+    ``testbed``'s models saw (its non-member and held-out leads, later chunks of them, the
+    Python docs), differing in one property. At most ``limit`` passages per pool.
+    ``difficulty``: an independent model's mean log-probability per token of each unseen
+    passage (by id; higher is easier), for the ``difficulty`` kind (left out without it)."""
     from transformers import AutoTokenizer
 
     from trainspotter.assets import wikipedia_leads
-    from trainspotter.evaluation.testbed import load_manifest, split_path, testbed_dir
+    from trainspotter.evaluation.testbed import load_manifest, testbed_dir
 
     manifest = load_manifest(testbed, root)
     if manifest is None or manifest["config"]["base"] != "scratch":
@@ -128,8 +161,7 @@ def shift_pools(testbed: str, seed: int = 0, limit: int | None = None,
     L = manifest["config"]["chunk_tokens"]
     tok = AutoTokenizer.from_pretrained(testbed_dir(testbed, root) / "target")
     leads = {r["id"]: r for r in wikipedia_leads()}
-    unseen = [json.loads(line) for split in ("nonmember", "heldout")
-              for line in split_path(testbed, split, root).read_text(encoding="utf-8").splitlines()]
+    unseen = unseen_passages(testbed, root)
     random.Random(f"{seed}:shift").shuffle(unseen)
     tokens = {p["id"]: tok(leads[p["id"]]["text"], add_special_tokens=False)["input_ids"] for p in unseen}
     piece = lambda p, a, b, tag: {"id": f"{p['id']}#{tag}", "text": tok.decode(tokens[p["id"]][a:b])}  # noqa: E731
@@ -149,20 +181,70 @@ def shift_pools(testbed: str, seed: int = 0, limit: int | None = None,
         "position": ("lead openings", long_leads[: len(long_leads) // 2],
                      "continuations", [piece(p, L, 2 * L, "next") for p in long_leads[len(long_leads) // 2:]]),
     }
+    if difficulty is not None:
+        ranked = sorted(unseen, key=lambda p: -difficulty[p["id"]])  # easiest first
+        third = len(ranked) // 3
+        pools["difficulty"] = ("easier text", ranked[:third], "harder text", ranked[-third:])
     return {k: (a, cap(pa), b, cap(pb)) for k, (a, pa, b, pb) in pools.items()}
 
 
 # ---------------------------------------------------------------- Monte Carlo
 
+# The audits a user runs: name -> (feature set, access, reference models). Each is guarded by
+# the blind check and, with a reference, by the placebo check of its access: the same test on
+# the reference's own features (trainspotter.placebo).
+AUDITS = {
+    "gray": ("lean", "gray", 1),
+    "gray_noref": ("lean", "gray", 0),
+    "black": ("lean", "black", 1),
+    "calibrated": ("calibrated", "gray", 1),
+}
+NAMES = {"gray": "gray + reference (default)", "gray_noref": "gray, no reference", "black": "black + reference",
+         "calibrated": "calibrated", "unoriented": "before (lean, learned direction)"}
+PLACEBO_PREFIX = "placebo_{}:"  # feature columns of the reference model in the target's place
+
+
+def placebo_columns(access: str, available: list[str]) -> list[str]:
+    """The placebo check's columns of ``access`` that ``available`` has: the lean set's
+    single-model features, computed on the reference model, prefixed."""
+    from trainspotter.features.extract import feature_columns
+    from trainspotter.features.features import FEATURE_SETS
+
+    prefix = PLACEBO_PREFIX.format(access)
+    return [prefix + c for c in feature_columns(FEATURE_SETS["lean"], access, 0) if prefix + c in available]
+
+
+def suite_tests(available: list[str], config: TestConfig) -> dict[str, tuple[list[str], TestConfig]]:
+    """Every audit of ``AUDITS``, its placebo check per access (``placebo_gray``,
+    ``placebo_black``) and the unoriented lean test, on the columns ``available`` has, with
+    ``config``'s betting."""
+    from trainspotter.features.extract import feature_columns
+    from trainspotter.features.features import FEATURE_SETS
+
+    tests = {name: ([c for c in feature_columns(FEATURE_SETS[fs], access, refs) if c in available], config)
+             for name, (fs, access, refs) in AUDITS.items()}
+    tests["unoriented"] = (tests["gray"][0], config.model_copy(update={"oriented": False}))
+    for access in ("gray", "black"):
+        tests[f"placebo_{access}"] = (placebo_columns(access, available), config)
+    return {name: (cols, test) for name, (cols, test) in tests.items() if cols}
+
+
+def guard_of(name: str) -> str | None:
+    """The placebo test that guards audit ``name`` (None: it has no reference)."""
+    fs, access, refs = AUDITS[name]
+    return f"placebo_{access}" if refs else None
+
+
 def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                     config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
                     batch_size: int = 200) -> dict:
-    """Monte Carlo on one (suspect pool, held-out pool): each trial pairs a random order of
-    each pool (n = the smaller pool, capped by ``n_max``); on the same streams the model's
-    test runs for each named (feature columns, test settings) and the blind check, with the
-    betting of ``config``, on the ``text`` column. Returns the pair count, each test's
-    first-crossing times (0 = none) and the blind check's crossing times and largest wealth,
-    one per trial."""
+    """Monte Carlo on one (suspect pool, held-out pool): each trial pairs a random draw of
+    n passages from each pool in random order (n = the smaller pool, capped by ``n_max``: an
+    audit of n passages per side); on the same streams each named test (feature columns,
+    settings; a column ``placebo_<access>:NAME`` is feature NAME of the reference model) runs
+    over all n pairs, and so does the blind check, with the betting of ``config``, on the
+    ``text`` column. Returns the pair count, each test's first-crossing times (0 = none) and
+    the blind check's crossing times and largest wealth, one per trial."""
     n = min(len(suspect), len(heldout), n_max or math.inf)
     rows = TextRows(list(suspect["text"])), TextRows(list(heldout["text"]))
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
@@ -174,7 +256,8 @@ def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[st
         iy = np.stack([r.permutation(len(heldout))[:n] for r in chunk])
         for name, (cols, test) in tests.items():
             S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
-            model[name].append(stream_stops(S, H, ix, iy, [test], [test.alpha], cols)[0][0, 0])
+            names = [c.split(":")[-1] for c in cols]  # the catalogue name keeps its direction
+            model[name].append(stream_stops(S, H, ix, iy, [test], [test.alpha], names)[0][0, 0])
         b, w = blind_stops(*rows, ix, iy, config)
         blind.append(b)
         top.append(w)
@@ -187,82 +270,87 @@ def _rate(hits: np.ndarray, alpha: float) -> dict:
     return {"rate": k / n, "count": k, "binom_p": float(binomtest(k, n, alpha, alternative="greater").pvalue)}
 
 
+def verdicts(result: dict, name: str) -> dict[str, np.ndarray]:
+    """Per trial of audit ``name``: the model's test rejects (``model``), "trained on" as the
+    audit said it before issue 34 (the blind check alone guards: ``blind_only``) and as it
+    says it now (blind and placebo checks: ``guarded``); see trainspotter.audit."""
+    reject = result["model"][name] > 0
+    fired = result["blind_stop"] > 0
+    guard = guard_of(name)
+    placebo = result["model"][guard] > 0 if guard in result["model"] else np.zeros_like(reject)
+    return {"model": reject, "blind_only": reject & ~fired, "guarded": reject & ~fired & ~placebo}
+
+
 def summarise(result: dict, alpha: float, h0: bool, baseline: str = "unoriented") -> dict:
-    """Per test: the model's rejection rate, the guarded "trained on" rate (model rejects and
-    the blind check does not fire), the censored mean pairs to decision and, on true H1
-    streams (``h0`` False), the share of true rejections the guard turns into "inconclusive"
-    and the paired saving in pairs against the ``baseline`` test on the same trials; the
-    blind check's firing rate. Rates come with the one-sided binomial p-value of rate ≤ α."""
+    """Per audit: the model's rejection rate, "trained on" before and now (``verdicts``), the
+    censored mean pairs to decision and, on true H1 streams (``h0`` False), the share of true
+    rejections the guards turn into "inconclusive" and the paired saving in pairs against the
+    ``baseline`` test on the same trials; the blind check's and placebo checks' firing rates.
+    Rates come with the one-sided binomial p-value of rate ≤ α."""
     from trainspotter.evaluation.benchmark_di import paired_saving
 
     fired = result["blind_stop"] > 0
-    out = {"pairs": result["pairs"], "trials": result["trials"], "blind": _rate(fired, alpha), "tests": {}}
+    out = {"pairs": result["pairs"], "trials": result["trials"], "blind": _rate(fired, alpha), "tests": {},
+           "placebo": {k: _rate(v > 0, alpha) for k, v in result["model"].items() if k.startswith("placebo_")}}
     for name, stops in result["model"].items():
-        reject = stops > 0
-        row = {"model": _rate(reject, alpha), "guarded": _rate(reject & ~fired, alpha),
-               "censored_pairs": float(np.where(reject, stops, result["pairs"]).mean())}
+        if name not in AUDITS:
+            continue
+        v = verdicts(result, name)
+        row = {k: _rate(hits, alpha) for k, hits in v.items()}
+        row["censored_pairs"] = float(np.where(v["model"], stops, result["pairs"]).mean())
         if not h0:
-            row["lost_to_guard"] = float((reject & fired).sum() / max(reject.sum(), 1))
-            row |= paired_saving(stops, result["model"][baseline], result["pairs"])
+            row["lost_to_guard"] = float((v["model"] & ~v["guarded"]).sum() / max(v["model"].sum(), 1))
+            if baseline in result["model"]:
+                row |= paired_saving(stops, result["model"][baseline], result["pairs"])
         out["tests"][name] = row
     return out
-
-
-NAMES = {"unoriented": "before (lean, learned direction)", "lean": "default (lean, oriented)",
-         "calibrated": "calibrated (oriented)"}
-TESTS = {  # name: (feature set, scorer keeps the features' member-like directions)
-    "unoriented": ("lean", False),  # the default before the guard: BADI's learned direction
-    "lean": ("lean", True),          # the default
-    "calibrated": ("calibrated", True),
-}
-
-
-def suite_tests(available: list[str], config: TestConfig) -> dict[str, tuple[list[str], TestConfig]]:
-    """The tests of ``TESTS`` on the gray-box (with a reference) columns of their feature set
-    that ``available`` has, with ``config``'s betting."""
-    from trainspotter.features.extract import feature_columns
-    from trainspotter.features.features import FEATURE_SETS
-
-    return {name: ([c for c in feature_columns(FEATURE_SETS[fs], "gray", 1) if c in available],
-                   config.model_copy(update={"oriented": oriented})) for name, (fs, oriented) in TESTS.items()}
 
 
 def _cell(r: dict) -> str:
     return f"{r['rate']:.3f} (p {r['binom_p']:.2g})"
 
 
+def _short(r: dict) -> str:
+    return f"**{r['rate']:.3f}**" if r["binom_p"] < 0.05 else f"{r['rate']:.3f}"
+
+
 def render_markdown(summary: dict, alpha: float) -> str:
-    """shift.md: the shift scenarios, the IID cost of the guard and held-out pollution."""
+    """shift.md: the shift scenarios at every audit size, the IID cost of the guards and
+    held-out pollution."""
+    audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
     lines = ["# Held-out shift suite", "", summary["header"], "",
              "## Shifts: passages that neither model saw, differing in one property", "",
-             f"Every rejection here is a false \"trained on\". Monte Carlo over random orders of the two pools "
-             f"(pairs = the smaller pool), α = {alpha:g}. *before*: the default test as it was (learned "
-             f"direction, no guard); *default*: the test with the scorer oriented; *+ guard*: it rejects and "
-             f"the blind check (texts only, same pairs) does not fire — what the audit now reports as "
-             f"\"trained on\"; *calibrated*: the reference-relative feature set. Rate (one-sided binomial p "
-             f"of rate ≤ α; p < 0.05 marks a rate significantly above α).", "",
-             "| shift | suspect | held-out | pairs | trials | blind check fires | before | default | default + guard "
-             "| calibrated | calibrated + guard |", "|---" * 11 + "|"]
+             f"Every \"trained on\" here is false. Monte Carlo over random draws of n passages per side from "
+             f"the two pools (n = the audit size, or the smaller pool: *all*), α = {alpha:g}. Per audit: "
+             f"*before*: \"trained on\" as the audit said it before issue 34 (the model's test rejects and the "
+             f"blind check, texts only, does not fire); *now*: also the placebo check (the same test on the "
+             f"reference model's own features, all n pairs) does not fire. **Bold**: significantly above α "
+             f"(one-sided binomial p < 0.05). Firing rates of the blind check and of the placebo checks "
+             f"(gray, black) are beside them.", "",
+             "| shift | suspect | held-out | n | blind fires | placebo fires (gray/black) | "
+             + " | ".join(f"{NAMES[a]}: before | now" for a in audits) + " |",
+             "|---" * (6 + 2 * len(audits)) + "|"]
     for s in summary["scenarios"]:
-        t = s["tests"]
-        lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']} | {s['trials']} "
-                     f"| {s['blind']['rate']:.3f} | {_cell(t['unoriented']['model'])} | {_cell(t['lean']['model'])} "
-                     f"| {_cell(t['lean']['guarded'])} | {_cell(t['calibrated']['model'])} "
-                     f"| {_cell(t['calibrated']['guarded'])} |")
-    lines += ["", "## IID splits: what the guard costs", "",
-              "Members vs held-out (H1: rejections are right) and non-members vs held-out (H0). *lost to the "
-              "guard*: share of the model's rejections that the guard turns into \"inconclusive\". Pairs: "
-              "censored mean pairs to decision (a non-rejection counts as all pairs).", "",
-              "| suspect | pairs | trials | blind check fires | test | model rejects | + guard | lost to the guard "
-              "| pairs to decision | saving vs before [95% CI] |", "|---" * 10 + "|"]
+        t, p = s["tests"], s["placebo"]
+        placebo = "/".join(f"{p[k]['rate']:.3f}" if k in p else "—" for k in ("placebo_gray", "placebo_black"))
+        cells = [f"{_short(t[a]['blind_only'])} | {_short(t[a]['guarded'])}" if a in t else "— | —" for a in audits]
+        lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']} | {s['blind']['rate']:.3f} "
+                     f"| {placebo} | " + " | ".join(cells) + " |")
+    lines += ["", "## IID splits: what the guards cost", "",
+              "Members vs held-out (H1: rejections are right) and non-members vs held-out (H0), at each audit "
+              "size. *now*: \"trained on\" with both guards; *lost to the guards*: share of the model's "
+              "rejections that the guards turn into \"inconclusive\". Pairs: censored mean pairs to decision "
+              "(a non-rejection counts as all pairs).", "",
+              "| suspect | n | trials | blind fires | placebo fires (gray/black) | audit | model rejects | before "
+              "| now | lost to the guards | pairs to decision |", "|---" * 11 + "|"]
     for r in summary["iid"]:
+        p = r["placebo"]
+        placebo = "/".join(f"{p[k]['rate']:.3f}" if k in p else "—" for k in ("placebo_gray", "placebo_black"))
         for name, t in r["tests"].items():
             lost = "—" if r["h0"] else f"{t['lost_to_guard']:.3f}"
-            saving = "—" if r["h0"] else \
-                f"{t['saving']:+.1%} [{t['saving_ci_low']:+.1%}, {t['saving_ci_high']:+.1%}]"
-            lines.append(f"| {r['suspect']} | {r['pairs']} | {r['trials']} | {_cell(r['blind'])} | {NAMES[name]} "
-                         f"| {_cell(t['model'])} | {_cell(t['guarded'])} | {lost} | {t['censored_pairs']:.1f} "
-                         f"| {saving} |")
+            lines.append(f"| {r['suspect']} | {r['pairs']} | {r['trials']} | {_cell(r['blind'])} | {placebo} "
+                         f"| {NAMES[name]} | {_cell(t['model'])} | {_cell(t['blind_only'])} | {_cell(t['guarded'])} "
+                         f"| {lost} | {t['censored_pairs']:.1f} |")
     lines += ["", "## Held-out pollution (default test)", "",
               "A fraction of the held-out stream replaced by members (BADI App. D.6). Suspect = members: "
               "pollution may cost power. Suspect = non-members (H0: the suspect set was not trained on): "
