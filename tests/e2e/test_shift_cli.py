@@ -135,7 +135,7 @@ def test_small_easier_suspect_set_is_not_trained_on(tmp_path, mini_testbed):
                             "testbed:mini/reference"], capture_output=True, text=True, timeout=900,
                            env=os.environ | {"COLUMNS": "80"})
     assert table.returncode == INCONCLUSIVE_EXIT and "Inconclusive:" in table.stdout  # the explanation
-    assert "reject H0" not in table.stdout and max(len(line) for line in table.stdout.splitlines()) <= 80
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
     out = run(*base, "--json")
     r = json.loads(out.stdout)
     assert out.returncode == INCONCLUSIVE_EXIT and r["model_reject"] and r["placebo"]["ran"] is False
