@@ -31,6 +31,7 @@ from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  # named TestConfig overrides
+from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline
@@ -200,12 +201,14 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
                     "suspect set", blind.e_value, blind.pairs_used)
     guards = Guards(blind, every if config.ledger else every[:config.max_pairs], placebo_fn)
     if not config.ledger:
-        return _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
+        result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
+        return seal(result, config, suspect, heldout, run_id=run_id)
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
         config = _as_stored(config, ledger["setup"])
         check_setup(ledger, setup_of(config))
+        available, prior = (suspect, heldout), prior_of(ledger)  # for the sealed record
         # Only pairs never bet on before may enter the continued e-process.
         used = {side: set(ids) for side, ids in ledger["used"].items()}
         suspect = [p for p in suspect if p["id"] not in used["suspect"]]
@@ -213,6 +216,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         state = SequentialTest.from_dict(ledger["state"]) if ledger["state"] is not None else None
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
         result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, guards)
+        result = seal(result, config, *available, prior, run_id)
         _record(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
         return result.model_copy(update={"ledger": str(save_ledger(ledger))})
 
@@ -287,4 +291,5 @@ def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditRe
         "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
         "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
         "verdict": result.verdict, "blind_e_value": result.blind.e_value,
-        "placebo_e_value": result.placebo.e_value if result.placebo.ran else None})
+        "placebo_e_value": result.placebo.e_value if result.placebo.ran else None,
+        "record_digest": result.record_digest, "record_chain": result.record["end"]["chain"]})

@@ -81,7 +81,14 @@ class AuditResult(BaseModel):
     saved_by_stopping: dict[str, float] | None = None
     ledger: str | None = None  # path of the saved evidence ledger
     history: dict[str, list[float]]  # this run's steps t0+1..t: wealth, lambda, u, score_x, score_y
+    record_digest: str | None = None  # sha256 of the sealed audit record (trainspotter.record)
     _auditor: "Auditor | None" = PrivateAttr(None)  # set by Auditor.result; not serialised
+    _record: dict | None = PrivateAttr(None)  # set by trainspotter.record.seal; not serialised
+
+    @property
+    def record(self) -> dict | None:
+        """The sealed audit record (``trainspotter.record``; check it with ``trainspotter verify``)."""
+        return self._record
 
     def features_table(self) -> pd.DataFrame:
         """The feature rows bet on in this run: id, set and the test's columns (empty for a

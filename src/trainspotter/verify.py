@@ -1,0 +1,357 @@
+"""Check a sealed audit record (``trainspotter.record``) offline, without the model: every
+text against its sha256, the pair order against the seed, the blind check replayed from the
+texts, the model's e-process replayed pair by pair from the recorded features, the result
+and verdict against the replay, the hash chain, the section digests, the signature.
+
+Replayed floats match bit-for-bit on the platform that made the record; across machines
+(another BLAS, another CPU) they are accepted within ``TOLERANCE`` (|a − b| ≤ 1e-9 ·
+max(1, |a|, |b|)), and the checks say which they were. ``requery`` loads the model and
+compares the features of a few passages again (``REQUERY_RTOL``/``REQUERY_ATOL``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trainspotter.errors import InputError
+from trainspotter.record import (FORMAT, GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION, batch_digest,
+                                 public_hex, record_digest, sha256, state_sha256, text_sha256)
+
+__all__ = ["Check", "REQUERY_ATOL", "REQUERY_RTOL", "TOLERANCE", "Verification", "load_record", "requery",
+           "verify_records"]
+
+TOLERANCE = 1e-9
+REQUERY_RTOL, REQUERY_ATOL = 1e-4, 1e-6  # local floating point: another BLAS, device or batch padding
+SIDES = ("suspect", "heldout")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Verification:
+    """Every check of one or more records, in order; ``failure``: the first that failed."""
+
+    records: list[dict] = field(default_factory=list)  # path, digest, name, verdict of each record
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failure(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok), None)
+
+    def to_dict(self) -> dict:
+        first = self.failure
+        return {"ok": self.ok, "records": self.records, "checks": [asdict(c) for c in self.checks],
+                "first_failure": None if first is None else asdict(first)}
+
+
+def load_record(path: str | Path) -> dict:
+    """A record read from ``path``; InputError naming the file when it is missing, not JSON
+    (a truncated file), not a trainspotter record or lacking a part."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file, so not an audit record") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not a complete JSON document ({e.msg} at line {e.lineno} column {e.colno}): "
+                         f"truncated, or not an audit record") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
+    if record.get("version") != VERSION:
+        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads {VERSION}")
+    missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
+    if missing:
+        raise InputError(f"{path}: the record has no {', '.join(missing)}")
+    return record
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(v, (int, float)) for v in (a, b)):
+        return a == b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b or abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _pairs(record: dict) -> list[dict]:
+    return [p for b in record["batches"] for p in b["pairs"]]
+
+
+def _check_passages(record: dict) -> Check:
+    for side in SIDES:
+        for p in record["passages"][side]:
+            if text_sha256(p["text"]) != p["sha256"]:
+                return Check("passages", False, f"passage {side} {p['id']!r}: its text does not match its sha256")
+    n = sum(len(record["passages"][s]) for s in SIDES)
+    return Check("passages", True, f"{n} passage texts match their sha256")
+
+
+def _check_pair_order(record: dict, config) -> Check:
+    """The pairs bet on are those the seed draws from the passages not used before."""
+    from trainspotter.data import make_pairs
+
+    used = {s: set(record["start"]["used"][s]) for s in SIDES}
+    sides = [[p for p in record["passages"][s] if p["id"] not in used[s]] for s in SIDES]
+    drawn = make_pairs(*sides, seed=config.seed, max_pairs=config.max_pairs)
+    pairs = _pairs(record)
+    for i, pair in enumerate(pairs):
+        got = tuple(pair[s]["id"] for s in SIDES)
+        want = tuple(p["id"] for p in drawn[i]) if i < len(drawn) else None
+        if got != want:
+            return Check("pair order", False, f"pair {pair['t']}: ids {got} are not the pair that seed {config.seed} "
+                                              f"draws there ({want}): config.seed or the passages were changed")
+        for s, p in zip(SIDES, drawn[i]):
+            if pair[s]["sha256"] != p["sha256"]:
+                return Check("pair order", False, f"pair {pair['t']}, {s} {p['id']!r}: sha256 differs from the passage's")
+    return Check("pair order", True, f"{len(pairs)} pairs are the ones seed {config.seed} draws")
+
+
+def _check_features(record: dict) -> Check:
+    for pair in _pairs(record):
+        for s in SIDES:
+            if sha256(pair[s]["features"]) != pair[s]["features_sha256"]:
+                return Check("features", False, f"pair {pair['t']}, {s} {pair[s]['id']!r}: its feature values do "
+                                                f"not match their sha256")
+    return Check("features", True, f"the feature values of {len(_pairs(record))} pairs match their sha256")
+
+
+def _replay_blind(record: dict, config):
+    from trainspotter.data import make_pairs
+    from trainspotter.stats.blind import blind_check
+
+    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed)
+    blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.blind_test)
+    recorded = record["blind"]["wealth"]
+    exact = blind.wealth == recorded
+    for t, (a, b) in enumerate(zip(recorded, blind.wealth), 1):
+        if not _close(a, b):
+            return blind, Check("blind check", False, f"blind pair {t}: wealth recorded {a!r}, replayed {b!r}")
+    if len(recorded) != len(blind.wealth):
+        return blind, Check("blind check", False, f"blind wealth: {len(recorded)} pairs recorded, "
+                                                  f"{len(blind.wealth)} replayed")
+    how = "bit-for-bit" if exact else f"within {TOLERANCE:g}"
+    return blind, Check("blind check", True, f"replayed from the texts: {len(recorded)} pairs' wealth match {how}")
+
+
+def _replay_model(record: dict, config):
+    """The model's e-process fed the recorded feature rows batch by batch, as the audit fed them."""
+    from trainspotter.auditor import Auditor
+    from trainspotter.stats.sequential import SequentialTest
+
+    start = record["start"]
+    if state_sha256(start["state"]) != start["state_sha256"]:
+        return None, Check("model test", False, "start: the stored e-process state does not match its sha256")
+    state = SequentialTest.from_dict(copy.deepcopy(start["state"])) if start["state"] is not None else None
+    auditor = Auditor(config.test, state, start["columns"] if state is not None else None)
+    for b in record["batches"]:
+        auditor.feed([dict(p[s]["features"], id=p[s]["id"], set=s) for s in SIDES for p in b["pairs"]])
+    pairs, hist = _pairs(record), auditor.history
+    exact = True
+    for i, pair in enumerate(pairs):
+        if i >= len(hist["wealth"]):
+            return auditor, Check("model test", False, f"pair {pair['t']}: recorded, but the replayed test "
+                                                       f"rejected at pair {pair['t'] - 1} and stopped")
+        for f in STEP_FIELDS:
+            if not _close(pair[f], hist[f][i]):
+                return auditor, Check("model test", False, f"pair {pair['t']} (suspect {pair['suspect']['id']!r}, "
+                                                           f"held-out {pair['heldout']['id']!r}): {f} recorded "
+                                                           f"{pair[f]!r}, replayed {hist[f][i]!r}")
+            exact = exact and pair[f] == hist[f][i]
+    if len(hist["wealth"]) != len(pairs):
+        return auditor, Check("model test", False, f"{len(pairs)} pairs recorded, {len(hist['wealth'])} replayed")
+    how = "bit-for-bit" if exact else f"within {TOLERANCE:g}"
+    return auditor, Check("model test", True, f"replayed from the features: wealth, stake, payoff and scores of "
+                                              f"{len(pairs)} pairs match {how}")
+
+
+def _check_result(record: dict, config, auditor, blind) -> Check:
+    recorded = record["result"]
+    try:
+        replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed)
+    except InputError as e:
+        return Check("result", False, f"result: cannot be replayed ({e})")
+    if recorded["stopped_by"] != "shift" and (recorded["stopped_by"] == "rejected") != replayed.model_reject:
+        return Check("result", False, f"result.stopped_by: recorded {recorded['stopped_by']!r}, but the replayed "
+                                      f"test {'rejected' if replayed.model_reject else 'did not reject'}")
+    fields = [(f"result.{k}", recorded[k], getattr(replayed, k)) for k in RESULT_FIELDS]
+    fields += [(f"result.blind.{k}", v, getattr(replayed.blind, k)) for k, v in recorded["blind"].items()]
+    for name, a, b in fields:
+        if not _close(a, b):
+            return Check("result", False, f"{name}: recorded {a!r}, replayed {b!r}")
+    return Check("result", True, f"verdict {recorded['verdict']!r}, e-value {recorded['e_value']:.6g} and the "
+                                 f"blind check's {recorded['blind']['e_value']:.6g} match the replay")
+
+
+def _check_end(record: dict, auditor) -> Check:
+    state = auditor.test.to_dict() if auditor.test is not None else record["start"]["state"]
+    ok = state_sha256(state) == record["end"]["state_sha256"]
+    return Check("end state", ok, "the e-process state after the last pair matches its sha256" if ok else
+                 "end: the replayed e-process state does not match the recorded sha256")
+
+
+def _check_chain(record: dict) -> Check:
+    prev = record["start"]["previous"]
+    for k, b in enumerate(record["batches"], 1):
+        ts = f"pairs {b['pairs'][0]['t']}-{b['pairs'][-1]['t']}" if b["pairs"] else "no pairs"
+        if batch_digest(prev, b["pairs"]) != b["digest"]:
+            return Check("chain", False, f"batch {k} ({ts}): its pairs do not match its chain digest")
+        prev = b["digest"]
+    if prev != record["end"]["chain"]:
+        return Check("chain", False, "end.chain is not the last batch's digest")
+    after = "a fresh e-process" if record["start"]["previous"] == GENESIS else \
+        f"the earlier run's chain {record['start']['previous'][:16]}…"
+    return Check("chain", True, f"{len(record['batches'])} batches chained from {after}")
+
+
+def _check_digests(record: dict) -> Check:
+    for s in SECTIONS:
+        if sha256(record[s]) != record["sections"].get(s):
+            return Check("digest", False, f"section {s!r} does not match its sha256 (changed after sealing)")
+    if record_digest(record) != record["digest"]:
+        return Check("digest", False, "the record digest does not match its sections and chain")
+    return Check("digest", True, f"every section and the record digest {record['digest'][:16]}… match")
+
+
+def _check_signature(record: dict, public_key) -> Check:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    sig = record.get("signature")
+    if sig is None:
+        return Check("signature", public_key is None, "unsigned record" if public_key is None else
+                     "signature: a public key was given but the record is not signed")
+    if public_key is not None and public_hex(public_key) != sig.get("public_key"):
+        return Check("signature", False, f"signature: made with key {str(sig.get('public_key'))[:16]}…, not the "
+                                         f"given public key {public_hex(public_key)[:16]}…")
+    try:
+        key = public_key or Ed25519PublicKey.from_public_bytes(bytes.fromhex(sig["public_key"]))
+        key.verify(bytes.fromhex(sig["signature"]), record["digest"].encode("ascii"))
+    except (InvalidSignature, ValueError):
+        return Check("signature", False, "signature: does not verify over the record digest")
+    pinned = "the given public key" if public_key is not None else \
+        f"the key in the record, {sig['public_key'][:16]}… (pin the auditor's with --public-key)"
+    return Check("signature", True, f"Ed25519 signature verifies with {pinned}")
+
+
+def _check_code(record: dict) -> Check:
+    from trainspotter.config import code_digest
+    from trainspotter.record import REPLAY_CODE
+
+    same = record["code"].get("replay_digest") == code_digest(*REPLAY_CODE)
+    return Check("code", True, f"made by trainspotter {record['code'].get('trainspotter')} at commit "
+                               f"{str(record['code'].get('git_commit'))[:12]}; the replay code here is "
+                               + ("the same" if same else "different (a mismatch may then be the code's)"))
+
+
+def verify_one(record: dict, public_key=None) -> list[Check]:
+    """Every check of one record, in order (the replay checks only with a readable config)."""
+    from pydantic import ValidationError
+
+    from trainspotter.audit import AuditConfig
+
+    checks = [_check_passages(record)]
+    try:
+        config = AuditConfig(**record["config"])
+    except (ValidationError, InputError) as e:
+        checks.append(Check("config", False, f"config: not a valid audit config ({str(e).splitlines()[0]})"))
+        config = None
+    if config is not None:
+        checks += [_check_pair_order(record, config), _check_features(record)]
+        blind, blind_check = _replay_blind(record, config)
+        auditor, model_check = _replay_model(record, config)
+        checks += [blind_check, model_check]
+        if auditor is not None:
+            checks += [_check_result(record, config, auditor, blind), _check_end(record, auditor)]
+    return checks + [_check_chain(record), _check_digests(record), _check_signature(record, public_key),
+                     _check_code(record)]
+
+
+def _check_link(before: dict, after: dict, k: int) -> Check:
+    name = f"link {k}-{k + 1}"
+    if before["header"]["name"] != after["header"]["name"]:
+        return Check(name, False, f"record {k + 1} is of audit {after['header']['name']!r}, "
+                                  f"record {k} of {before['header']['name']!r}")
+    if after["start"]["previous"] != before["end"]["chain"]:
+        return Check(name, False, f"record {k + 1} does not continue the chain of record {k}")
+    if after["start"]["state_sha256"] != before["end"]["state_sha256"]:
+        return Check(name, False, f"record {k + 1} starts from another e-process state than record {k} left")
+    return Check(name, True, f"record {k + 1} continues record {k}'s chain and e-process state")
+
+
+def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verification:
+    """Verify each (path, record) and, for several, that each continues the one before
+    (the runs of a recurring audit, oldest first)."""
+    out = Verification()
+    for k, (path, record) in enumerate(records):
+        try:
+            checks = verify_one(record, public_key)
+        except (KeyError, TypeError, IndexError, AttributeError) as e:
+            raise InputError(f"{path}: malformed record ({type(e).__name__}: {e})") from None
+        prefix = f"{Path(path).name}: " if len(records) > 1 else ""
+        out.checks += [Check(c.name, c.ok, prefix + c.detail) for c in checks]
+        out.records.append({"path": str(path), "digest": record.get("digest"), "name": record["header"].get("name"),
+                            "verdict": record["result"].get("verdict")})
+        if k:
+            out.checks.append(_check_link(records[k - 1][1], record, k))
+    return out
+
+
+def requery(record: dict, n: int, seed: int = 0) -> Check:
+    """Load the record's models and extract the features of ``n`` random passages bet on
+    again: do they match the recorded ones within REQUERY_RTOL/REQUERY_ATOL? An API model
+    is asked afresh (a temporary answer cache), never from the answers cached before."""
+    import tempfile
+
+    from trainspotter.audit import AuditConfig
+    from trainspotter.backends import load_backend, parse_spec
+    from trainspotter.features.extract import extract
+    from trainspotter.record import model_identity
+
+    config = AuditConfig(**record["config"])
+    rows = [(s, p[s]) for p in _pairs(record) for s in SIDES]
+    if not rows:
+        return Check("requery", False, "requery: the record has no pairs bet on")
+    picked = random.Random(seed).sample(rows, min(n, len(rows)))
+    texts = {(s, p["id"]): p["text"] for s in SIDES for p in record["passages"][s]}
+    with tempfile.TemporaryDirectory() as tmp:
+        def fresh(spec):
+            if spec.scheme != "openai":
+                return spec
+            return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
+
+        same = model_identity(config.model) == {k: v for k, v in record["model"].items() if k != "server"} \
+            if config.model.scheme != "openai" else None
+        df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked], load_backend(fresh(config.model)),
+                     [load_backend(fresh(r)) for r in config.reference], config.access, config.features)
+    worst, where = 0.0, None
+    for (s, r), new in zip(picked, df.to_dict("records")):
+        for col, old in r["features"].items():
+            value = new.get(col, float("nan"))
+            if (math.isnan(old) and math.isnan(value)) or old == value:
+                continue
+            excess = abs(old - value) / (REQUERY_ATOL + REQUERY_RTOL * abs(old)) if not math.isnan(old + value) else math.inf
+            if excess > worst:
+                worst, where = excess, f"{s} {r['id']!r} {col}: recorded {old!r}, now {value!r}"
+    weights = "" if same is None else ("; the weight files' sha256 are unchanged" if same else
+                                       "; the weight files differ from the recorded ones")
+    tol = f"rtol {REQUERY_RTOL:g}, atol {REQUERY_ATOL:g}"
+    if worst <= 1.0:
+        return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within {tol}{weights}")
+    return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; first worst "
+                                   f"{where} (beyond {tol}){weights}")
