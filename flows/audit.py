@@ -4,6 +4,7 @@ sets (trainspotter.multi): one parent run, a nested run per set."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
@@ -14,14 +15,15 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import (StepLogger, git_commit, log_audit_outputs, log_dataset, log_sets_outputs,
-                                         log_steps, mark_killed_runs, owner_tags, use_experiment)
+from trainspotter.flows.tracking import (StepLogger, git_commit, local_artifact, log_audit_outputs, log_dataset,
+                                         log_sets_outputs, log_steps, mark_killed_runs, owner_tags, use_experiment)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter import __version__
 from trainspotter.audit import AuditConfig, audit, read_passages
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten
 from trainspotter.multi import AuditSetsConfig, audit_sets
+from trainspotter.record import sign
 
 __all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
 
@@ -36,6 +38,9 @@ BLIND_METRICS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used")
 # ``progress(pairs queried, e-value)`` after every batch, set in the caller's process: a
 # flow parameter is pickled to Dask workers, a progress bar cannot be (see flows/extract.py).
 PROGRESS: ContextVar[Callable[[int, float], None] | None] = ContextVar("audit_progress", default=None)
+# The auditor's Ed25519 private key (``--sign``): the sealed record is signed before it is
+# logged; never a flow parameter, which Prefect would store.
+SIGN_KEY: ContextVar[object | None] = ContextVar("audit_sign_key", default=None)
 # Passages the caller already read, by path (the CLI reads them for its checks), so an audit
 # reads each file once; not a flow parameter, which Prefect would store, texts and all.
 PASSAGES: ContextVar[Mapping[str, list] | None] = ContextVar("audit_passages", default=None)
@@ -106,7 +111,20 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
                           if result.placebo.ran else {}))
     mlflow.set_tags({"verdict": result.verdict, "guard": result.guard or "none"})
     log_steps(where["run_id"], {"blind_wealth": result.blind.wealth, "placebo_wealth": result.placebo.wealth})
+    where |= _log_record(result, where["run_id"], tracking_uri)
     return result, where | log_audit_outputs(config, result, where, tracking_uri)
+
+
+def _log_record(result, run_id: str, tracking_uri: str | None) -> dict:
+    """The sealed record (trainspotter.record), signed with ``SIGN_KEY`` when set, as the
+    run's record.json; returns where it is (``record``) and whether it is signed."""
+    record, key = result.record, SIGN_KEY.get()
+    if key is not None:
+        sign(record, key)
+    mlflow.log_text(json.dumps(record), "record.json")
+    mlflow.set_tag("record_digest", result.record_digest)
+    path = local_artifact(mlflow.get_artifact_uri(), run_id, "record.json", tracking_uri)
+    return {"record": path, "record_signed": key is not None}
 
 
 def _artifact_key(name: str) -> str:
@@ -173,23 +191,25 @@ def audit_sets_flow(config: AuditSetsConfig, tracking_uri: str | None = None, re
 
 def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None,
               progress: Callable[[int, float], None] | None = None,
-              passages: Mapping[str, list] | None = None) -> dict:
+              passages: Mapping[str, list] | None = None, sign_key=None) -> dict:
     """The audit flow (for an ``AuditSetsConfig``, the flow of several suspect sets); with
     ``dask_address`` each batch is extracted on that Dask cluster (checked first,
     ``check_dask_audit``) and the sequential test stays in this process. Cached batches are
     read, not recomputed, wherever they were computed, as long as the workers share this
     process's Prefect result storage. ``progress(pairs queried, e-value)`` is called in this
-    process after every batch; ``passages``: files already read, by path."""
+    process after every batch; ``passages``: files already read, by path; ``sign_key``: an
+    Ed25519 private key that signs each sealed record (``trainspotter.record.load_private_key``)."""
     flow_, remote = audit_sets_flow if isinstance(config, AuditSetsConfig) else audit_flow, dask_address is not None
     if remote:
         from trainspotter.flows.extract import dask_runner
 
         check_dask_audit(config, dask_address)
         flow_ = flow_.with_options(task_runner=dask_runner(dask_address))
-    progress_token, passages_token = PROGRESS.set(progress), PASSAGES.set(passages)
+    progress_token, passages_token, key_token = PROGRESS.set(progress), PASSAGES.set(passages), SIGN_KEY.set(sign_key)
     try:
         return flow_(config, tracking_uri, remote=remote)
     finally:
+        SIGN_KEY.reset(key_token)
         PASSAGES.reset(passages_token)
         PROGRESS.reset(progress_token)
 
@@ -219,7 +239,8 @@ def _markdown(s: dict) -> str:
         f"| blind e-value (pairs) | {s['blind']['e_value']:.4g} ({s['blind']['pairs_used']}) |",
         f"| pairs used (this run) | {s['pairs_used']} ({s['pairs_this_run']}) |",
         f"| wealth at start of run | {s['wealth_start']:.4g} |", f"| α | {s['alpha']} |",
-        f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |", "",
+        f"| fixed-n DI p-value (comparison) | {baseline} |", f"| MLflow run | `{s['run_id']}` |",
+        f"| sealed record (sha256) | `{s['record_digest']}`: `trainspotter verify {s['record']}` |", "",
         s["baseline_note"]])
 
 

@@ -21,6 +21,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
+from trainspotter.flows.cli_verify import record_options, verify_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
 
@@ -91,6 +92,9 @@ def _print_results(results: list[dict], title: str) -> None:
             out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
+        if r.get("record_digest"):
+            out.print(f"sealed record {r['record_digest'][:16]}… at {r['record']}; check it with: "
+                      f"trainspotter verify {r['record']}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(short_help="List the packaged models and corpora and where they are.")
@@ -212,6 +216,11 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
           tracking_uri: Optional[str] = TRACKING_URI,
           dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
+          record: Optional[Path] = typer.Option(None, help="Also write the sealed audit record (one JSON file; "
+                                                           "always in the MLflow run as record.json) here. "
+                                                           "Check it with `trainspotter verify`."),
+          sign: Optional[Path] = typer.Option(None, help="Sign the sealed record with this Ed25519 private key "
+                                                         "(PEM, e.g. `openssl genpkey -algorithm ed25519`)."),
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT; with several
     --suspect, which of them were, at false discovery rate α (e-BH)."""
@@ -227,6 +236,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     # Validate everything before any flow starts, so bad input is one clear line.
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
+    sign_key = record_options(record, sign, len(suspect))
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
     model, reference = parse_spec(model), parse_references(reference)
@@ -265,7 +275,13 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in suspect)
     with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
         start_prefect_api()
-        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages)
+        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
+                           sign_key=sign_key)
+    if record is not None:
+        import shutil
+
+        shutil.copyfile(result["record"], record)
+        result["record"] = str(record)
     if json_out:
         emit_json(result)
     elif len(suspect) > 1:
@@ -362,6 +378,7 @@ from trainspotter.flows.cli_features import extract_cmd, features_app  # noqa: E
 app.command("extract", short_help="Extract membership features of passages into Parquet.")(extract_cmd)
 app.add_typer(features_app, name="features", short_help="List the membership features.")
 from trainspotter.flows.cli_benchmark import benchmark_cmd  # noqa: E402
+app.command("verify", short_help="Check a sealed audit record offline, without the model.")(verify_cmd)
 app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)
 
 

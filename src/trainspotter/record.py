@@ -247,9 +247,11 @@ def _load_pem(path: str | Path, read):
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such key file")
+    from cryptography.exceptions import UnsupportedAlgorithm
+
     try:
         return read(path.read_bytes())
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
         raise InputError(f"{path}: not a PEM key ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
 
 

@@ -95,6 +95,10 @@ REPORT_TEMPLATE = """<!doctype html>
 {% for k, v in (s.usage or {}).items() %}<tr><th>{{ k }}</th><td class="num">{{ v }}</td></tr>{% endfor %}
 {% for name, a in (s.api or {}).items() %}<tr><th>API mode of <code>{{ name }}</code></th><td>{{ a.summary }}</td></tr>{% endfor %}
 </table>
+{% if s.record_digest %}<h2>Check this audit</h2>
+<p>Sealed record, sha256 <code>{{ s.record_digest }}</code>{{ ' (signed)' if s.record_signed else '' }}. Anyone holding the record
+can check it offline, without the model: <code>trainspotter verify {{ s.record or 'record.json' }}</code> replays the blind check
+and the e-process pair by pair and checks every hash (README, "Check an audit").</p>{% endif %}
 {% if s.baseline_note %}<p><b>e-value and fixed-n p-value.</b> {{ s.baseline_note }}</p>{% endif %}
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">

@@ -216,7 +216,8 @@ def _check_chain(record: dict) -> Check:
         return Check("chain", False, "end.chain is not the last batch's digest")
     after = "a fresh e-process" if record["start"]["previous"] == GENESIS else \
         f"the earlier run's chain {record['start']['previous'][:16]}…"
-    return Check("chain", True, f"{len(record['batches'])} batches chained from {after}")
+    n = len(record["batches"])
+    return Check("chain", True, f"{n} batch{'es' * (n != 1)} chained from {after}")
 
 
 def _check_digests(record: dict) -> Check:
@@ -271,15 +272,19 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
     except (ValidationError, InputError) as e:
         checks.append(Check("config", False, f"config: not a valid audit config ({str(e).splitlines()[0]})"))
         config = None
+    auditor = None
     if config is not None:
         checks += [_check_pair_order(record, config), _check_features(record)]
         blind, blind_check = _replay_blind(record, config)
         auditor, model_check = _replay_model(record, config)
         checks += [blind_check, model_check]
         if auditor is not None:
-            checks += [_check_result(record, config, auditor, blind), _check_end(record, auditor)]
-    return checks + [_check_chain(record), _check_digests(record), _check_signature(record, public_key),
-                     _check_code(record)]
+            checks.append(_check_result(record, config, auditor, blind))
+    # The digests before the end state: a changed config names its section, not the state it changed.
+    checks += [_check_digests(record), _check_chain(record)]
+    if auditor is not None:
+        checks.append(_check_end(record, auditor))
+    return checks + [_check_signature(record, public_key), _check_code(record)]
 
 
 def _check_link(before: dict, after: dict, k: int) -> Check:
@@ -353,5 +358,5 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
     tol = f"rtol {REQUERY_RTOL:g}, atol {REQUERY_ATOL:g}"
     if worst <= 1.0:
         return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within {tol}{weights}")
-    return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; first worst "
-                                   f"{where} (beyond {tol}){weights}")
+    return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; largest "
+                                   f"difference {where} (beyond {tol}){weights}")

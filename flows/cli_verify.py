@@ -1,0 +1,74 @@
+"""`trainspotter verify`: check sealed audit records offline (trainspotter.verify), and the
+audit verb's --record/--sign checks. Exit 0 when every check passes, 1 when a record does not
+verify (the first failing check names the pair and field), 2 for an unreadable record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from trainspotter.errors import InputError
+from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table
+
+NOT_VERIFIED_EXIT = 1
+
+
+def record_options(record: Path | None, sign: Path | None, sets: int):
+    """Check the audit's --record and --sign before any model loads; the private key of --sign."""
+    if record is not None and sets > 1:
+        raise InputError("option --record: one file holds one audit's record; with several --suspect each set's "
+                         "record is its MLflow run's record.json (the JSON output's sets[].record)")
+    if record is not None and (record.is_dir() or not record.parent.is_dir()):
+        raise InputError(f"option --record: {record}: " + ("is a folder" if record.is_dir() else
+                                                           f"folder {record.parent} does not exist"))
+    if sign is None:
+        return None
+    from trainspotter.record import load_private_key
+
+    return load_private_key(sign)
+
+
+def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit record(s) (record.json of an audit "
+                                                              "run, or its --record file); the runs of a recurring "
+                                                              "audit oldest first, to check that each continues "
+                                                              "the one before."),
+               public_key: Optional[Path] = typer.Option(None, help="The auditor's Ed25519 public key (PEM): the "
+                                                                    "record must be signed with it."),
+               requery: int = typer.Option(0, min=0, help="Also load the model and extract the features of N "
+                                                          "random passages again: has the model changed?"),
+               seed: int = SEED,
+               json_out: bool = JSON) -> None:
+    """Check sealed audit records offline: every hash and the chain, the blind check replayed
+    from the texts and the e-process pair by pair from the features, the verdict; with
+    --requery N, also N passages against the model."""
+    from trainspotter.record import load_public_key
+    from trainspotter.verify import load_record, requery as requery_fn, verify_records
+
+    key = load_public_key(public_key) if public_key is not None else None
+    loaded = [(str(path), load_record(path)) for path in records]
+    result = verify_records(loaded, key)
+    if requery:
+        result.checks += [requery_fn(record, requery, seed) for _, record in loaded]
+    if json_out:
+        emit_json(result.to_dict())
+    else:
+        _print(result)
+    if not result.ok:
+        raise typer.Exit(NOT_VERIFIED_EXIT)
+
+
+def _print(result) -> None:
+    out = Console()
+    names = ", ".join(f"{r['name']!r} ({r['verdict']})" for r in result.records)
+    table = folded_table(f"Audit record of {names}", ("check", "result", "what"))
+    for c in result.checks:
+        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAILED[/red]", c.detail)
+    out.print(table)
+    digests = ", ".join(str(r["digest"]) for r in result.records)
+    if result.ok:
+        out.print(f"verified: record {digests}", markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"does not verify: {result.failure.detail}", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,191 @@
+"""The sealed audit record and its offline check, on synthetic audits (no model is loaded:
+``extract_fn`` returns features computed from the texts, the model spec points at a folder
+whose weight file is only hashed). Every tampering must fail naming what was changed."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+
+import pytest
+
+from trainspotter import audit
+from trainspotter.errors import InputError
+from trainspotter.ledger import load_ledger
+from trainspotter.record import load_private_key, load_public_key, sign
+from trainspotter.verify import load_record, verify_records
+
+WORDS = "river stone light paper garden window market silver winter orange music engine".split()
+
+
+def write_passages(folder, n: int, seed: int = 0) -> tuple[str, str, str]:
+    """suspect.jsonl, heldout.jsonl (texts from one generator: the blind check stays quiet) and
+    an hf: model folder whose weights are only hashed."""
+    rng = random.Random(seed)
+    for side in ("suspect", "heldout"):
+        with open(folder / f"{side}.jsonl", "w") as f:
+            for i in range(n):
+                text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20))) + "."
+                f.write(json.dumps({"id": f"{side[0]}{i}", "text": text}) + "\n")
+    model = folder / "model"
+    model.mkdir(exist_ok=True)
+    (model / "model.safetensors").write_bytes(b"not really weights")
+    return str(folder / "suspect.jsonl"), str(folder / "heldout.jsonl"), f"hf:{model}"
+
+
+def synthetic_extract(shift: float = 0.6):
+    """Two features per passage from its text's hash; suspect passages (ids s…) shifted."""
+    def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
+        rows = []
+        for p in passages:
+            h = hashlib.sha256(p["text"].encode()).digest()
+            a, b = h[0] / 255 - 0.5, h[1] / 255 - 0.5
+            rows.append({"f1": a + (shift if str(p["id"]).startswith("s") else 0.0), "f2": b})
+        return rows
+
+    return extract_fn
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("record")
+    suspect, heldout, model = write_passages(folder, 120)
+    result = audit(suspect=suspect, heldout=heldout, model=model, batch_pairs=8, seed=2,
+                   extract_fn=synthetic_extract())
+    path = folder / "record.json"
+    path.write_text(json.dumps(result.record))
+    return result, path
+
+
+def _verify(record, key=None):
+    return verify_records([("record.json", record)], key)
+
+
+def test_a_fresh_audit_record_verifies_bit_for_bit(fresh):
+    result, path = fresh
+    record = load_record(path)
+    assert record["digest"] == result.record_digest and result.verdict == "trained on"
+    assert record["result"]["pairs_used"] == len([p for b in record["batches"] for p in b["pairs"]]) > 0
+    check = _verify(record)
+    assert check.ok, check.failure
+    details = {c.name: c.detail for c in check.checks}
+    assert "bit-for-bit" in details["model test"] and "bit-for-bit" in details["blind check"]
+    assert record["model"]["weights_sha256"] == {"model.safetensors": hashlib.sha256(b"not really weights").hexdigest()}
+
+
+def _pair(record, k=2):
+    return [p for b in record["batches"] for p in b["pairs"]][k]
+
+
+def _feature(r):
+    _pair(r)["suspect"]["features"]["f1"] += 0.25
+
+
+def _text(r):
+    r["passages"]["heldout"][5]["text"] += " changed"
+
+
+def _seed(r):
+    r["config"]["seed"] = 3
+
+
+def _verdict(r):
+    r["result"]["verdict"] = "no evidence"
+
+
+def _wealth(r):
+    _pair(r)["wealth"] *= 1.001
+
+
+def _chain(r):
+    r["batches"][0]["digest"] = "f" * 64
+
+
+def _model(r):
+    r["model"]["weights_sha256"]["model.safetensors"] = "0" * 64
+
+
+@pytest.mark.parametrize("tamper, name, words", [
+    (_feature, "features", "pair 3, suspect"),
+    (_text, "passages", "passage heldout 'h5'"),
+    (_seed, "pair order", "seed 3"),
+    (_verdict, "result", "result.verdict: recorded 'no evidence', replayed 'trained on'"),
+    (_wealth, "model test", "pair 3 "),
+    (_chain, "chain", "batch 1"),
+    (_model, "digest", "section 'model'"),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
+def test_each_change_fails_naming_it(fresh, tamper, name, words):
+    record = load_record(fresh[1])
+    tamper(record)
+    failure = _verify(record).failure
+    assert failure is not None and failure.name == name and words in failure.detail, failure
+    if tamper is _wealth:
+        assert "wealth recorded" in failure.detail
+
+
+def test_a_changed_test_seed_only_breaks_the_config_digest(fresh):
+    """A seed that no replay reads (the online scorer's) is still bound by the config's digest."""
+    record = load_record(fresh[1])
+    record["config"]["test"]["seed"] = 7
+    failure = _verify(record).failure
+    assert failure.name == "digest" and "section 'config'" in failure.detail
+
+
+def _keys(tmp_path):
+    from cryptography.hazmat.primitives import serialization as s
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    paths = []
+    for name in ("a", "b"):
+        key = Ed25519PrivateKey.generate()
+        (tmp_path / f"{name}.pem").write_bytes(key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8,
+                                                                 s.NoEncryption()))
+        (tmp_path / f"{name}.pub").write_bytes(key.public_key().public_bytes(s.Encoding.PEM,
+                                                                             s.PublicFormat.SubjectPublicKeyInfo))
+        paths.append(tmp_path / name)
+    return paths
+
+
+def test_signature_verifies_with_its_key_only(fresh, tmp_path):
+    a, b = _keys(tmp_path)
+    record = sign(load_record(fresh[1]), load_private_key(a.with_suffix(".pem")))
+    assert _verify(record, load_public_key(a.with_suffix(".pub"))).ok
+    assert _verify(record).ok  # the key in the record
+    wrong = _verify(record, load_public_key(b.with_suffix(".pub"))).failure
+    assert wrong.name == "signature" and "not the given public key" in wrong.detail
+    forged = copy.deepcopy(record)
+    forged["signature"]["public_key"] = load_public_key(b.with_suffix(".pub")).public_bytes_raw().hex()
+    assert _verify(forged).failure.name == "signature"
+    assert _verify(load_record(fresh[1]), load_public_key(a.with_suffix(".pub"))).failure.name == "signature"
+    with pytest.raises(InputError, match="not a PEM key"):
+        load_private_key(fresh[1])
+
+
+def test_a_recurring_audit_extends_the_chain(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path / "artifacts"))
+    suspect, heldout, model = write_passages(tmp_path, 60, seed=1)
+    runs = [audit(suspect=suspect, heldout=heldout, model=model, name="chained", ledger=True, max_pairs=12,
+                  batch_pairs=4, extract_fn=synthetic_extract(shift=0.0)) for _ in range(2)]
+    first, second = (r.record for r in runs)
+    assert second["start"]["t0"] == 12 and second["start"]["previous"] == first["end"]["chain"]
+    assert [r["record_digest"] for r in load_ledger("chained")["runs"]] == [r.record_digest for r in runs]
+    both = verify_records([("1.json", first), ("2.json", second)])
+    assert both.ok, both.failure
+    assert verify_records([("2.json", second)]).ok  # from its recorded start state
+    backwards = verify_records([("2.json", second), ("1.json", first)]).failure
+    assert backwards.name == "link 1-2" and "does not continue the chain" in backwards.detail
+    broken = copy.deepcopy(second)
+    broken["start"]["state"]["eprocess"]["wealth"] = 2.0
+    assert verify_records([("2.json", broken)]).failure.detail.startswith("start: the stored e-process state")
+
+
+@pytest.mark.parametrize("content, problem", [("", "not a complete JSON document"),
+                                              ('{"format": "trainspotter-audit-record", "ver', "truncated"),
+                                              ('{"a": 1}', "not a trainspotter audit record")])
+def test_an_unreadable_record_is_one_input_error(tmp_path, content, problem):
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    with pytest.raises(InputError, match=problem):
+        load_record(path)
