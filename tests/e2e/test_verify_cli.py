@@ -1,0 +1,130 @@
+"""`trainspotter verify` as a user runs it, on records of real audits of the `mini` testbed:
+a gray audit's signed record verifies (and its model still answers alike), each kind of
+change fails naming it with exit 1, an unreadable record is one error line with exit 2, and a
+recurring audit's two runs verify as one chain."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
+
+
+def run(*args):
+    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=600)
+
+
+def _keys(folder: Path) -> dict[str, Path]:
+    from cryptography.hazmat.primitives import serialization as s
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    paths = {}
+    for name in ("auditor", "other"):
+        key = Ed25519PrivateKey.generate()
+        paths[name] = folder / f"{name}.pem"
+        paths[name].write_bytes(key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, s.NoEncryption()))
+        paths[name + ".pub"] = folder / f"{name}.pub"
+        paths[name + ".pub"].write_bytes(key.public_key().public_bytes(s.Encoding.PEM,
+                                                                       s.PublicFormat.SubjectPublicKeyInfo))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def gray(mini_testbed, tmp_path_factory):
+    """A signed gray audit of mini's members: its --json result, the record file and the keys."""
+    folder = tmp_path_factory.mktemp("verify")
+    keys = _keys(folder)
+    out = run("audit", "--suspect", mini_testbed / "member.jsonl", "--heldout", mini_testbed / "heldout.jsonl",
+              "--model", "testbed:mini", "--name", "sealed", "--batch-pairs", "4", "--record", folder / "record.json",
+              "--sign", keys["auditor"], "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout), folder / "record.json", keys
+
+
+def test_a_gray_audit_record_verifies_and_its_model_answers_alike(gray):
+    result, path, keys = gray
+    record = json.loads(path.read_text())
+    assert result["record"] == str(path) and result["record_digest"] == record["digest"]
+    assert record["signature"]["algorithm"] == "ed25519"
+    out = run("verify", path, "--public-key", keys["auditor.pub"], "--requery", "2", "--json")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert all(c["ok"] for c in checks.values())
+    assert "bit-for-bit" in checks["model test"]["detail"] and "given public key" in checks["signature"]["detail"]
+    assert "weight files' sha256 are unchanged" in checks["requery"]["detail"]
+    # the HTML report (and the run's record.json) carry the digest and the command that checks it
+    page = Path(result["report"]).read_text()
+    assert record["digest"] in page and "trainspotter verify" in page
+    logged = Path(result["artifacts"].removeprefix("file://")) / "record.json"
+    assert json.loads(logged.read_text())["digest"] == record["digest"]
+    table = run("verify", path)
+    assert table.returncode == 0 and f"verified: record {record['digest']}" in " ".join(table.stdout.split())
+
+
+def _first_pair(record):
+    return record["batches"][0]["pairs"][1]
+
+
+CHANGES = {
+    "feature": (lambda r: _first_pair(r)["suspect"]["features"].update(gray_ppl=1.5), "pair 2, suspect"),
+    "passage": (lambda r: r["passages"]["suspect"][0].update(text="another text"), "passage suspect"),
+    "seed": (lambda r: r["config"].update(seed=5), "seed 5"),
+    "verdict": (lambda r: r["result"].update(verdict="no evidence"), "result.verdict: recorded 'no evidence'"),
+    "wealth": (lambda r: _first_pair(r).update(wealth=_first_pair(r)["wealth"] * 1.5), "pair 2 "),
+}
+
+
+@pytest.mark.parametrize("kind", CHANGES)
+def test_a_changed_record_does_not_verify_and_says_what(gray, tmp_path, kind):
+    change, words = CHANGES[kind]
+    record = json.loads(gray[1].read_text())
+    change(record)
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(record))
+    out = run("verify", path, "--json")
+    assert out.returncode == 1, out.stderr[-2000:]
+    failure = json.loads(out.stdout)["first_failure"]
+    assert words in failure["detail"], failure
+    plain = run("verify", path)
+    assert plain.returncode == 1 and "does not verify: " + failure["detail"] in " ".join(plain.stdout.split())
+
+
+def test_a_truncated_record_is_one_error_line_exit_2(gray, tmp_path):
+    path = tmp_path / "truncated.json"
+    path.write_text(gray[1].read_text()[:5000])
+    out = run("verify", path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().startswith(f"error: {path}: not a complete JSON document")
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_the_signature_of_another_key_does_not_verify(gray):
+    _, path, keys = gray
+    out = run("verify", path, "--public-key", keys["other.pub"], "--json")
+    assert out.returncode == 1
+    failure = json.loads(out.stdout)["first_failure"]
+    assert failure["name"] == "signature" and "not the given public key" in failure["detail"]
+    bad_key = run("verify", path, "--public-key", path)
+    assert bad_key.returncode == 2 and "not a PEM key" in bad_key.stderr
+
+
+def test_a_recurring_audit_verifies_as_one_chain(mini_testbed, tmp_path):
+    records = []
+    for k in (1, 2):
+        records.append(tmp_path / f"run{k}.json")
+        out = run("audit", "--suspect", mini_testbed / "nonmember.jsonl", "--heldout", mini_testbed / "heldout.jsonl",
+                  "--model", "testbed:mini", "--name", "sealed-recurring", "--ledger", "--max-pairs", "8",
+                  "--batch-pairs", "4", "--record", records[-1], "--json")
+        assert out.returncode == 0, out.stderr[-2000:]
+    out = run("verify", *records, "--json")
+    assert out.returncode == 0, out.stdout[-3000:]
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["link 1-2"]["ok"] and "chained from the earlier run's chain" in " ".join(
+        c["detail"] for c in json.loads(out.stdout)["checks"])
+    backwards = run("verify", *reversed(records), "--json")
+    assert backwards.returncode == 1 and json.loads(backwards.stdout)["first_failure"]["name"] == "link 1-2"
