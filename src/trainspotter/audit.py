@@ -292,4 +292,4 @@ def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditRe
         "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
         "verdict": result.verdict, "blind_e_value": result.blind.e_value,
         "placebo_e_value": result.placebo.e_value if result.placebo.ran else None,
-        "record_digest": result.record_digest, "record_chain": result.record["end"]["chain"]})
+        "record_chain": result.record["end"]["chain"]})  # the next run's record continues this chain

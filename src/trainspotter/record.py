@@ -195,7 +195,8 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
         "blind": {"wealth": list(result.blind.wealth)},
         "result": {k: getattr(result, k) for k in RESULT_FIELDS}
         | {"blind": {k: getattr(result.blind, k) for k in BLIND_FIELDS}},
-        "end": {"state_sha256": state_sha256(end_state), "chain": batches[-1]["digest"] if batches else prior["previous"]},
+        "end": {"state_sha256": state_sha256(end_state),
+                "chain": batches[-1]["digest"] if batches else prior["previous"]},
         "batches": batches,
     }
     record = json.loads(json.dumps(record))  # as it reads back from the file (tuples → lists)

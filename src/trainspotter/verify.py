@@ -118,7 +118,8 @@ def _check_pair_order(record: dict, config) -> Check:
                                               f"draws there ({want}): config.seed or the passages were changed")
         for s, p in zip(SIDES, drawn[i]):
             if pair[s]["sha256"] != p["sha256"]:
-                return Check("pair order", False, f"pair {pair['t']}, {s} {p['id']!r}: sha256 differs from the passage's")
+                return Check("pair order", False, f"pair {pair['t']}, {s} {p['id']!r}: sha256 differs "
+                                                  f"from the passage's")
     return Check("pair order", True, f"{len(pairs)} pairs are the ones seed {config.seed} draws")
 
 
@@ -214,8 +215,10 @@ def _check_chain(record: dict) -> Check:
         prev = b["digest"]
     if prev != record["end"]["chain"]:
         return Check("chain", False, "end.chain is not the last batch's digest")
-    after = "a fresh e-process" if record["start"]["previous"] == GENESIS else \
-        f"the earlier run's chain {record['start']['previous'][:16]}…"
+    after = f"the earlier run's chain {record['start']['previous'][:16]}…"
+    if record["start"]["previous"] == GENESIS:
+        after = "a fresh e-process" if record["start"]["t0"] == 0 else \
+            f"the start (the {record['start']['t0']} pairs before were bet on by runs without sealed records)"
     n = len(record["batches"])
     return Check("chain", True, f"{n} batch{'es' * (n != 1)} chained from {after}")
 
@@ -340,23 +343,32 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
                 return spec
             return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
 
-        same = model_identity(config.model) == {k: v for k, v in record["model"].items() if k != "server"} \
-            if config.model.scheme != "openai" else None
-        df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked], load_backend(fresh(config.model)),
-                     [load_backend(fresh(r)) for r in config.reference], config.access, config.features)
-    worst, where = 0.0, None
-    for (s, r), new in zip(picked, df.to_dict("records")):
-        for col, old in r["features"].items():
-            value = new.get(col, float("nan"))
-            if (math.isnan(old) and math.isnan(value)) or old == value:
-                continue
-            excess = abs(old - value) / (REQUERY_ATOL + REQUERY_RTOL * abs(old)) if not math.isnan(old + value) else math.inf
-            if excess > worst:
-                worst, where = excess, f"{s} {r['id']!r} {col}: recorded {old!r}, now {value!r}"
+        same = None if config.model.scheme == "openai" else \
+            model_identity(config.model) == {k: v for k, v in record["model"].items() if k != "server"}
+        df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked],
+                     load_backend(fresh(config.model)), [load_backend(fresh(r)) for r in config.reference],
+                     config.access, config.features)
+    worst, where = _largest_difference(picked, df.to_dict("records"))
     weights = "" if same is None else ("; the weight files' sha256 are unchanged" if same else
                                        "; the weight files differ from the recorded ones")
     tol = f"rtol {REQUERY_RTOL:g}, atol {REQUERY_ATOL:g}"
     if worst <= 1.0:
-        return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within {tol}{weights}")
+        return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within "
+                                      f"{tol}{weights}")
     return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; largest "
                                    f"difference {where} (beyond {tol}){weights}")
+
+
+def _largest_difference(picked: list, rows: list[dict]) -> tuple[float, str | None]:
+    """The largest |old − new| / (atol + rtol·|old|) over the picked rows' features, and where."""
+    worst, where = 0.0, None
+    for (s, r), new in zip(picked, rows):
+        for col, old in r["features"].items():
+            value = new.get(col, float("nan"))
+            if (math.isnan(old) and math.isnan(value)) or old == value:
+                continue
+            excess = math.inf if math.isnan(old + value) else \
+                abs(old - value) / (REQUERY_ATOL + REQUERY_RTOL * abs(old))
+            if excess > worst:
+                worst, where = excess, f"{s} {r['id']!r} {col}: recorded {old!r}, now {value!r}"
+    return worst, where

@@ -170,7 +170,8 @@ def test_a_recurring_audit_extends_the_chain(tmp_path, monkeypatch):
                   batch_pairs=4, extract_fn=synthetic_extract(shift=0.0)) for _ in range(2)]
     first, second = (r.record for r in runs)
     assert second["start"]["t0"] == 12 and second["start"]["previous"] == first["end"]["chain"]
-    assert [r["record_digest"] for r in load_ledger("chained")["runs"]] == [r.record_digest for r in runs]
+    assert [r["record_chain"] for r in load_ledger("chained")["runs"]] == [first["end"]["chain"],
+                                                                           second["end"]["chain"]]
     both = verify_records([("1.json", first), ("2.json", second)])
     assert both.ok, both.failure
     assert verify_records([("2.json", second)]).ok  # from its recorded start state
@@ -189,3 +190,25 @@ def test_an_unreadable_record_is_one_input_error(tmp_path, content, problem):
     path.write_text(content)
     with pytest.raises(InputError, match=problem):
         load_record(path)
+
+
+@pytest.mark.parametrize("drift, ok", [(0.0, True), (5e-5, True), (1e-2, False)])
+def test_requery_compares_the_models_answers_within_the_stated_tolerance(fresh, monkeypatch, drift, ok):
+    """The model answers again through ``extract``, here the synthetic one plus ``drift``
+    (relative) on f2: float noise within rtol 1e-4 passes, a changed model does not."""
+    import pandas as pd
+
+    import trainspotter.backends
+    import trainspotter.features.extract
+    from trainspotter.verify import requery
+
+    def extract(passages, target, references, access, features):
+        rows = synthetic_extract()(passages, 0)
+        return pd.DataFrame([dict(r, f2=r["f2"] * (1 + drift)) for r in rows])
+
+    monkeypatch.setattr(trainspotter.features.extract, "extract", extract)
+    monkeypatch.setattr(trainspotter.backends, "load_backend", lambda spec: None)
+    check = requery(load_record(fresh[1]), 4)
+    assert check.ok is ok and "weight files' sha256 are unchanged" in check.detail
+    if not ok:
+        assert " f2: recorded " in check.detail
