@@ -125,7 +125,11 @@ def model_identity(spec, api: dict | None = None) -> dict:
     from trainspotter.backends.hf import _file_digest
     from trainspotter.backends.spec import resolve_spec
 
-    path = resolve_spec(spec)
+    try:
+        path = resolve_spec(spec)
+    except InputError as e:  # a library audit with its own extract_fn may name a model it never loads
+        return {"scheme": spec.scheme, "spec": spec.base, "weights_sha256": None, "fingerprint": None,
+                "missing": str(e)}
     files = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
     weights = {f.name: _file_digest(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files}
     return {"scheme": spec.scheme, "spec": spec.base, "dtype": spec.options.get("dtype", "float32"),
