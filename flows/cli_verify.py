@@ -45,7 +45,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
     from the texts and the e-process pair by pair from the features, the verdict; with
     --requery N, also N passages against the model."""
     from trainspotter.record import load_public_key
-    from trainspotter.verify import load_record, requery as requery_fn, verify_records
+    from trainspotter.requery import requery as requery_fn
+    from trainspotter.verify import load_record, verify_records
 
     key = load_public_key(public_key) if public_key is not None else None
     loaded = [(str(path), load_record(path)) for path in records]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from trainspotter.stats.sequential import TestConfig
 
@@ -48,6 +48,7 @@ class PlaceboResult(BaseModel):
     alpha: float = 0.05
     features: list[str] = []
     wealth: list[float] = Field([], repr=False)
+    _rows: list[dict] = PrivateAttr(default_factory=list)  # the rows bet on (the sealed record keeps them)
 
 
 def placebo_features(features, has_references: bool):
@@ -76,7 +77,9 @@ def run_placebo(model: str, pairs: list[tuple[dict, dict]], extract_fn: ExtractF
     e = auditor.test
     if e is None:
         return PlaceboResult(ran=False, model=model, alpha=test.alpha)
-    return PlaceboResult(ran=True, model=model, fired=bool(e.rejected), e_value=float(e.e_value),
-                         max_wealth=float(e.max_wealth), p_value=float(e.p_value), pairs_used=int(e.t),
-                         pairs_available=len(pairs), stop_time=e.stop_time, alpha=test.alpha,
-                         features=auditor.columns, wealth=[float(w) for w in e.history["wealth"]])
+    result = PlaceboResult(ran=True, model=model, fired=bool(e.rejected), e_value=float(e.e_value),
+                           max_wealth=float(e.max_wealth), p_value=float(e.p_value), pairs_used=int(e.t),
+                           pairs_available=len(pairs), stop_time=e.stop_time, alpha=test.alpha,
+                           features=auditor.columns, wealth=[float(w) for w in e.history["wealth"]])
+    result._rows = auditor.rows
+    return result

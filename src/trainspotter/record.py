@@ -45,7 +45,7 @@ __all__ = ["FORMAT", "GENESIS", "SECTIONS", "batch_digest", "canonical", "file_s
 FORMAT, VERSION = "trainspotter-audit-record", 1
 GENESIS = "0" * 64  # the chain's start before a fresh e-process's first batch
 SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "passages", "start", "blind",
-            "result", "end")
+            "placebo", "result", "end")
 STEP_FIELDS = ("wealth", "lambda", "u", "score_x", "score_y")
 # The library code a replay depends on (verify reports when the checkout's differs).
 REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdict", "trainspotter.record",
@@ -153,6 +153,15 @@ def _row(row: dict, texts: dict) -> dict:
             "features_sha256": sha256(features)}
 
 
+def _placebo(result: "AuditResult", texts: dict) -> dict:
+    """The placebo check (trainspotter.placebo): its result and, when it ran, every pair's rows and wealth."""
+    p = result.placebo
+    rows = p._rows
+    return {"result": p.model_dump(mode="json"),
+            "pairs": [{"t": i + 1, "suspect": _row(rows[2 * i], texts), "heldout": _row(rows[2 * i + 1], texts),
+                       "wealth": p.wealth[i]} for i in range(len(rows) // 2)]}
+
+
 def _batches(result: "AuditResult", texts: dict, batch_pairs: int, t0: int, previous: str) -> list[dict]:
     auditor = result._auditor
     rows, steps = (auditor.rows, auditor.history) if auditor is not None else ([], {})
@@ -166,7 +175,7 @@ def _batches(result: "AuditResult", texts: dict, batch_pairs: int, t0: int, prev
     return batches
 
 
-RESULT_FIELDS = ("verdict", "reject", "model_reject", "e_value", "wealth_start", "wealth", "max_wealth",
+RESULT_FIELDS = ("verdict", "guard", "reject", "model_reject", "e_value", "wealth_start", "wealth", "max_wealth",
                  "p_value", "stop_time", "stopped_by", "pairs_used", "pairs_this_run", "pairs_available",
                  "alpha", "features", "baseline_p_value")
 BLIND_FIELDS = ("fired", "e_value", "max_wealth", "p_value", "pairs_used", "pairs_available", "stop_time", "alpha")
@@ -197,6 +206,7 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
         "start": {"t0": t0, "wealth": result.wealth_start, "state": prior["state"], "columns": prior["columns"],
                   "state_sha256": state_sha256(prior["state"]), "used": prior["used"], "previous": prior["previous"]},
         "blind": {"wealth": list(result.blind.wealth)},
+        "placebo": _placebo(result, texts),
         "result": {k: getattr(result, k) for k in RESULT_FIELDS}
         | {"blind": {k: getattr(result.blind, k) for k in BLIND_FIELDS}},
         "end": {"state_sha256": state_sha256(end_state),

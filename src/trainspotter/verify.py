@@ -6,7 +6,7 @@ and verdict against the replay, the hash chain, the section digests, the signatu
 Replayed floats match bit-for-bit on the platform that made the record; across machines
 (another BLAS, another CPU) they are accepted within ``TOLERANCE`` (|a − b| ≤ 1e-9 ·
 max(1, |a|, |b|)), and the checks say which they were. ``requery`` loads the model and
-compares the features of a few passages again (``REQUERY_RTOL``/``REQUERY_ATOL``).
+compares the features of a few passages again (``trainspotter.requery``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,11 +21,9 @@ from trainspotter.errors import InputError
 from trainspotter.record import (FORMAT, GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION, batch_digest,
                                  public_hex, record_digest, sha256, state_sha256, text_sha256)
 
-__all__ = ["Check", "REQUERY_ATOL", "REQUERY_RTOL", "TOLERANCE", "Verification", "load_record", "requery",
-           "verify_records"]
+__all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
 TOLERANCE = 1e-9
-REQUERY_RTOL, REQUERY_ATOL = 1e-4, 1e-6  # local floating point: another BLAS, device or batch padding
 SIDES = ("suspect", "heldout")
 
 
@@ -181,10 +178,59 @@ def _replay_model(record: dict, config):
                                               f"{len(pairs)} pairs match {how}")
 
 
-def _check_result(record: dict, config, auditor, blind) -> Check:
+def _replay_placebo(record: dict, config, auditor, blind):
+    """The placebo check (trainspotter.placebo) replayed from its recorded rows: the audit's test
+    at the guards' level on the placebo model's features of every available pair, batch by batch."""
+    from trainspotter.auditor import Auditor
+    from trainspotter.data import make_pairs
+    from trainspotter.placebo import PlaceboResult
+
+    recorded = PlaceboResult(**record["placebo"]["result"])
+    pairs = record["placebo"]["pairs"]
+    should = (record["result"]["stopped_by"] != "shift" and config.placebo_config is not None
+              and auditor.evidence(blind.alpha))
+    if not recorded.ran:
+        ok = not should and not pairs
+        return recorded, Check("placebo check", ok, "did not run, as the replay says" if ok else
+                               "placebo.result.ran: recorded false, but the model's e-value reached the "
+                               "guards' 1/α with a placebo model, so it must have run")
+    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed)
+    every = every if config.ledger else every[:config.max_pairs]
+    test = Auditor(config.blind_test)
+    for start in range(0, len(pairs), config.batch_pairs):
+        for pair, drawn in zip(pairs[start:start + config.batch_pairs], every[start:start + config.batch_pairs]):
+            for s, p in zip(SIDES, drawn):
+                if (pair[s]["id"], pair[s]["sha256"]) != (p["id"], p["sha256"]) or \
+                        sha256(pair[s]["features"]) != pair[s]["features_sha256"]:
+                    return recorded, Check("placebo check", False, f"placebo pair {pair['t']}, {s} "
+                                           f"{pair[s]['id']!r}: not the pair the seed draws there, or its "
+                                           f"feature values do not match their sha256")
+        test.feed([dict(p[s]["features"], id=p[s]["id"], set=s) for s in SIDES
+                   for p in pairs[start:start + config.batch_pairs]])
+    wealth = test.history["wealth"]
+    for i, pair in enumerate(pairs):
+        if i >= len(wealth) or not _close(pair["wealth"], wealth[i]) or not _close(recorded.wealth[i], wealth[i]):
+            return recorded, Check("placebo check", False, f"placebo pair {pair['t']}: wealth recorded "
+                                   f"{pair['wealth']!r}, replayed {wealth[i] if i < len(wealth) else None!r}")
+    for k in ("fired", "e_value", "max_wealth", "p_value", "pairs_used", "stop_time"):
+        replayed = {"fired": test.rejected, "e_value": test.test.e_value, "max_wealth": test.test.max_wealth,
+                    "p_value": test.test.p_value, "pairs_used": test.test.t, "stop_time": test.test.stop_time}[k]
+        if not _close(getattr(recorded, k), replayed):
+            return recorded, Check("placebo check", False, f"placebo.result.{k}: recorded {getattr(recorded, k)!r}, "
+                                                           f"replayed {replayed!r}")
+    return recorded, Check("placebo check", True, f"replayed from the placebo model's features ({recorded.model}): "
+                                                  f"{len(pairs)} pairs' wealth match")
+
+
+def _check_result(record: dict, config, auditor, blind, placebo) -> Check:
+    from trainspotter.presets import UNGUARDED_MIN_PAIRS
+
     recorded = record["result"]
+    shift = recorded["stopped_by"] == "shift"
+    unguarded = 0 if shift or config.assume_exchangeable else UNGUARDED_MIN_PAIRS
     try:
-        replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed)
+        replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed,
+                                  placebo=None if shift else placebo, unguarded_min_pairs=unguarded)
     except InputError as e:
         return Check("result", False, f"result: cannot be replayed ({e})")
     if recorded["stopped_by"] != "shift" and (recorded["stopped_by"] == "rejected") != replayed.model_reject:
@@ -282,7 +328,8 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
         auditor, model_check = _replay_model(record, config)
         checks += [blind_check, model_check]
         if auditor is not None:
-            checks.append(_check_result(record, config, auditor, blind))
+            placebo, placebo_check = _replay_placebo(record, config, auditor, blind)
+            checks += [placebo_check, _check_result(record, config, auditor, blind, placebo)]
     # The digests before the end state: a changed config names its section, not the state it changed.
     checks += [_check_digests(record), _check_chain(record)]
     if auditor is not None:
@@ -318,57 +365,3 @@ def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verifica
         if k:
             out.checks.append(_check_link(records[k - 1][1], record, k))
     return out
-
-
-def requery(record: dict, n: int, seed: int = 0) -> Check:
-    """Load the record's models and extract the features of ``n`` random passages bet on
-    again: do they match the recorded ones within REQUERY_RTOL/REQUERY_ATOL? An API model
-    is asked afresh (a temporary answer cache), never from the answers cached before."""
-    import tempfile
-
-    from trainspotter.audit import AuditConfig
-    from trainspotter.backends import load_backend, parse_spec
-    from trainspotter.features.extract import extract
-    from trainspotter.record import model_identity
-
-    config = AuditConfig(**record["config"])
-    rows = [(s, p[s]) for p in _pairs(record) for s in SIDES]
-    if not rows:
-        return Check("requery", False, "requery: the record has no pairs bet on")
-    picked = random.Random(seed).sample(rows, min(n, len(rows)))
-    texts = {(s, p["id"]): p["text"] for s in SIDES for p in record["passages"][s]}
-    with tempfile.TemporaryDirectory() as tmp:
-        def fresh(spec):
-            if spec.scheme != "openai":
-                return spec
-            return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
-
-        same = None if config.model.scheme == "openai" else \
-            model_identity(config.model) == {k: v for k, v in record["model"].items() if k != "server"}
-        df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked],
-                     load_backend(fresh(config.model)), [load_backend(fresh(r)) for r in config.reference],
-                     config.access, config.features)
-    worst, where = _largest_difference(picked, df.to_dict("records"))
-    weights = "" if same is None else ("; the weight files' sha256 are unchanged" if same else
-                                       "; the weight files differ from the recorded ones")
-    tol = f"rtol {REQUERY_RTOL:g}, atol {REQUERY_ATOL:g}"
-    if worst <= 1.0:
-        return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within "
-                                      f"{tol}{weights}")
-    return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; largest "
-                                   f"difference {where} (beyond {tol}){weights}")
-
-
-def _largest_difference(picked: list, rows: list[dict]) -> tuple[float, str | None]:
-    """The largest |old − new| / (atol + rtol·|old|) over the picked rows' features, and where."""
-    worst, where = 0.0, None
-    for (s, r), new in zip(picked, rows):
-        for col, old in r["features"].items():
-            value = new.get(col, float("nan"))
-            if (math.isnan(old) and math.isnan(value)) or old == value:
-                continue
-            excess = math.inf if math.isnan(old + value) else \
-                abs(old - value) / (REQUERY_ATOL + REQUERY_RTOL * abs(old))
-            if excess > worst:
-                worst, where = excess, f"{s} {r['id']!r} {col}: recorded {old!r}, now {value!r}"
-    return worst, where

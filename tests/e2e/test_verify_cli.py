@@ -1,5 +1,5 @@
 """`trainspotter verify` as a user runs it, on records of real audits of the `mini` testbed:
-a gray audit's signed record verifies (and its model still answers alike), each kind of
+a gray audit's signed record verifies (with its placebo check; its model still answers alike), each kind of
 change fails naming it with exit 1, an unreadable record is one error line with exit 2, and a
 recurring audit's two runs verify as one chain."""
 
@@ -36,11 +36,13 @@ def _keys(folder: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def gray(mini_testbed, tmp_path_factory):
-    """A signed gray audit of mini's members: its --json result, the record file and the keys."""
+    """A signed gray audit of mini's members with a reference model (so the placebo check runs
+    and is sealed too): its --json result, the record file and the keys."""
     folder = tmp_path_factory.mktemp("verify")
     keys = _keys(folder)
     out = run("audit", "--suspect", mini_testbed / "member.jsonl", "--heldout", mini_testbed / "heldout.jsonl",
-              "--model", "testbed:mini", "--name", "sealed", "--batch-pairs", "4", "--record", folder / "record.json",
+              "--model", "testbed:mini", "--reference", "testbed:mini/reference", "--name", "sealed",
+              "--batch-pairs", "4", "--record", folder / "record.json",
               "--sign", keys["auditor"], "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout), folder / "record.json", keys
@@ -56,6 +58,7 @@ def test_a_gray_audit_record_verifies_and_its_model_answers_alike(gray):
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert all(c["ok"] for c in checks.values())
     assert "bit-for-bit" in checks["model test"]["detail"] and "given public key" in checks["signature"]["detail"]
+    assert result["verdict"] == "trained on" and "placebo model's features" in checks["placebo check"]["detail"]
     assert "weight files' sha256 are unchanged" in checks["requery"]["detail"]
     # the HTML report (and the run's record.json) carry the digest and the command that checks it
     page = Path(result["report"]).read_text()
@@ -74,7 +77,8 @@ CHANGES = {
     "feature": (lambda r: _first_pair(r)["suspect"]["features"].update(gray_ppl=1.5), "pair 2, suspect"),
     "passage": (lambda r: r["passages"]["suspect"][0].update(text="another text"), "passage suspect"),
     "seed": (lambda r: r["config"].update(seed=5), "seed 5"),
-    "verdict": (lambda r: r["result"].update(verdict="no evidence"), "result.verdict: recorded 'no evidence'"),
+    "verdict": (lambda r: r["result"].update(verdict="inconclusive" if r["result"]["verdict"] != "inconclusive"
+                                             else "trained on"), "result.verdict: recorded "),
     "wealth": (lambda r: _first_pair(r).update(wealth=_first_pair(r)["wealth"] * 1.5), "pair 2 "),
 }
 

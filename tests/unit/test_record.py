@@ -52,7 +52,7 @@ def synthetic_extract(shift: float = 0.6):
 def fresh(tmp_path_factory):
     folder = tmp_path_factory.mktemp("record")
     suspect, heldout, model = write_passages(folder, 120)
-    result = audit(suspect=suspect, heldout=heldout, model=model, batch_pairs=8, seed=2,
+    result = audit(suspect=suspect, heldout=heldout, model=model, batch_pairs=8, seed=2, assume_exchangeable=True,
                    extract_fn=synthetic_extract())
     path = folder / "record.json"
     path.write_text(json.dumps(result.record))
@@ -182,6 +182,27 @@ def test_a_recurring_audit_extends_the_chain(tmp_path, monkeypatch):
     assert verify_records([("2.json", broken)]).failure.detail.startswith("start: the stored e-process state")
 
 
+@pytest.mark.parametrize("placebo_shift, verdict", [(0.0, "trained on"), (0.6, "inconclusive")])
+def test_the_placebo_check_is_replayed_from_its_features(tmp_path, placebo_shift, verdict):
+    """A placebo model that sees no difference leaves "trained on"; one that sees the same
+    difference makes it inconclusive. Either way the record replays it, and a changed placebo
+    wealth or a dropped placebo run does not verify."""
+    suspect, heldout, model = write_passages(tmp_path, 120, seed=4)
+    result = audit(suspect=suspect, heldout=heldout, model=model, placebo=model, batch_pairs=8,
+                   extract_fn=synthetic_extract(), placebo_fn=synthetic_extract(placebo_shift))
+    record = json.loads(json.dumps(result.record))
+    assert result.verdict == verdict and result.placebo.ran and record["placebo"]["pairs"]
+    check = _verify(record)
+    assert check.ok, check.failure
+    assert "replayed from the placebo model's features" in {c.name: c.detail for c in check.checks}["placebo check"]
+    changed = copy.deepcopy(record)
+    changed["placebo"]["pairs"][3]["wealth"] *= 1.01
+    assert _verify(changed).failure.detail.startswith("placebo pair 4: wealth recorded")
+    dropped = copy.deepcopy(record)
+    dropped["placebo"] = {"result": dict(dropped["placebo"]["result"], ran=False, fired=False), "pairs": []}
+    assert "it must have run" in _verify(dropped).failure.detail
+
+
 @pytest.mark.parametrize("content, problem", [("", "not a complete JSON document"),
                                               ('{"format": "trainspotter-audit-record", "ver', "truncated"),
                                               ('{"a": 1}', "not a trainspotter audit record")])
@@ -200,7 +221,7 @@ def test_requery_compares_the_models_answers_within_the_stated_tolerance(fresh, 
 
     import trainspotter.backends
     import trainspotter.features.extract
-    from trainspotter.verify import requery
+    from trainspotter.requery import requery
 
     def extract(passages, target, references, access, features):
         rows = synthetic_extract()(passages, 0)
