@@ -21,7 +21,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
-from trainspotter.flows.cli_verify import record_options, verify_cmd
+from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
 
@@ -92,9 +92,7 @@ def _print_results(results: list[dict], title: str) -> None:
             out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
-        if r.get("record_digest"):
-            out.print(f"sealed record {r['record_digest'][:16]}… at {r['record']}; check it with: "
-                      f"trainspotter verify {r['record']}", markup=False, highlight=False, soft_wrap=True)
+        print_record(out, r)
 
 
 @app.command(short_help="List the packaged models and corpora and where they are.")
@@ -216,11 +214,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
           tracking_uri: Optional[str] = TRACKING_URI,
           dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
-          record: Optional[Path] = typer.Option(None, help="Also write the sealed audit record (one JSON file; "
-                                                           "always in the MLflow run as record.json) here. "
-                                                           "Check it with `trainspotter verify`."),
-          sign: Optional[Path] = typer.Option(None, help="Sign the sealed record with this Ed25519 private key "
-                                                         "(PEM, e.g. `openssl genpkey -algorithm ed25519`)."),
+          record: Optional[Path] = RECORD,
+          sign: Optional[Path] = SIGN,
           json_out: bool = JSON) -> None:
     """Was SUSPECT used to train MODEL? Sequential test against HELDOUT; with several
     --suspect, which of them were, at false discovery rate α (e-BH)."""
@@ -277,11 +272,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
         start_prefect_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
                            sign_key=sign_key)
-    if record is not None:
-        import shutil
-
-        shutil.copyfile(result["record"], record)
-        result["record"] = str(record)
+    write_record(result, record)
     if json_out:
         emit_json(result)
     elif len(suspect) > 1:

@@ -14,6 +14,10 @@ from trainspotter.errors import InputError
 from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table
 
 NOT_VERIFIED_EXIT = 1
+RECORD = typer.Option(None, help="Also write the sealed audit record (one JSON file; always in the MLflow run "
+                                 "as record.json) here. Check it with `trainspotter verify`.")
+SIGN = typer.Option(None, help="Sign the sealed record with this Ed25519 private key (PEM, e.g. "
+                               "`openssl genpkey -algorithm ed25519`).")
 
 
 def record_options(record: Path | None, sign: Path | None, sets: int):
@@ -29,6 +33,22 @@ def record_options(record: Path | None, sign: Path | None, sets: int):
     from trainspotter.record import load_private_key
 
     return load_private_key(sign)
+
+
+def write_record(result: dict, record: Path | None) -> None:
+    """The audit's --record: a copy of the run's record.json, which the JSON result then names."""
+    if record is not None:
+        import shutil
+
+        shutil.copyfile(result["record"], record)
+        result["record"] = str(record)
+
+
+def print_record(out: Console, result: dict) -> None:
+    """Where an audit's sealed record is and the command that checks it."""
+    if result.get("record_digest"):
+        out.print(f"sealed record {result['record_digest'][:16]}… at {result['record']}; check it with: "
+                  f"trainspotter verify {result['record']}", markup=False, highlight=False, soft_wrap=True)
 
 
 def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit record(s) (record.json of an audit "
