@@ -189,7 +189,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
           preset: Optional[str] = typer.Option(
               None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
-                         f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy/--payoff/--lambda-max win."),
+                         f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy, --payoff, --lambda-max win."),
           strategy: Optional[Strategy] = choice(Strategy, "strategy", None, STRATEGY_HELP + " (default: from the preset)."),
           payoff: Optional[Payoff] = choice(Payoff, "payoff", None, PAYOFF_HELP + " (default: from the preset)."),
           lambda_max: Optional[float] = typer.Option(None, help=LAMBDA_MAX_HELP + " (default: from the preset)."),
@@ -205,10 +205,10 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
           placebo: Optional[str] = typer.Option(
               None, help="The placebo check's model (a spec, or none to skip the check): once the model's "
                          "e-value reaches 1/α, the same test runs with it in the target's place, and if it "
-                         "tells the sets apart too the verdict is inconclusive. Default: the first "
-                         "--reference."),
+                         "tells the sets apart too the verdict is inconclusive. Without it the first "
+                         "--reference is the placebo model."),
           assume_exchangeable: bool = typer.Option(
-              False, help="Vouch that the held-out passages are a random part of the suspect set's own "
+              False, "--assume-exchangeable", help="Vouch that the held-out passages are a random part of the suspect set's own "
                           "collection: without a placebo model, a small audit may then say trained on "
                           f"(otherwise it needs {UNGUARDED_MIN_PAIRS} pairs)."),
           tracking_uri: Optional[str] = TRACKING_URI,
