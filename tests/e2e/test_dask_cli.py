@@ -146,11 +146,12 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
     suspect, heldout = mini_testbed / "member.jsonl", mini_testbed / "heldout.jsonl"
     on_cluster = cli("audit", "--suspect", str(suspect), "--heldout", str(heldout), "--model", "testbed:mini",
                      "--max-pairs", "32", "--batch-pairs", "8", "--name", "on-cluster", "--json",
+                     "--assume-exchangeable",  # a random split, no reference: 32 pairs may say "trained on"
                      "--dask-address", dask_cluster, cwd=here, storage=storage)
     assert on_cluster.returncode == 0, on_cluster.stderr[-3000:]
     a = json.loads(on_cluster.stdout)
     b = audit(AuditConfig(name="here", suspect=str(suspect), heldout=str(heldout), model="testbed:mini",
-                          max_pairs=32, batch_pairs=8)).model_dump()
+                          max_pairs=32, batch_pairs=8, assume_exchangeable=True)).model_dump()
     assert (a["verdict"], a["reject"], a["pairs_used"]) == (b["verdict"], b["reject"], b["pairs_used"])
     assert a["e_value"] == pytest.approx(b["e_value"], rel=1e-4)
     # every chunk and every batch the workers finished is stored in this process's result

@@ -22,7 +22,7 @@ def test_audit_reads_a_saved_hf_dataset(tmp_path, mini_testbed):
                                ).save_to_disk(str(folder), num_shards=2)
     out = subprocess.run(CLI + ["audit", "--suspect", str(folder), "--heldout", str(mini_testbed / "heldout.jsonl"),
                                 "--model", "testbed:mini", "--features", "lean", "--max-pairs", "40",
-                                "--name", "hf-saved", "--json"],
+                                "--name", "hf-saved", "--assume-exchangeable", "--json"],  # a random split
                          capture_output=True, text=True, env=os.environ.copy(), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
