@@ -19,7 +19,8 @@ from rich.table import Table
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
+                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, hide_explained_failures,
+                                           input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
@@ -46,6 +47,8 @@ def _quiet(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Pre
             os.environ[var] = "INFO"
         else:
             os.environ.setdefault(var, "WARNING")
+    if not verbose:
+        hide_explained_failures()
 ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.",
                          short_help="Show the evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -199,7 +202,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
-    from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
     from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
@@ -214,6 +217,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     model, reference = parse_spec(model), parse_references(reference)
     for spec in (model, *reference):
         resolve_spec(spec)
+        check_server(spec)  # an API nobody answers: one line now, not after a flow started
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
     try:

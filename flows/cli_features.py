@@ -76,7 +76,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
     from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_labeled
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
@@ -97,6 +97,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     model, reference = parse_spec(model), parse_references(reference)
     for spec in (model, *reference):
         resolve_spec(spec)
+        check_server(spec)  # an API nobody answers: one line now, not after a flow started
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
     if dask and dask_address:

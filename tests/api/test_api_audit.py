@@ -65,3 +65,23 @@ def test_audit_stops_at_the_budget_and_reports_spend_and_savings(mini_testbed, s
     assert resumed["pairs_queried"] == fresh["pairs_queried"] > capped["pairs_queried"]
     assert resumed["e_value"] == pytest.approx(fresh["e_value"])
     assert resumed["usage"]["requests"] == fresh["usage"]["requests"] - capped["usage"]["requests"]
+
+
+def test_cli_api_that_keeps_failing_is_one_line_without_prefect_tracebacks(mini_testbed, start_server):
+    """A server that answers every request with a fault, once its retries are spent inside the
+    audit's flow: the CLI's one `error:` line, not Prefect's ERROR logs and tracebacks of the
+    task and the flow around it (111 lines before)."""
+    import os
+    import subprocess
+    import sys
+
+    with start_server(fail_rate=1.0, seed=0, fail_sleep=0.0) as (_, url):
+        out = subprocess.run(
+            [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
+             "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "8",
+             "--model", f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&retries=1&backoff=0.001"],
+            capture_output=True, text=True, timeout=600, env=os.environ | {"OPENAI_API_KEY": SECRET})
+    assert out.returncode == 1, out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip() and "pairs queried" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "mini" in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and "ERROR" not in out.stderr

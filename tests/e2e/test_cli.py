@@ -54,6 +54,29 @@ def test_audit_bad_model_spec_and_option(tmp_path, mini_testbed):
     assert out.returncode == 2 and "alpha" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "no-such-host.invalid"])
+def test_an_unreachable_api_is_one_line_within_seconds(mini_testbed, host):
+    """An `openai:` spec where nothing listens (or a host that does not resolve): one error
+    line, non-zero exit, in seconds: no retries, no Prefect traceback (it took 179 s, 7
+    attempts and 111 lines of Prefect ERROR logs)."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    held = str(mini_testbed / "heldout.jsonl")
+    start = time.monotonic()
+    out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", held, "--max-pairs", "10",
+              "--model", f"openai:mini@http://{host.format(port=port)}/v1?tokenizer=testbed:mini")
+    took = time.monotonic() - start
+    assert out.returncode != 0 and took < 20, (out.returncode, took)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the server http://"), out.stderr
+    assert ("connection refused" if "127.0.0.1" in host else "does not resolve") in lines[0]
+    assert "Traceback" not in out.stderr + out.stdout
+
+
 def test_audit_json_on_user_files(tmp_path, mini_testbed):
     """Members vs held-out given as the user's own CSV file, capped at 40 pairs."""
     import pandas as pd
