@@ -140,7 +140,7 @@ def benchmark_cmd(
                                           "process per method, grouped by paradigm; tddbench.md); shift: false "
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
-                                          "the IID splits and pollution; results in benchmarks/results/shift.md)."),
+                                          "the IID splits and pollution; results in shift.md under --out)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
@@ -188,8 +188,9 @@ def benchmark_cmd(
     seed: Optional[int] = typer.Option(None, help="Seed of every random choice the verb makes: the same seed, "
                                                   "the same result " + _default("0") + "."),
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
-    out: Optional[Path] = typer.Option(None, help="Output folder " + _default("benchmarks/results/TESTBED/",
-                                                                             "benchmarks/results/") + "."),
+    out: Optional[Path] = typer.Option(None, help="Output folder " + _default(
+        "the artifacts folder's benchmark-results/TESTBED/", "the artifacts folder's benchmark-results/")
+        + "; the committed tables are rewritten only when named, e.g. --out benchmarks/results/TESTBED."),
     tracking_uri: Optional[str] = TRACKING_URI,
     refresh: bool = REFRESH,
     json_out: bool = JSON,

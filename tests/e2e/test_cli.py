@@ -244,3 +244,20 @@ def test_benchmark_access_takes_the_audit_levels(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip() == ("error: option --access 'gray,grey': expected one or more of gray, black, both, "
                                   "comma-separated")
+
+
+def test_benchmark_without_out_writes_under_the_artifacts_folder(mini_testbed, artifacts):
+    """A quick benchmark without --out leaves the repository's committed tables alone (its
+    default was benchmarks/results/TESTBED/, so a 8-trial run replaced them): its files go to
+    $TRAINSPOTTER_ARTIFACTS/benchmark-results/TESTBED/, which the JSON names."""
+    repo_results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    before = {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")}
+    out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4", "--n-max", "8", "--strategies", "ons",
+              "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "0",
+              "--perturbations", "none", "--access", "gray", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    files = json.loads(out.stdout)["files"]
+    where = artifacts / "benchmark-results" / "mini"
+    assert files and all(Path(f).parent == where and Path(f).exists() for f in files.values()), files
+    assert {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")} == before  # nothing new, nothing rewritten
+    assert not (repo_results / "mini").exists()
