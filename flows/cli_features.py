@@ -54,7 +54,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                 model: str = MODEL,
                 reference: Optional[list[str]] = REFERENCE,
                 access: Access = choice(Access, "access", "gray", ACCESS_HELP),
-                features: FeatureSet = choice(FeatureSet, "features", "full", FEATURES_HELP),
+                features: FeatureSet = choice(FeatureSet, "features", "lean", FEATURES_HELP),
                 out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
                 seed: int = SEED,
                 perturbations: Optional[bool] = typer.Option(None, help="Score the six perturbed variants "
