@@ -261,3 +261,35 @@ def test_benchmark_without_out_writes_under_the_artifacts_folder(mini_testbed, a
     assert files and all(Path(f).parent == where and Path(f).exists() for f in files.values()), files
     assert {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")} == before  # nothing new, nothing rewritten
     assert not (repo_results / "mini").exists()
+
+
+def test_audit_report_states_what_was_audited_and_how(mini_testbed):
+    """The audit's HTML page names the model (spec and fingerprint), each input file (sha256
+    and passage count), access, feature set, test settings, α, seed, version and commit;
+    its title no longer reads "Dataset-inference audit audit" for the default name."""
+    import hashlib
+    import html
+
+    from trainspotter import __version__
+    from trainspotter.backends import spec_fingerprint
+
+    member, held = mini_testbed / "member.jsonl", mini_testbed / "heldout.jsonl"
+    out = run("audit", "--suspect", str(member), "--heldout", str(held), "--model", "testbed:mini",
+              "--reference", "testbed:mini/reference", "--seed", "1", "--alpha", "0.04", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    page = html.unescape(Path(r["report"]).read_text())
+    text = " ".join(re.sub(r"<[^>]+>", " ", page.replace("<code>", "").replace("</code>", "")).split())  # as read
+    assert "audit audit" not in text and "<title>Dataset-inference audit</title>" in page
+    for spec in ("testbed:mini", "testbed:mini/reference"):
+        assert f"{spec} (fingerprint {spec_fingerprint(spec)})" in text
+    for path in (member, held):
+        digest, count = hashlib.sha256(path.read_bytes()).hexdigest(), len(path.read_text().splitlines())
+        assert f"{path}: {count} passages, sha256 {digest}" in text
+    assert "access gray" in text and "feature set lean: gray_ppl," in text
+    assert "test preset default: mixture/diff, λ_max 0.8, online scorer, one-sided; 16 pairs per batch" in text
+    assert "α 0.04" in text and "seed 1" in text
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    assert f"trainspotter {__version__}, git commit {commit}" in text
+    assert r["provenance"]["inputs"][0]["sha256"] == hashlib.sha256(member.read_bytes()).hexdigest()
