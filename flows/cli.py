@@ -22,6 +22,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table,
                                            hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
+from trainspotter.assets import AssetMissing
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 
@@ -233,6 +234,9 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(config.features.kinds)  # WordNet, before any flow starts
     if len(suspect) > 1:  # several sets, one held-out set: e-BH over their audits
         config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
         check_sets(config, passages)  # before any model loads
@@ -358,7 +362,7 @@ def main() -> None:
         status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:
         _error(str(e))
-    except APIRequestError as e:  # an API server failed or refused every mode (retries spent)
+    except (APIRequestError, AssetMissing) as e:  # an API server failed; an optional asset is missing
         _error(str(e), 1)
     except typer.TyperException as e:  # bad or missing option value, unknown option or command
         if type(e).__name__ == "NoArgsIsHelpError":

@@ -98,6 +98,9 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
             "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
+    from trainspotter.assets import python_docs_dir
+
+    python_docs_dir()  # the out-of-domain source pool, before any flow starts (else one error line)
     from trainspotter.flows.shift import shift_flow
 
     res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
@@ -221,6 +224,9 @@ def benchmark_cmd(
                          "features": features or None, "out": str(out) if out else None})
     if cfg.testbed not in PRESETS:
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(cfg.features.kinds)  # WordNet for synonym, before any flow starts
     from trainspotter.evaluation.mia import METHODS
 
     if cfg.reference_models and any(METHODS[m].extraction.uses_bank for m in cfg.methods):

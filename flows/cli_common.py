@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trainspotter.assets import AssetMissing
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.stats.payoffs import PAYOFFS
@@ -112,7 +113,7 @@ def input_error(e: pydantic.ValidationError, rename: dict[str, str] | None = Non
     return InputError(f"option --{where}: {err['msg'].removeprefix('Value error, ')}")
 
 
-EXPLAINED = (InputError, APIRequestError)  # what the CLI prints as one `error: ...` line
+EXPLAINED = (InputError, APIRequestError, AssetMissing)  # what the CLI prints as one `error: ...` line
 
 
 class HideExplained(logging.Filter):

@@ -90,6 +90,9 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                                               | {k: v for k, v in chosen.items() if v is not None})
     except ValidationError as e:
         raise input_error(e) from None
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(config.kinds)  # WordNet, before any flow starts
     if config.relative_only and not reference:
         raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts

@@ -293,3 +293,17 @@ def test_audit_report_states_what_was_audited_and_how(mini_testbed):
                             cwd=Path(__file__).parent).stdout.strip()
     assert f"trainspotter {__version__}, git commit {commit}" in text
     assert r["provenance"]["inputs"][0]["sha256"] == hashlib.sha256(member.read_bytes()).hexdigest()
+
+
+def test_without_wordnet_the_synonym_perturbation_is_one_error_line(mini_testbed, tmp_path):
+    """install.sh skips WordNet without root: what needs it (`extract --features full`, the
+    synonym perturbation) stops before any flow with one line naming what to install, what
+    needs it and how to do without; the lean set needs none of it."""
+    env = os.environ | {"TRAINSPOTTER_NLTK_DATA": str(tmp_path / "no-nltk-data")}  # WordNet only there
+    args = ["extract", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", str(mini_testbed / "heldout.jsonl"),
+            "--model", "testbed:mini"]
+    out = run(*args, "--features", "full", "--out", str(tmp_path / "full.parquet"), env=env)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1, out.stderr[-2000:]
+    assert lines[0].startswith("error: WordNet is not installed") and "synonym perturbation" in lines[0]
+    assert "--features lean" in lines[0] and "Traceback" not in out.stderr and not (tmp_path / "full.parquet").exists()
