@@ -252,8 +252,8 @@ def test_benchmark_without_out_writes_under_the_artifacts_folder(mini_testbed, a
     $TRAINSPOTTER_ARTIFACTS/benchmark-results/TESTBED/, which the JSON names."""
     repo_results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     before = {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")}
-    out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4", "--n-max", "8", "--strategies", "ons",
-              "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "0",
+    out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4",
+              "--n-max", "8", "--strategies", "ons", "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "0",
               "--perturbations", "none", "--access", "gray", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     files = json.loads(out.stdout)["files"]
@@ -300,8 +300,8 @@ def test_without_wordnet_the_synonym_perturbation_is_one_error_line(mini_testbed
     synonym perturbation) stops before any flow with one line naming what to install, what
     needs it and how to do without; the lean set needs none of it."""
     env = os.environ | {"TRAINSPOTTER_NLTK_DATA": str(tmp_path / "no-nltk-data")}  # WordNet only there
-    args = ["extract", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", str(mini_testbed / "heldout.jsonl"),
-            "--model", "testbed:mini"]
+    args = ["extract", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini"]
     out = run(*args, "--features", "full", "--out", str(tmp_path / "full.parquet"), env=env)
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 1 and len(lines) == 1, out.stderr[-2000:]
