@@ -23,6 +23,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.assets import AssetMissing
+from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, describe
 
@@ -84,6 +85,8 @@ def _print_results(results: list[dict], title: str) -> None:
             out.print(r["explanation"], markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
+        if note := bound_note(r.get("usage")):  # over an API: log-probs that are bounds, not values
+            out.print(f"{r.get('set', r['name'])}: {note}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
 

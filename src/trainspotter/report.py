@@ -87,6 +87,7 @@ REPORT_TEMPLATE = """<!doctype html>
 {% for name, a in (s.api or {}).items() %}<tr><th>API mode of <code>{{ name }}</code></th><td>{{ a.summary }}</td></tr>{% endfor %}
 </table>
 {% if s.baseline_note %}<p><b>e-value and fixed-n p-value.</b> {{ s.baseline_note }}</p>{% endif %}
+{% if bounds %}<p><b>Log-probs that are bounds.</b> {{ bounds }}</p>{% endif %}
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
 <p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).
@@ -141,8 +142,10 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     summary = {"verdict": "trained on" if summary["reject"] else "no evidence", "explanation": "",
                "blind": None} | summary
     template = Environment(autoescape=True).from_string(REPORT_TEMPLATE)
+    from trainspotter.backends.api.positions import bound_note
+
     return template.render(s=summary, heading=audit_heading(summary.get("name")), wealth_png=b64(wealth_png),
-                           weights=ranked,
+                           weights=ranked, bounds=bound_note(summary.get("usage")),
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
                            figures=[(t, b64(p)) for t, p in figures or []])
 
