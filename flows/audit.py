@@ -15,8 +15,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import (StepLogger, git_commit, local_artifact, log_audit_outputs, log_dataset,
-                                         log_sets_outputs, log_steps, mark_killed_runs, owner_tags, use_experiment)
+from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact, log_audit_outputs,
+                                         log_dataset, log_sets_outputs, log_steps, mark_killed_runs, owner_tags,
+                                         use_experiment)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter import __version__
 from trainspotter.audit import AuditConfig, audit, read_passages
@@ -112,6 +113,7 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     mlflow.set_tags({"verdict": result.verdict, "guard": result.guard or "none"})
     log_steps(where["run_id"], {"blind_wealth": result.blind.wealth, "placebo_wealth": result.placebo.wealth})
     where |= _log_record(result, where["run_id"], tracking_uri)
+    where |= {"provenance": audit_provenance(config, passages)}  # in summary.json, the report and the JSON
     return result, where | log_audit_outputs(config, result, where, tracking_uri)
 
 

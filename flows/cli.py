@@ -19,9 +19,12 @@ from rich.table import Table
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table, input_error)
+                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table,
+                                           hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
+from trainspotter.assets import AssetMissing
+from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
 
@@ -47,6 +50,8 @@ def _quiet(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Pre
             os.environ[var] = "INFO"
         else:
             os.environ.setdefault(var, "WARNING")
+    if not verbose:
+        hide_explained_failures()
 ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.",
                          short_help="Show the evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
@@ -90,6 +95,8 @@ def _print_results(results: list[dict], title: str) -> None:
             out.print(r["explanation"], markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
+        if note := bound_note(r.get("usage")):  # over an API: log-probs that are bounds, not values
+            out.print(f"{r.get('set', r['name'])}: {note}", markup=False, highlight=False)
         out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
                   f"(experiment {r['experiment']}), plot {r['plot']}")
         print_record(out, r)
@@ -221,7 +228,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
-    from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
     from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
@@ -239,6 +246,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     placebo = parse_spec(placebo) if placebo_check and placebo is not None else None
     for spec in (model, *reference, *([placebo] if placebo else [])):
         resolve_spec(spec)
+        check_server(spec)  # an API nobody answers: one line now, not after a flow started
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
     try:
@@ -255,6 +263,9 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
                               "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(config.features.kinds)  # WordNet, before any flow starts
     if len(suspect) > 1:  # several sets, one held-out set: e-BH over their audits
         config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
         check_sets(config, passages)  # before any model loads
@@ -383,7 +394,7 @@ def main() -> None:
         status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:
         _error(str(e))
-    except APIRequestError as e:  # an API server failed or refused every mode (retries spent)
+    except (APIRequestError, AssetMissing) as e:  # an API server failed; an optional asset is missing
         _error(str(e), 1)
     except typer.TyperException as e:  # bad or missing option value, unknown option or command
         if type(e).__name__ == "NoArgsIsHelpError":

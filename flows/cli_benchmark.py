@@ -98,6 +98,9 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
             "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
+    from trainspotter.assets import python_docs_dir
+
+    python_docs_dir()  # the out-of-domain source pool, before any flow starts (else one error line)
     from trainspotter.flows.shift import shift_flow
 
     res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
@@ -143,7 +146,7 @@ def benchmark_cmd(
                                           "process per method, grouped by paradigm; tddbench.md); shift: false "
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
-                                          "the IID splits and pollution; results in benchmarks/results/shift.md)."),
+                                          "the IID splits and pollution; results in shift.md under --out)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
@@ -191,8 +194,9 @@ def benchmark_cmd(
     seed: Optional[int] = typer.Option(None, help="Seed of every random choice the verb makes: the same seed, "
                                                   "the same result " + _default("0") + "."),
     config: Optional[Path] = typer.Option(None, help="YAML file of benchmark settings (options win)."),
-    out: Optional[Path] = typer.Option(None, help="Output folder " + _default("benchmarks/results/TESTBED/",
-                                                                             "benchmarks/results/") + "."),
+    out: Optional[Path] = typer.Option(None, help="Output folder " + _default(
+        "the artifacts folder's benchmark-results/TESTBED/", "the artifacts folder's benchmark-results/")
+        + "; the committed tables are rewritten only when named, e.g. --out benchmarks/results/TESTBED."),
     tracking_uri: Optional[str] = TRACKING_URI,
     refresh: bool = REFRESH,
     json_out: bool = JSON,
@@ -223,6 +227,9 @@ def benchmark_cmd(
                          "features": features or None, "out": str(out) if out else None})
     if cfg.testbed not in PRESETS:
         raise InputError(f"--testbed {cfg.testbed!r}: unknown testbed; choose from {', '.join(PRESETS)}")
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(cfg.features.kinds)  # WordNet for synonym, before any flow starts
     from trainspotter.evaluation.mia import METHODS
 
     if cfg.reference_models and any(METHODS[m].extraction.uses_bank for m in cfg.methods):

@@ -5,6 +5,7 @@ turning a pydantic ValidationError into one InputError line."""
 from __future__ import annotations
 
 import json
+import logging
 from enum import Enum
 
 import pydantic
@@ -12,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.errors import InputError
+from trainspotter.assets import AssetMissing
+from trainspotter.errors import APIRequestError, InputError
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.scoring import SCORERS
@@ -109,3 +111,38 @@ def input_error(e: pydantic.ValidationError, rename: dict[str, str] | None = Non
     where = ".".join(map(str, err["loc"])) or "config"
     where = (rename or {}).get(where, where).replace("_", "-")
     return InputError(f"option --{where}: {err['msg'].removeprefix('Value error, ')}")
+
+
+EXPLAINED = (InputError, APIRequestError, AssetMissing)  # what the CLI prints as one `error: ...` line
+
+
+class HideExplained(logging.Filter):
+    """Drops Prefect's ERROR records (the task's and the flow's traceback, "Finished in state
+    Failed(...)") about an error the CLI explains in one line anyway; any other failure is
+    still logged in full."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        if record.exc_info and isinstance(record.exc_info[1], EXPLAINED):
+            return False
+        message = record.getMessage()
+        return not any(f"{name}(" in message or f"{name}:" in message for name in _explained_names())
+
+
+def _explained_names() -> set[str]:
+    names, todo = set(), list(EXPLAINED)
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def hide_explained_failures() -> None:
+    """Keep Prefect's tracebacks of explained errors off the terminal (not with -v). A filter on
+    the loggers that log them survives Prefect's logging set-up, which replaces handlers."""
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HideExplained) for f in logger.filters):
+            logger.addFilter(HideExplained())

@@ -54,7 +54,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                 model: str = MODEL,
                 reference: Optional[list[str]] = REFERENCE,
                 access: Access = choice(Access, "access", "gray", ACCESS_HELP),
-                features: FeatureSet = choice(FeatureSet, "features", "full", FEATURES_HELP),
+                features: FeatureSet = choice(FeatureSet, "features", "lean", FEATURES_HELP),
                 out: Path = typer.Option(..., help="Output Parquet file (one row per passage)."),
                 seed: int = SEED,
                 perturbations: Optional[bool] = typer.Option(None, help="Score the six perturbed variants "
@@ -76,7 +76,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import parse_spec, resolve_spec
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
     from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_labeled
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
@@ -90,6 +90,9 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                                               | {k: v for k, v in chosen.items() if v is not None})
     except ValidationError as e:
         raise input_error(e) from None
+    from trainspotter.features.perturb import check_kinds
+
+    check_kinds(config.kinds)  # WordNet, before any flow starts
     if config.relative_only and not reference:
         raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
@@ -97,6 +100,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     model, reference = parse_spec(model), parse_references(reference)
     for spec in (model, *reference):
         resolve_spec(spec)
+        check_server(spec)  # an API nobody answers: one line now, not after a flow started
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
     if dask and dask_address:

@@ -75,7 +75,10 @@ def test_cmd(
     seed: int = SEED,
     json_out: bool = JSON,
 ) -> None:
-    """Run the anytime-valid sequential test on a features table."""
+    """Run the anytime-valid sequential test on a features table. Rows are paired as `audit`
+    pairs passages with the same --seed (each side's rows in file order, as `extract
+    --suspect A --heldout B` writes them), so the table of an audit's files gives that
+    audit's e-value; re-ordered rows, a capped (--max-pairs) or continued audit do not."""
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer, seed=seed)
     df = read_features(table)
     out = _with_file(table, lambda: run_test(df, config))

@@ -108,7 +108,7 @@ def shift_flow(config: ShiftConfig, tracking_uri: str | None = None) -> dict:
         cols, cfg = tests["gray" if test_name == "lean" else test_name]
         polluted[name] = pollution(df, cfg, config.pollution, config.pollution_trials, config.n_max, config.seed,
                                    cols, pollutant=rows(iid[pollutant]) if pollutant else None)
-    out = Path(config.out) if config.out else RESULTS
+    out = Path(config.out) if config.out else trainspotter.flows.benchmark.default_out()
     out.mkdir(parents=True, exist_ok=True)
     header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
               f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")

@@ -208,6 +208,31 @@ def log_sets_outputs(config, result, summary: dict, uri: str | None = None) -> d
                                        (("plot", "wealth.png"), ("report", "report.html"))}
 
 
+def audit_provenance(config, passages: dict[str, list]) -> dict:
+    """What an audit's report must name to be checked or redone: the models (spec as given
+    and fingerprint), each input file (sha256 and passage count), access, the feature set,
+    the test settings, α, seed, trainspotter version and git commit."""
+    from trainspotter import __version__
+    from trainspotter.backends import spec_fingerprint
+    from trainspotter.config import file_sha256
+    from trainspotter.features.features import FEATURE_SETS
+
+    test = config.test
+    return {
+        "model": {"spec": config.model.text, "fingerprint": spec_fingerprint(config.model)},
+        "references": [{"spec": r.text, "fingerprint": spec_fingerprint(r)} for r in config.reference],
+        "inputs": [{"side": side, "path": str(getattr(config, side)), "sha256": file_sha256(getattr(config, side)),
+                    "passages": len(passages[getattr(config, side)])} for side in ("suspect", "heldout")],
+        "access": config.access,
+        "feature_set": next((name for name, f in FEATURE_SETS.items() if f == config.features), "custom"),
+        "test": {"preset": config.preset, "strategy": test.strategy, "payoff": test.payoff,
+                 "lambda_max": test.lambda_max, "scorer": test.scorer, "oriented": test.oriented,
+                 "batch_pairs": config.batch_pairs, "max_pairs": config.max_pairs,
+                 "shift_check": config.shift_check, "ledger": config.ledger},
+        "alpha": test.alpha, "seed": config.seed, "version": __version__, "git_commit": git_commit(),
+    }
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -66,7 +66,8 @@ def python_docs_dir() -> Path:
     """The Python 3.11 documentation sources (reST text, PSF licence): an out-of-domain
     corpus, prose no testbed model was trained on (ASSETS.md)."""
     if not PYDOCS_DIR.is_dir():
-        raise AssetMissing(f"{PYDOCS_DIR} is not installed; run `{_PIP[PYDOCS_PACKAGE]}`")
+        raise AssetMissing(f"{PYDOCS_DIR} is not installed: the shift suite's source pool (Wikipedia vs "
+                           f"Python docs) needs it; as root run `{_PIP[PYDOCS_PACKAGE]}`")
     return PYDOCS_DIR
 
 

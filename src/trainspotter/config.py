@@ -61,3 +61,17 @@ def code_digest(*modules: str) -> str:
     of these modules invalidates the cached values it computed, while edits elsewhere
     keep them."""
     return fingerprint(sorted((m, _module_digest(m)) for m in set(modules)))
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a data file's bytes; of a folder (txt files, a saved HF dataset), of every
+    file's relative path and bytes in sorted order. Read in 1 MiB blocks."""
+    path, h = Path(path), hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()

@@ -224,7 +224,16 @@ def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,
     """Pairs Z_t = (X_t, Y_t) (BADI Sec. 4): each side shuffled with its own seeded
     generator, then zipped; the pair count is the smaller side (capped by max_pairs).
     Random order makes the pairs exchangeable under H0, which the e-process needs."""
-    xs, ys = list(suspect), list(heldout)
+    return [(suspect[i], heldout[j]) for i, j in pair_indices(len(suspect), len(heldout), seed, max_pairs)]
+
+
+def pair_indices(n_suspect: int, n_heldout: int, seed: int = 0,
+                 max_pairs: int | None = None) -> list[tuple[int, int]]:
+    """The audit's pairs as row numbers of each side (``make_pairs`` on rows 0..n-1): a
+    features table whose suspect and held-out rows are in the order of their files (as
+    ``trainspotter extract`` writes them) is paired by ``trainspotter test`` exactly as the
+    audit paired the passages, so the same seed gives the same e-value."""
+    xs, ys = list(range(n_suspect)), list(range(n_heldout))
     random.Random(f"{seed}:suspect").shuffle(xs)
     random.Random(f"{seed}:heldout").shuffle(ys)
     n = min(len(xs), len(ys), max_pairs or len(xs))

@@ -58,7 +58,7 @@ def _wealth_axes(fig, ax, title: str, path: Path) -> Path:
 
 REPORT_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<title>trainspotter audit {{ s.name }}</title>
+<title>{{ heading }}</title>
 <style>
  body { font-family: system-ui, sans-serif; max-width: 860px; margin: 2em auto; color: #222; }
  h1 { font-size: 1.5em; } .verdict { font-size: 1.2em; padding: .6em 1em; border-radius: 6px; }
@@ -70,7 +70,7 @@ REPORT_TEMPLATE = """<!doctype html>
  .bar { display: inline-block; height: .8em; background: #4a7fb5; } .neg { background: #c9734a; }
  small { color: #666; }
 </style></head><body>
-<h1>Dataset-inference audit <code>{{ s.name }}</code></h1>
+<h1>{{ heading }}</h1>
 {% set style = {'trained on': 'reject', 'no evidence': 'keep', 'inconclusive': 'inconclusive'}[s.verdict] %}
 <p class="verdict {{ style }}">
 {% if s.verdict == 'trained on' %}<b>Reject H0</b>: the evidence says the suspect set was used to train the model
@@ -100,6 +100,7 @@ REPORT_TEMPLATE = """<!doctype html>
 can check it offline, without the model: <code>trainspotter verify {{ s.record or 'record.json' }}</code> replays the blind check
 and the e-process pair by pair and checks every hash (README, "Check an audit").</p>{% endif %}
 {% if s.baseline_note %}<p><b>e-value and fixed-n p-value.</b> {{ s.baseline_note }}</p>{% endif %}
+{% if bounds %}<p><b>Log-probs that are bounds.</b> {{ bounds }}</p>{% endif %}
 <h2>Wealth trajectory</h2>
 <img alt="wealth trajectory" src="data:image/png;base64,{{ wealth_png }}" style="max-width:100%">
 <p><small>W_t on a log scale; the dashed line is 1/α. Under H0 the chance that W ever reaches it is at most α (Ville's inequality).
@@ -112,9 +113,30 @@ The placebo check runs the same test on a reference model's own features (a mode
 <table>{% for name, w in weights %}<tr><td><code>{{ name }}</code></td><td class="num">{{ '%+.3f' % w }}</td>
 <td><span class="bar {{ 'neg' if w < 0 else '' }}" style="width: {{ (120 * (w|abs) / wmax)|round|int }}px"></span></td></tr>{% endfor %}</table>{% endif %}
 {% for title, png in figures %}<h2>{{ title }}</h2><img alt="{{ title }}" src="data:image/png;base64,{{ png }}" style="max-width:100%">{% endfor %}
+{% set p = s.provenance %}{% if p %}<h2>What was audited, and how</h2>
+<table>
+<tr><th>model</th><td><code>{{ p.model.spec }}</code> (fingerprint <code>{{ p.model.fingerprint }}</code>)</td></tr>
+{% for r in p.references %}<tr><th>reference model</th><td><code>{{ r.spec }}</code> (fingerprint <code>{{ r.fingerprint }}</code>)</td></tr>{% endfor %}
+{% for f in p.inputs %}<tr><th>{{ 'suspect set' if f.side == 'suspect' else 'held-out set' }}</th>
+<td><code>{{ f.path }}</code>: {{ f.passages }} passages, sha256 <code>{{ f.sha256 }}</code></td></tr>{% endfor %}
+<tr><th>access</th><td>{{ p.access }}</td></tr>
+<tr><th>feature set</th><td>{{ p.feature_set }}{% if s.features %}: {% for c in s.features %}<code>{{ c }}</code>{{ ', ' if not loop.last }}{% endfor %}{% endif %}</td></tr>
+<tr><th>test</th><td>preset {{ p.test.preset }}: {{ p.test.strategy }}/{{ p.test.payoff }}, λ_max {{ p.test.lambda_max }},
+{{ p.test.scorer }} scorer{{ ', one-sided' if p.test.oriented }}; {{ p.test.batch_pairs }} pairs per batch{% if p.test.max_pairs %}, at most {{ p.test.max_pairs }} pairs{% endif %};
+shift check {{ p.test.shift_check }}{{ '; continues its ledger' if p.test.ledger }}</td></tr>
+<tr><th>α</th><td class="num">{{ p.alpha }}</td></tr>
+<tr><th>seed</th><td class="num">{{ p.seed }}</td></tr>
+<tr><th>trainspotter</th><td>{{ p.version }}, git commit <code>{{ p.git_commit }}</code></td></tr>
+</table>{% endif %}
 <p><small>MLflow run {{ s.run_id }} · trainspotter {{ version }}</small></p>
 </body></html>
 """
+
+
+def audit_heading(name: str | None) -> str:
+    """The page's title: the audit's name where it has one of its own (the default name is
+    "audit", which read "Dataset-inference audit audit")."""
+    return "Dataset-inference audit" + (f" {name!r}" if name and name != "audit" else "")
 
 
 def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | None = None,
@@ -134,7 +156,10 @@ def html_report(summary: dict, wealth_png: bytes, weights: dict[str, float] | No
     summary = {"verdict": "trained on" if summary["reject"] else "no evidence", "explanation": "",
                "blind": None, "placebo": None, "guard": None} | summary
     template = Environment(autoescape=True).from_string(REPORT_TEMPLATE)
-    return template.render(s=summary, wealth_png=b64(wealth_png), weights=ranked,
+    from trainspotter.backends.api.positions import bound_note
+
+    return template.render(s=summary, heading=audit_heading(summary.get("name")), wealth_png=b64(wealth_png),
+                           weights=ranked, bounds=bound_note(summary.get("usage")),
                            wmax=max([abs(w) for _, w in ranked] + [1e-12]), version=__version__,
                            figures=[(t, b64(p)) for t, p in figures or []])
 
@@ -155,14 +180,14 @@ def sets_wealth_plot(wealth: dict[str, list[float]], alpha: float, path: Path, t
 
 SETS_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<title>trainspotter audit {{ s.name }}</title>
+<title>{{ heading }}</title>
 <style>
  body { font-family: system-ui, sans-serif; max-width: 900px; margin: 2em auto; color: #222; }
  table { border-collapse: collapse; margin: 1em 0; } td, th { padding: .25em .8em; border-bottom: 1px solid #ddd; text-align: left; }
  td.num { text-align: right; font-variant-numeric: tabular-nums; }
  .reject { background: #fde2e1; } .inconclusive { background: #fff4d6; } small { color: #666; }
 </style></head><body>
-<h1>Dataset-inference audit <code>{{ s.name }}</code>: {{ s.sets|length }} suspect sets</h1>
+<h1>{{ heading }}: {{ s.sets|length }} suspect sets</h1>
 <p>Held-out set <code>{{ s.heldout }}</code>. <b>{{ s.explanation }}</b></p>
 <table>
 <tr><th>set</th><th>pairs used / available</th><th>e-value</th><th>blind check fired</th><th>e-BH rejected</th><th>decision</th><th>MLflow run</th></tr>
@@ -192,7 +217,8 @@ def sets_html(summary: dict, wealth_png: bytes) -> str:
     from trainspotter.multi import EBH_CAPTION
 
     return Environment(autoescape=True).from_string(SETS_TEMPLATE).render(  # no run ids: blank
-        s=summary, caption=EBH_CAPTION, version=__version__, wealth_png=base64.b64encode(wealth_png).decode("ascii"))
+        s=summary, heading=audit_heading(summary.get("name")), caption=EBH_CAPTION, version=__version__,
+        wealth_png=base64.b64encode(wealth_png).decode("ascii"))
 
 
 BENCHMARK_TEMPLATE = """<!doctype html>

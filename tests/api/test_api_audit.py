@@ -65,3 +65,57 @@ def test_audit_stops_at_the_budget_and_reports_spend_and_savings(mini_testbed, s
     assert resumed["pairs_queried"] == fresh["pairs_queried"] > capped["pairs_queried"]
     assert resumed["e_value"] == pytest.approx(fresh["e_value"])
     assert resumed["usage"]["requests"] == fresh["usage"]["requests"] - capped["usage"]["requests"]
+
+
+def test_cli_api_that_keeps_failing_is_one_line_without_prefect_tracebacks(mini_testbed, start_server):
+    """A server that answers every request with a fault, once its retries are spent inside the
+    audit's flow: the CLI's one `error:` line, not Prefect's ERROR logs and tracebacks of the
+    task and the flow around it (111 lines before)."""
+    import os
+    import subprocess
+    import sys
+
+    with start_server(fail_rate=1.0, seed=0, fail_sleep=0.0) as (_, url):
+        out = subprocess.run(
+            [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
+             "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "8",
+             "--model", f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&retries=1&backoff=0.001"],
+            capture_output=True, text=True, timeout=600, env=os.environ | {"OPENAI_API_KEY": SECRET})
+    assert out.returncode == 1, out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip() and "pairs queried" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "mini" in lines[0], out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and "ERROR" not in out.stderr
+
+
+def test_audit_over_an_api_says_how_many_log_probs_are_bounds(mini_testbed, start_server, tmp_path):
+    """Over an API whose log-probs come from top-5 lists (llama-cpp-python's echo, imitated by
+    `serve --echo-logprobs fed`), a token outside them gets the 5th log-prob,
+    an upper bound: the audit's JSON (usage), table and report say how many of the log-probs
+    it read are bounds rather than values (they said nothing)."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from trainspotter.flows.report import render_report
+
+    cli = [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
+           "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "16", "--name", "bounds"]
+    env = os.environ | {"OPENAI_API_KEY": SECRET, "COLUMNS": "200"}
+    # llama-cpp-python's echo: each token's log-prob read from its row's top-5, a bound where missing
+    with start_server(echo_logprobs="fed") as (_, url):
+        cli += ["--model", f"openai:mini@{url}?tokenizer=testbed:mini"]
+        out = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        # --refresh: features recomputed (from cached answers): a run served by the feature cache
+        # reads no log-prob, so it has none to count (a known gap)
+        table = subprocess.run([*cli, "--refresh"], capture_output=True, text=True, timeout=600, env=env)
+    r = json.loads(out.stdout)
+    bounds, values = r["usage"]["logprob_bounds"], r["usage"]["logprob_values"]
+    assert bounds > 0 and values > 0  # mini's top-5 misses some tokens of every text
+    share = f"{bounds / (bounds + values):.0%}"
+    sentence = f"{bounds:g} of {bounds + values:g} token log-probs read from the API ({share}) are upper bounds"
+    assert table.returncode == 0 and sentence in " ".join(table.stdout.split()), table.stdout[-2000:]
+    page = re.sub(r"<[^>]+>", " ", render_report(r["run_id"], tmp_path / "page.html").read_text())
+    assert sentence in " ".join(page.split())

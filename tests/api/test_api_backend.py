@@ -184,6 +184,32 @@ def test_persistent_faults_raise_one_clear_error(mini_testbed, start_server, tmp
     assert SECRET not in msg and b.usage()["retries"] == 2 and b.usage()["rejected"] == 2
 
 
+def test_a_server_never_reached_fails_at_once_and_a_lost_one_is_retried(mini_testbed, start_server, tmp_path):
+    """Connection refused on first contact: one Unreachable error, no retry (a retry cannot
+    start a server); once the server has answered, a refused connection is a fault (a
+    restart) and retried as usual."""
+    import socket
+    import time
+
+    from trainspotter.backends.api.errors import Unreachable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    b = api(f"http://127.0.0.1:{port}/v1", tmp_path, mode="label", backoff=1.0, retries=6)
+    start = time.monotonic()
+    with pytest.raises(Unreachable, match="connection refused"):
+        b.score(texts(1))
+    assert time.monotonic() - start < 3  # 6 retries with 1 s backoff would take > 60 s
+    assert b.usage()["retries"] == 0 and b.usage()["rejected"] == 1
+    with start_server() as (_, url):
+        b = api(url, tmp_path / "lost", mode="label", backoff=0.001, retries=2)
+        b.score(texts(1))
+    with pytest.raises(APIRequestError, match="3 attempts") as err:
+        b.score(texts(3)[1:])
+    assert not isinstance(err.value, Unreachable) and b.usage()["retries"] == 2
+
+
 def test_budget_on_cost(server, tmp_path):
     _, url = server
     b = api(url, tmp_path, mode="label", price=1.0, max_cost=0.5)  # $1 per 1k tokens, $0.50 cap

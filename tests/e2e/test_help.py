@@ -100,7 +100,8 @@ def _shown(param) -> str | None:
 def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     """What each benchmark option does when not given: (--suite mia, --suite shift or None
     where the option is not passed to the shift suite)."""
-    from trainspotter.flows.benchmark import RESULTS
+    from trainspotter.config import artifacts_root
+    from trainspotter.flows.benchmark import default_out
     from trainspotter.evaluation.benchmark import BenchmarkConfig
     from trainspotter.evaluation.mia import METHODS
     from trainspotter.evaluation.shift import ShiftConfig
@@ -108,8 +109,8 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     b, s = BenchmarkConfig(), ShiftConfig()
     csv = lambda values: ", ".join(map(str, values))  # noqa: E731  (spaces: rich folds there)
     everything = lambda value, full: "all" if value == full else csv(value)  # noqa: E731
-    results = RESULTS.relative_to(REPO).as_posix()
-    assert b.out is None and s.out is None  # the flows then write under RESULTS
+    results = "the artifacts folder's " + default_out().relative_to(artifacts_root()).as_posix()
+    assert b.out is None and s.out is None  # the flows then write under default_out()
     return {
         "testbed": (b.testbed, s.testbed),
         "methods": ("all but model- and learning-based"

@@ -31,8 +31,8 @@ from trainspotter.backends.base import Backend, TokenScores
 from trainspotter.backends.spec import (ModelSpec, References, Spec, api_config, parse_api_spec, parse_local_spec, parse_spec,
                                         resolve_spec)
 
-__all__ = ["Backend", "HFBackend", "ModelSpec", "References", "Spec", "TokenScores", "load_backend", "parse_api_spec", "parse_local_spec",
-           "parse_spec", "resolve_spec", "spec_fingerprint"]
+__all__ = ["Backend", "HFBackend", "ModelSpec", "References", "Spec", "TokenScores", "check_server", "load_backend",
+           "parse_api_spec", "parse_local_spec", "parse_spec", "resolve_spec", "spec_fingerprint"]
 
 _LOADING = threading.Lock()
 
@@ -67,6 +67,17 @@ def _load_backend(spec: ModelSpec, batch_size: int) -> Backend:
     opts = spec.options
     return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
                      batch_size=opts.get("batch_size", batch_size))
+
+
+def check_server(spec: str | ModelSpec) -> None:
+    """For an ``openai:`` spec, that something listens at its URL (one TCP connection, no
+    request): ``Unreachable`` (an APIRequestError) at once when the connection is refused or
+    the host name does not resolve. Local specs: nothing to check."""
+    spec = parse_spec(spec)
+    if spec.scheme == "openai":
+        from trainspotter.backends.api.errors import check_reachable
+
+        check_reachable(spec.where, spec.model)
 
 
 def spec_fingerprint(spec: str | ModelSpec) -> str:

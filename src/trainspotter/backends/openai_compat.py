@@ -144,8 +144,10 @@ class OpenAIBackend:
         answered from the cache), retries (failed attempts re-sent), rejected (attempts the
         server refused or answered without what was asked, after which that request shape was
         dropped: probe trials, lists of prompts), http_requests (all of them). The budget
-        limits answered requests and their tokens (refused requests are not billed)."""
-        return self.budget.usage()
+        limits answered requests and their tokens (refused requests are not billed).
+        logprob_values / logprob_bounds: token log-probs read (from answers or the cache) as
+        the server's value, or as the k-th top log-prob where the token was not in the top-k."""
+        return self.budget.usage() | self.local.read
 
     def describe(self) -> dict:
         """What this backend does against its server: ``mode`` (None until probed; a probe

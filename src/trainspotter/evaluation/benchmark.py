@@ -70,7 +70,7 @@ class BenchmarkConfig(BaseModel):
     chunk_size: int = Field(64, ge=1)  # passages per cached extraction task
     seed: int = 0
     features: FeatureConfig = FeatureConfig()
-    out: str | None = None  # default benchmarks/results/<testbed>/
+    out: str | None = None  # default $TRAINSPOTTER_ARTIFACTS/benchmark-results/<testbed>/ (flows/benchmark.default_out)
 
     @field_validator("methods")
     @classmethod

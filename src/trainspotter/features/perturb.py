@@ -40,6 +40,7 @@ under ``<venv>/share/nltk_data``, which this module puts on ``nltk.data.path``.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
 import sys
@@ -51,7 +52,8 @@ KINDS = ("synonym", "butter_fingers", "deletion", "case", "whitespace", "undersc
 RATES = {"synonym": 0.25, "butter_fingers": 0.1, "deletion": 0.25, "case": 0.1,
          "whitespace": (0.1, 0.05), "underscore": 0.25}
 
-NLTK_DATA = Path(sys.prefix) / "share" / "nltk_data"
+_OWN_DATA = os.environ.get("TRAINSPOTTER_NLTK_DATA")  # WordNet's folder, if not the venv's (then only there)
+NLTK_DATA = Path(_OWN_DATA or Path(sys.prefix) / "share" / "nltk_data")
 
 # QWERTY neighbours (NL-Augmenter butter_fingers' table without the key itself, so
 # that a drawn perturbation always changes the letter; 'g' -> t,b,f,h,e,d,c,y,j,n
@@ -73,6 +75,31 @@ def _rng(text: str, kind: str, seed: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def wordnet_root():
+    """Where NLTK finds WordNet (``NLTK_DATA`` first; only there when $TRAINSPOTTER_NLTK_DATA
+    names it); ``AssetMissing`` (one line saying what to install and what needs it) where it
+    finds none: install.sh skips the Debian package without root."""
+    import nltk
+
+    from trainspotter.assets import AssetMissing
+
+    if str(NLTK_DATA) not in nltk.data.path:
+        nltk.data.path.insert(0, str(NLTK_DATA))
+    try:
+        return nltk.data.find("corpora/wordnet", paths=[str(NLTK_DATA)] if _OWN_DATA else None)
+    except LookupError:
+        raise AssetMissing(f"WordNet is not installed (looked in {NLTK_DATA} and NLTK's folders): the synonym "
+                           f"perturbation needs it; as root run `apt-get install wordnet-base wordnet-sense-index` "
+                           f"and scripts/install.sh, or leave synonym out (--features lean; benchmark "
+                           f"--perturbations without synonym)") from None
+
+
+def check_kinds(kinds) -> None:
+    """Before any work: ``AssetMissing`` when ``kinds`` needs WordNet and it is not there."""
+    if "synonym" in kinds:
+        wordnet_root()
+
+
 @lru_cache(maxsize=1)
 def _wordnet():
     """NLTK's WordNet 3.0 reader on the files install.sh put under ``NLTK_DATA``.
@@ -89,12 +116,7 @@ def _wordnet():
         def map_wn(self, version="wordnet"):
             return None
 
-    if str(NLTK_DATA) not in nltk.data.path:
-        nltk.data.path.insert(0, str(NLTK_DATA))
-    try:
-        root = nltk.data.find("corpora/wordnet")
-    except LookupError:
-        raise RuntimeError(f"WordNet is not installed under {NLTK_DATA}; run scripts/install.sh") from None
+    root = wordnet_root()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions are not available": intended
         return _EnglishWordNet(root, None)

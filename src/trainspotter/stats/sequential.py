@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pydantic
 
-from trainspotter.data import SET_LABELS
+from trainspotter.data import SET_LABELS, pair_indices
 from trainspotter.errors import InputError
 from trainspotter.features.orientation import directions
 from trainspotter.presets import DEFAULT_PRESET, PRESETS
@@ -265,16 +265,19 @@ def split_features(df: pd.DataFrame, feature_cols: list[str] | None = None) -> t
 def run_test(df: pd.DataFrame, config: TestConfig | None = None, feature_cols: list[str] | None = None) -> dict:
     """Run the sequential test on a features table; JSON-able summary.
 
-    Each side is shuffled with ``config.seed`` and rows are paired in that
-    order; pairs = min(#suspect, #heldout). Stops at the first crossing.
+    Rows are paired as an audit with seed ``config.seed`` pairs the passages they came from
+    (``data.pair_indices``: each side shuffled by its own seeded generator, then zipped), so a
+    table that ``trainspotter extract`` wrote from an audit's files (each side's rows in file
+    order) gives that audit's e-value; pairs = min(#suspect, #heldout). Stops at the first
+    crossing.
     """
     config = config or TestConfig()
     S, H, cols = split_features(df, feature_cols)
-    rng = np.random.default_rng(config.seed)
-    S, H = S[rng.permutation(len(S))], H[rng.permutation(len(H))]
-    n = min(len(S), len(H))
+    pairs = np.array(pair_indices(len(S), len(H), config.seed), dtype=int).reshape(-1, 2)
+    S, H = S[pairs[:, 0]], H[pairs[:, 1]]
+    n = len(pairs)
     test = SequentialTest(len(cols), config, columns=cols)
-    res = test.run(S[:n], H[:n], stop_on_reject=True)
+    res = test.run(S, H, stop_on_reject=True)
     out = res.summary()
     out.update({"pairs_available": n, "n_suspect": int(len(S)), "n_heldout": int(len(H)),
                 "feature_cols": cols, "final_wealth": float(test.wealth), "config": config.model_dump()})

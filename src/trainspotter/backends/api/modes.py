@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from trainspotter.backends.api.errors import LogprobsIgnored, MalformedResponse
-from trainspotter.backends.api.positions import LocalTokens, lookup, nan_scores
+from trainspotter.backends.api.positions import LocalTokens, nan_scores
 from trainspotter.backends.base import TokenScores
 
 CHAT_INSTRUCTION = ("Continue the following text exactly where it stops. "
@@ -163,7 +163,9 @@ class EchoMode(Mode):
             if i < 0:
                 continue
             if not profile.echo_values:  # its values are another row's: read the token in its row
-                v = lookup(top, tok, profile.k) if top else None
+                v = local.lookup(top, tok, profile.k) if top else None
+            elif v is not None:
+                local.read["logprob_values"] += 1
             if v is None:
                 bad[i] = True
                 continue

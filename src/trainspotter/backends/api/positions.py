@@ -17,6 +17,13 @@ class LocalTokens:
     def __init__(self, tokenizer, max_length: int = 512):
         self.tokenizer = tokenizer
         self.max_length = max_length
+        # log-probs read: the server's value, or (the token not in its top-k) the k-th one, a bound
+        self.read = {"logprob_values": 0, "logprob_bounds": 0}
+
+    def lookup(self, top: dict[str, float], piece: str, k: int | None) -> float:
+        """``lookup``, counted: a value where ``piece`` is in the top-k, else a bound."""
+        self.read["logprob_values" if piece in top else "logprob_bounds"] += 1
+        return lookup(top, piece, k)
 
     def positions(self, text: str) -> tuple[list[int], list[str], list[str]]:
         """[BOS]+ids, the prefix text of every position, and each token's text in context."""
@@ -77,7 +84,7 @@ class LocalTokens:
         ts.argmax[i] = self.to_local(ids[1:i + 1], prefix, answer["text"])
         top = first_top(answer)
         if top:
-            ts.logprobs[i] = lookup(top, piece, k)
+            ts.logprobs[i] = self.lookup(top, piece, k)
             ts.mu[i], ts.sigma2[i] = self.moments(top)
 
 
@@ -95,6 +102,20 @@ def lookup(top: dict[str, float], piece: str, k: int | None) -> float:
         return top[piece]
     values = sorted(top.values(), reverse=True)
     return values[min(k or len(values), len(values)) - 1]
+
+
+def bound_note(usage: dict | None) -> str | None:
+    """How many of the log-probs an API gave are upper bounds (the token not among the top-k
+    the server returns, so the k-th log-prob stands in for it: README, "How reliable"), as
+    one sentence; None where every one was a value or no log-prob was read."""
+    usage = usage or {}
+    bounds, values = usage.get("logprob_bounds", 0), usage.get("logprob_values", 0)
+    if not bounds:
+        return None
+    share = bounds / (bounds + values)
+    return (f"{bounds:g} of {bounds + values:g} token log-probs read from the API ({share:.0%}) are upper bounds, "
+            f"not values: the token was not in the server's top-k, so the k-th log-prob stands in for it "
+            f"and those gray features overstate how likely the text is.")
 
 
 def first_top(answer: dict) -> dict | None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainspotter.backends.api.errors import (EchoIgnored, Incompatible, ListRefused, LogprobsIgnored,
-                                              Unsupported)
+                                              Unreachable, Unsupported)
 from trainspotter.backends.api.modes import BY_NAME, LOGPROBS, Mode
 from trainspotter.backends.api.positions import first_top
 from trainspotter.backends.api.transport import Transport
@@ -108,8 +108,8 @@ class Probe:
                 if err.endpoint_missing:
                     raise
                 listed = err
-            except Unsupported:
-                raise  # answered, without what was asked: the mode, not the list, is refused
+            except (Unsupported, Unreachable):
+                raise  # answered without what was asked (the mode is refused), or no server there
             except APIRequestError as err:  # e.g. HTTP 500 (llama-cpp-python on a list)
                 listed = err
         if answers is None:  # one prompt, usual retries (a feature answered by 500s is refused)

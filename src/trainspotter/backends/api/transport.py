@@ -1,7 +1,10 @@
 """One request to an OpenAI-compatible server: checked against the Budget before it is
 sent, retried a bounded number of times with exponential backoff and jitter on faults
 (429, 5xx, timeouts, dropped connections, malformed bodies; the openai client's own
-retries are off so every retry is counted), its answer validated by the mode that asked."""
+retries are off so every retry is counted), its answer validated by the mode that asked.
+A server never reached (connection refused or an unknown host on the first request) fails
+at once with ``Unreachable``: a retry cannot fix a wrong URL or a server that is not
+running; once the server has answered, a refused connection is retried (a restart)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import random
 import time
 
 from trainspotter.backends.api.config import APIConfig
-from trainspotter.backends.api.errors import ListRefused, MalformedResponse, Unsupported, describe_error, transient
+from trainspotter.backends.api.errors import (ListRefused, MalformedResponse, Unsupported, connect_failure,
+                                              describe_error, transient, unreachable)
 from trainspotter.backends.api.modes import Mode
 from trainspotter.backends.api.positions import LocalTokens
 from trainspotter.backends.budget import Budget
@@ -28,6 +32,7 @@ class Transport:
         self.client = openai.OpenAI(api_key=os.environ.get(config.key_env) or "sk-no-key",
                                     base_url=config.base_url, max_retries=0, timeout=config.timeout)
         self._rng = random.Random(config.seed)
+        self.reached = False  # whether the server has answered any request yet
 
     def pause(self, attempt: int) -> None:
         """Backoff before retry ``attempt + 1``: backoff * 2^attempt * (1 + U[0,1))."""
@@ -58,6 +63,10 @@ class Transport:
                 self._charge(body, est_prompt, est_completion)
                 raise
             except (openai.APIError, MalformedResponse) as err:
+                if not self.reached and (why := connect_failure(err)):
+                    self.budget.reject()
+                    raise unreachable(self.config.base_url, self.config.model, why) from None
+                self.reached = self.reached or isinstance(err, openai.APIStatusError)  # it answered
                 errors_500 = errors_500 + 1 if getattr(err, "status_code", None) == 500 else 0
                 if not transient(err) or (refuse_after and errors_500 >= refuse_after):
                     self.budget.refusal(max(1, errors_500))  # the earlier 500s of the row were refusals too
@@ -80,6 +89,7 @@ class Transport:
 
     def _send(self, mode: Mode, prompts: list[str], params: dict) -> dict:
         raw = mode.send(self.client, prompts, params)
+        self.reached = True
         try:
             body = json.loads(raw.text)
         except ValueError:
