@@ -19,8 +19,8 @@ from rich.table import Table
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, choice, emit_json, folded_table,
-                                           hide_explained_failures, input_error)
+                                           Scorer, ShiftCheck, Strategy, choice, decision, emit_json,
+                                           folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
 from trainspotter.assets import AssetMissing
@@ -58,18 +58,6 @@ app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 
-DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
-             "no evidence": "[green]keep H0: no evidence[/green]",
-             "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
-# Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
-GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
-          "small": "too few pairs to rule out a shift"}
-
-
-def _decision(r: dict) -> str:
-    if r["verdict"] == "inconclusive":
-        return f"[yellow]inconclusive: {GUARDS.get(r.get('guard') or 'blind')}[/yellow]"
-    return DECISIONS[r["verdict"]]
 INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
 
 
@@ -83,7 +71,7 @@ def _results_table(results: list[dict], title: str) -> Table:
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
                       f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
                       "—" if baseline is None else f"{baseline:.3g}",
-                      f"{blind['e_value']:.3g}", _decision(r))
+                      f"{blind['e_value']:.3g}", decision(r))
     return table
 
 
@@ -306,7 +294,7 @@ def _print_sets(summary: dict) -> None:
         r = s["result"]
         table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", f"{r['e_value']:.3g}",
                       f"fired ({r['blind']['e_value']:.3g})" if r["blind"]["fired"] else f"{r['blind']['e_value']:.3g}",
-                      DECISIONS[s["verdict"]])
+                      decision({"verdict": s["verdict"], "guard": s["result"].get("guard")}))
     out = Console()
     out.print(table)
     for s in summary["sets"]:
@@ -346,7 +334,7 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
     for r in runs:  # runs recorded before the blind check have no verdict of their own
         verdict = r.get("verdict") or ("trained on" if r["reject"] else "no evidence")
         table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),
-                      f"{r['wealth_start']:.3g} → {r['wealth_end']:.3g}", DECISIONS[verdict])
+                      f"{r['wealth_start']:.3g} → {r['wealth_end']:.3g}", decision({"verdict": verdict}))
     Console().print(table)
 
 

@@ -146,3 +146,18 @@ def hide_explained_failures() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, HideExplained) for f in logger.filters):
             logger.addFilter(HideExplained())
+
+
+DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
+             "no evidence": "[green]keep H0: no evidence[/green]",
+             "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
+# Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
+GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
+          "small": "too few pairs to rule out a shift"}
+
+
+def decision(r: dict) -> str:
+    """A result's verdict in words for a table cell (why, when inconclusive)."""
+    if r["verdict"] == "inconclusive":
+        return f"[yellow]inconclusive: {GUARDS.get(r.get('guard') or 'blind')}[/yellow]"
+    return DECISIONS[r["verdict"]]

@@ -2,7 +2,8 @@
 passages no model saw that differ in one property (trainspotter.evaluation.shift), cached
 feature extraction, Monte Carlo of the model's test and the blind check on the same
 streams, the IID false-alarm and power cost of the guard, held-out pollution; one MLflow
-run, results under benchmarks/results/ (shift.md, shift.json, plots)."""
+run, results under --out (default: the artifacts folder; the committed tables are in
+benchmarks/results/: shift.md, shift.json, plots)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.benchmark import RESULTS, _extract
+from trainspotter.flows.benchmark import _extract, default_out
 from trainspotter.flows.tracking import git_commit, use_experiment
 from trainspotter.tasks.testbed import build_testbed_task
 from trainspotter import __version__
@@ -108,7 +109,7 @@ def shift_flow(config: ShiftConfig, tracking_uri: str | None = None) -> dict:
         cols, cfg = tests["gray" if test_name == "lean" else test_name]
         polluted[name] = pollution(df, cfg, config.pollution, config.pollution_trials, config.n_max, config.seed,
                                    cols, pollutant=rows(iid[pollutant]) if pollutant else None)
-    out = Path(config.out) if config.out else trainspotter.flows.benchmark.default_out()
+    out = Path(config.out) if config.out else default_out()
     out.mkdir(parents=True, exist_ok=True)
     header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
               f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")

@@ -273,12 +273,18 @@ def _rate(hits: np.ndarray, alpha: float) -> dict:
 def verdicts(result: dict, name: str) -> dict[str, np.ndarray]:
     """Per trial of audit ``name``: the model's test rejects (``model``), "trained on" as the
     audit said it before issue 34 (the blind check alone guards: ``blind_only``) and as it
-    says it now (blind and placebo checks: ``guarded``); see trainspotter.audit."""
+    says it now (``guarded``: the blind and placebo checks; without a reference, the blind
+    check and at least ``UNGUARDED_MIN_PAIRS`` pairs); see trainspotter.verdict.decide."""
+    from trainspotter.presets import UNGUARDED_MIN_PAIRS
+
     reject = result["model"][name] > 0
     fired = result["blind_stop"] > 0
     guard = guard_of(name)
-    placebo = result["model"][guard] > 0 if guard in result["model"] else np.zeros_like(reject)
-    return {"model": reject, "blind_only": reject & ~fired, "guarded": reject & ~fired & ~placebo}
+    if guard is None:
+        blocked = np.full_like(reject, result["pairs"] < UNGUARDED_MIN_PAIRS)
+    else:
+        blocked = result["model"][guard] > 0 if guard in result["model"] else np.zeros_like(reject)
+    return {"model": reject, "blind_only": reject & ~fired, "guarded": reject & ~fired & ~blocked}
 
 
 def summarise(result: dict, alpha: float, h0: bool, baseline: str = "unoriented") -> dict:
@@ -317,6 +323,8 @@ def _short(r: dict) -> str:
 def render_markdown(summary: dict, alpha: float) -> str:
     """shift.md: the shift scenarios at every audit size, the IID cost of the guards and
     held-out pollution."""
+    from trainspotter.presets import UNGUARDED_MIN_PAIRS
+
     audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
     lines = ["# Held-out shift suite", "", summary["header"], "",
              "## Shifts: passages that neither model saw, differing in one property", "",
@@ -324,7 +332,8 @@ def render_markdown(summary: dict, alpha: float) -> str:
              f"the two pools (n = the audit size, or the smaller pool: *all*), α = {alpha:g}. Per audit: "
              f"*before*: \"trained on\" as the audit said it before issue 34 (the model's test rejects and the "
              f"blind check, texts only, does not fire); *now*: also the placebo check (the same test on the "
-             f"reference model's own features, all n pairs) does not fire. **Bold**: significantly above α "
+             f"reference model's own features, all n pairs) does not fire, and without a reference the "
+             f"audit has at least {UNGUARDED_MIN_PAIRS} pairs. **Bold**: significantly above α "
              f"(one-sided binomial p < 0.05). Firing rates of the blind check and of the placebo checks "
              f"(gray, black) are beside them.", "",
              "| shift | suspect | held-out | n | blind fires | placebo fires (gray/black) | "
