@@ -229,7 +229,7 @@ def check_dask_audit(config: AuditConfig, dask_address: str) -> None:
     budget and usage meter live in the process that queries it)."""
     from trainspotter.flows.extract import check_local_models, check_scheduler
 
-    check_local_models("--dask-address", config.model, *config.reference)
+    check_local_models("--dask-address", config.model, *config.reference, config.placebo)
     check_scheduler(dask_address)
 
 
