@@ -101,7 +101,8 @@ def test_audit_over_an_api_says_how_many_log_probs_are_bounds(mini_testbed, star
     from trainspotter.flows.report import render_report
 
     cli = [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
-           "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "16", "--name", "bounds"]
+           "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "16", "--name", "bounds",
+           "--assume-exchangeable"]  # the testbed's random split, no reference: 16 pairs may decide
     env = os.environ | {"OPENAI_API_KEY": SECRET, "COLUMNS": "200"}
     # llama-cpp-python's echo: each token's log-prob read from its row's top-5, a bound where missing
     with start_server(echo_logprobs="fed") as (_, url):
