@@ -150,7 +150,8 @@ def test_audit_explains_the_fixed_n_p_value_beside_the_e_value(mini_testbed, tmp
     monkeypatch.setattr(audit_flow, "_extract_fn", lambda config, remote: borderline_features(mini_testbed))
     monkeypatch.setenv("COLUMNS", "100")
     args = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
-            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--name", "borderline"]
+            str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--name", "borderline",
+            "--assume-exchangeable"]  # the testbed's random split; no reference for a placebo check
     out = CliRunner().invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output[-2000:]
     r = json.loads(out.stdout)
@@ -186,7 +187,7 @@ def test_audit_is_quiet_with_a_progress_bar_and_verbose_with_v(mini_testbed):
     none of Prefect's or MLflow's INFO lines; -v brings them back."""
     args = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
             str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--batch-pairs", "4",
-            "--name", "quiet"]
+            "--name", "quiet", "--assume-exchangeable"]
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_LOGGING_LEVEL", "MLFLOW_LOGGING_LEVEL")}
     quiet = run(*args, env=env)
     assert quiet.returncode == 0, quiet.stderr[-2000:]
