@@ -98,11 +98,11 @@ def _here(data: Path, chunk_size: int = 8) -> pd.DataFrame:
     extraction) on the same chunks, the CLI's default features, gray access."""
     from trainspotter.tasks.extract import extract_chunk
     from trainspotter.data import load_passages
-    from trainspotter.features.features import FeatureConfig
+    from trainspotter.features.features import FEATURE_SETS
 
     passages = load_passages(data)
     return pd.DataFrame([row for i in range(0, len(passages), chunk_size) for row in extract_chunk.fn(
-        passages[i:i + chunk_size], "testbed:mini", None, "gray", FeatureConfig())])
+        passages[i:i + chunk_size], "testbed:mini", None, "gray", FEATURE_SETS["lean"])])
 
 
 def _workers_imported(address: str, module: str) -> dict:
