@@ -118,8 +118,10 @@ def runs(mini_testbed, tmp_path_factory) -> dict[str, list[list[str]]]:
     audit = json.loads(go("audit", *common, "--access", "gray", "--features", "calibrated", "--alpha", "0.05",
                           "--max-pairs", "20", "--name", "readme", "--ledger", "--preset", "default",
                           "--payoff", "diff", "--strategy", "mixture", "--lambda-max", "0.8", "--scorer", "online",
-                          "--shift-check", "stop", "--refresh", "--json").stdout)
+                          "--shift-check", "stop", "--placebo", "testbed:mini/reference", "--assume-exchangeable",
+                          "--refresh", "--json").stdout)
     assert audit["verdict"] == "trained on" and audit["pairs_used"] <= 20
+    assert audit["placebo"]["model"] == "testbed:mini/reference" and audit["placebo"]["ran"]
     go("features list", "--json")
     features = tmp / "features.parquet"
     go("extract", "--suspect", suspect, "--heldout", public, "--model", "testbed:mini", "--reference",
