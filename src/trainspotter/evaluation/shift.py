@@ -48,7 +48,7 @@ from pydantic import BaseModel, Field, field_validator
 from scipy.stats import binomtest
 
 from trainspotter.data import Passage
-from trainspotter.presets import DEFAULT_PRESET, PRESETS
+from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS
 from trainspotter.stats.blind import TextRows, blind_stops
 from trainspotter.stats.sequential import TestConfig
 from trainspotter.stats.simulation import stream_stops
@@ -275,8 +275,6 @@ def verdicts(result: dict, name: str) -> dict[str, np.ndarray]:
     audit said it before issue 34 (the blind check alone guards: ``blind_only``) and as it
     says it now (``guarded``: the blind and placebo checks; without a reference, the blind
     check and at least ``UNGUARDED_MIN_PAIRS`` pairs); see trainspotter.verdict.decide."""
-    from trainspotter.presets import UNGUARDED_MIN_PAIRS
-
     reject = result["model"][name] > 0
     fired = result["blind_stop"] > 0
     guard = guard_of(name)
@@ -323,8 +321,6 @@ def _short(r: dict) -> str:
 def render_markdown(summary: dict, alpha: float) -> str:
     """shift.md: the shift scenarios at every audit size, the IID cost of the guards and
     held-out pollution."""
-    from trainspotter.presets import UNGUARDED_MIN_PAIRS
-
     audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
     lines = ["# Held-out shift suite", "", summary["header"], "",
              "## Shifts: passages that neither model saw, differing in one property", "",
