@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import env_for
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, artifacts: Path | None = None):
-    env = os.environ | ({"TRAINSPOTTER_ARTIFACTS": str(artifacts)} if artifacts else {})
+    env = env_for(artifacts) if artifacts else os.environ
     return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import env_for
 
 KILLER = Path(__file__).with_name("_killer.py")
 PAIRS, BATCH = 12, 4  # pairs per run, pairs per batch: 3 batches per run
@@ -32,7 +33,7 @@ PAIRS, BATCH = 12, 4  # pairs per run, pairs per batch: 3 batches per run
 
 def killer(args: list[str], root: Path, log: Path, kill_at: str | None = None):
     """Run the CLI through the killer; returns (exit status, stdout, stderr)."""
-    env = os.environ | {"TRAINSPOTTER_ARTIFACTS": str(root), "QUERY_LOG": str(log)}
+    env = env_for(root, QUERY_LOG=str(log))
     env.pop("KILL_AT", None)
     if kill_at:
         env["KILL_AT"] = kill_at
@@ -148,7 +149,7 @@ def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     assert len(ids) == len(set(ids)) == 4 * PAIRS
     assert sorted(os.listdir(ledger_file.parent)) == ["chain.json", "chain.json.lock"]  # temp swept
 
-    env = os.environ | {"TRAINSPOTTER_ARTIFACTS": str(root)}
+    env = env_for(root)
     show = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "chain", "--json"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert show.returncode == 0, show.stderr

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import env_for
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 PAIRS = 8
@@ -27,7 +28,7 @@ def test_parallel_audits_on_one_artifacts_folder(tmp_path, mini_testbed):
     from trainspotter.ledger import load_ledger
 
     root = tmp_path / "artifacts"
-    env = os.environ | {"TRAINSPOTTER_ARTIFACTS": str(root)}
+    env = env_for(root)
     base = ["audit", "--suspect", str(mini_testbed / "nonmember.jsonl"), "--heldout",
             str(mini_testbed / "heldout.jsonl"), "--model", f"hf:{mini_testbed / 'target'}",
             "--max-pairs", str(PAIRS), "--batch-pairs", "4", "--ledger", "--json"]
