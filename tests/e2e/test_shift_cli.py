@@ -137,10 +137,13 @@ def test_small_easier_suspect_set_is_not_trained_on(tmp_path, mini_testbed):
     assert table.returncode == INCONCLUSIVE_EXIT and "Inconclusive:" in table.stdout  # the explanation
     table_lines = [line for line in table.stdout.splitlines() if set(line) & set("│┃━─┏┗┡└")]
     assert table_lines and max(len(line) for line in table_lines) <= 80  # (a path or command may run longer)
-    out = run(*base, "--json")
+    # Without a reference no placebo runs; the model's test goes on past the blind check (which
+    # may fire on these 20 pairs on one CPU and not another), so only the small-audit rule holds.
+    out = run(*base, "--shift-check", "continue", "--json")
     r = json.loads(out.stdout)
-    assert out.returncode == INCONCLUSIVE_EXIT and r["model_reject"] and r["placebo"]["ran"] is False
-    assert r["guard"] in ("small", "blind") and r["verdict"] == "inconclusive"
+    assert r["placebo"]["ran"] is False and r["verdict"] != "trained on", out.stderr[-2000:]
+    if r["model_reject"]:
+        assert out.returncode == INCONCLUSIVE_EXIT and r["guard"] in ("small", "blind")
     if r["guard"] == "small":
         assert "--reference" in r["explanation"] and "too few" in r["explanation"]
 
