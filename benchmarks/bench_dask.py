@@ -87,9 +87,9 @@ def main() -> None:
 
     from distributed import Client, LocalCluster
 
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
 
-    start_prefect_api()
+    use_local_api()
     folder = Path(tempfile.mkdtemp(prefix="bench-dask-run-"))
     data = passages(args.passages, folder)
     warm(data, args.access)

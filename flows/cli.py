@@ -125,9 +125,9 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
 
         check_request(name, references)
     from trainspotter.flows.testbed import testbed_flow
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
 
-    start_prefect_api()
+    use_local_api()
     path = testbed_flow(name, force=force, references=references)
     manifest = load_manifest(name)
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
@@ -160,9 +160,9 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
     if testbed not in PRESETS:
         raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
     from trainspotter.flows.demo import demo_flow
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
 
-    start_prefect_api()
+    use_local_api()
     results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
                         tracking_uri=tracking_uri)
     if json_out:
@@ -260,7 +260,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     else:
         check_inputs(config, passages[config.suspect], passages[config.heldout])
     from trainspotter.flows.audit import check_dask_audit, run_audit
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
 
     if dask_address:
@@ -268,7 +268,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     held = len(passages[str(heldout)])
     total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in suspect)
     with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
-        start_prefect_api()
+        use_local_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
                            sign_key=sign_key)
     write_record(result, record)

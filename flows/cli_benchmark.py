@@ -80,11 +80,11 @@ def _load_yaml(path: Path | None) -> dict:
 
 
 def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
 
     with refreshing(refresh):
-        start_prefect_api()
+        use_local_api()
         return flow(config, tracking_uri=tracking_uri)
 
 

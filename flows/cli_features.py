@@ -112,7 +112,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
         check_local_models("--dask-address" if dask_address else "--dask", model, *reference)
     if dask_address:
         check_scheduler(dask_address)
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
 
     files = {k: str(v) for k, v in {"data": data, "suspect": suspect, "heldout": heldout}.items() if v}
@@ -122,7 +122,7 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
             refreshing(refresh):
         task = bar.add_task("extracting features", total=len(passages))
-        start_prefect_api()
+        use_local_api()
         result = run_extract(flow_config, dask=dask, dask_address=dask_address,
                              progress=lambda done, total: bar.update(task, completed=done), passages=passages)
     if json_out:

@@ -165,10 +165,10 @@ def test_audit_on_dask_flow_for_deployments(mini_testbed, dask_cluster):
     """The flow a deployment runs (it cannot choose its task runner): the audit as its
     subflow on the cluster, same result as the library audit in this process."""
     from trainspotter.flows.audit import audit_on_dask
-    from trainspotter.tasks import start_prefect_api
+    from trainspotter.tasks.server import use_local_api
     from trainspotter.audit import AuditConfig, audit
 
-    start_prefect_api()
+    use_local_api()
     config = AuditConfig(name="deployed", suspect=str(mini_testbed / "member.jsonl"),
                          heldout=str(mini_testbed / "heldout.jsonl"), model="testbed:mini",
                          max_pairs=16, batch_pairs=8)
