@@ -1,7 +1,9 @@
 """Test session setup: every artifact (Prefect DB and results, MLflow store, testbeds)
 goes to a fresh temporary folder, set before tasks/flows are imported."""
 
+import json
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -13,6 +15,20 @@ for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL", "ML
     os.environ.pop(var, None)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# Each test's own artifacts folder gets its own local Prefect API (tasks/server.py): let it go soon.
+os.environ.setdefault("TRAINSPOTTER_API_IDLE_S", "60")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stop_local_apis(tmp_path_factory):
+    """At the end of the session, stop the local Prefect APIs its commands started."""
+    yield
+    for root in (ARTIFACTS, tmp_path_factory.getbasetemp()):
+        for record in Path(root).rglob("api.json"):
+            try:
+                os.kill(json.loads(record.read_text())["pid"], signal.SIGTERM)
+            except (OSError, ValueError, KeyError):
+                pass
 
 
 @pytest.fixture(scope="session")

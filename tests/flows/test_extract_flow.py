@@ -30,7 +30,7 @@ print(json.dumps(run_extract(config, dask=runner == "dask")))
 def _start(data: Path, out: Path, storage: Path, runner: str = "default") -> subprocess.Popen:
     """The extract flow in a fresh process whose task results live in ``storage``."""
     env = os.environ | {"PREFECT_LOCAL_STORAGE_PATH": str(storage)}
-    # a session of its own, so SIGKILL also takes Prefect's temporary server with it
+    # a session of its own, so SIGKILL takes any process it started with it
     return subprocess.Popen([sys.executable, "-c", RUN, str(data), str(out), runner], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)

@@ -43,7 +43,7 @@ def killer(args: list[str], root: Path, log: Path, kill_at: str | None = None):
                                 start_new_session=True)
         try:
             status = proc.wait(timeout=600)
-            # Prefect's temporary API server (a child) ends with it, even after SIGKILL
+            # nothing of the killed audit lives on (the shared local Prefect API is not in its group)
             assert group_gone(proc.pid, timeout=20), "a process of the killed audit outlived it"
         finally:
             try:
