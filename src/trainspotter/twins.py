@@ -161,8 +161,11 @@ def edit_rate(original: str, variant: str) -> float:
 
 def minilm_similarity(originals: list[str], variants: list[str]) -> list[float]:
     """Cosine similarity of the packaged all-MiniLM-L6-v2 embeddings (the BADI App. A.6 encoder)."""
+    from transformers.utils import logging as hf_logging
+
     from trainspotter.features.probability import minilm
 
+    hf_logging.disable_progress_bar()  # "Loading weights" on stderr
     enc = minilm()
     a = enc.encode(originals, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
     b = enc.encode(variants, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
