@@ -95,7 +95,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
 
 @twins_app.command("verify", short_help="Check a twins folder and the commitment to its draw.")
 def verify_cmd(folder: Path = typer.Argument(..., help="A twins folder (twins make --out)."),
-               salt: Optional[str] = typer.Option(None, help="The revealed salt (hex); default: the folder's "
+               salt: Optional[str] = typer.Option(None, help="The revealed salt (hex); without it, the folder's "
                                                              "keys.json."),
                json_out: bool = JSON) -> None:
     """Check the folder's files against their sha256 in manifest.json and the draw its files hold
