@@ -20,7 +20,7 @@ from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commi
                                          use_experiment)
 from trainspotter.tasks.extract import extract_chunk
 from trainspotter import __version__
-from trainspotter.audit import AuditConfig, audit, read_passages
+from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
 from trainspotter.backends import spec_fingerprint
 from trainspotter.config import flatten
 from trainspotter.multi import AuditSetsConfig, audit_sets
@@ -139,7 +139,8 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
     ``remote``: each batch's features are computed by the flow's task runner (a Dask
     cluster, see ``run_audit``) while the test, the ledger and MLflow stay here."""
     experiment, experiment_id = _experiment(config.name, tracking_uri)
-    passages = _read(config.suspect, config.heldout)
+    # A twins audit's sides are the folder's public versions and one private twin of each.
+    passages = dict(zip((config.suspect, config.heldout), read_sides(config, PASSAGES.get())))
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
     with mlflow.start_run(experiment_id=experiment_id, run_name=config.name):
         result, where = _audit_in_run(config, passages, experiment, remote, tracking_uri)

@@ -171,10 +171,13 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
 
 
 @app.command(short_help="Test whether SUSPECT was used to train MODEL.")
-def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of "
+def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of "
                                                        "txt files or a saved HF dataset. Repeat for several sets: "
                                                        "e-BH then decides at false discovery rate α."),
-          heldout: Path = typer.Option(..., help="Held-out passages known not to be trained on."),
+          heldout: Optional[Path] = typer.Option(None, help="Held-out passages known not to be trained on."),
+          twins: Optional[Path] = typer.Option(None, help="A twins folder (`trainspotter twins make`) instead of "
+                                                          "--suspect and --heldout: each passage's public version "
+                                                          "against one of its private twins."),
           model: str = MODEL,
           reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
@@ -226,8 +229,14 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     # Validate everything before any flow starts, so bad input is one clear line.
     if preset is not None and preset not in PRESETS:
         raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
-    sign_key = record_options(record, sign, len(suspect))
-    passages = {str(path): load_passages(path) for path in (*suspect, heldout)}  # each file read once
+    if twins is not None and (suspect or heldout is not None):
+        raise InputError("option --twins: replaces --suspect and --heldout (the public and private versions of "
+                         "the folder's passages); give one or the other")
+    if twins is None and (not suspect or heldout is None):
+        raise InputError(f"option --{'suspect' if not suspect else 'heldout'}: missing; give --suspect FILE and "
+                         f"--heldout FILE, or --twins DIR")
+    sign_key = record_options(record, sign, len(suspect or [None]))
+    passages = {str(path): load_passages(path) for path in (*suspect, heldout)} if twins is None else {}
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
     model, reference = parse_spec(model), parse_references(reference)
     placebo_check = placebo is None or placebo.lower() != "none"
@@ -241,7 +250,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
         from trainspotter.audit import AuditConfig, check_inputs
         from trainspotter.multi import AuditSetsConfig, check_sets
 
-        config = AuditConfig(name=name, suspect=str(suspect[0]), heldout=str(heldout), model=model,
+        sides = {"twins": str(twins)} if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
+        config = AuditConfig(name=name, **sides, model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              preset=preset or DEFAULT_PRESET, shift_check=shift_check.value, placebo=placebo,
@@ -254,10 +264,14 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(config.features.kinds)  # WordNet, before any flow starts
-    if len(suspect) > 1:  # several sets, one held-out set: e-BH over their audits
+    if len(suspect or []) > 1:  # several sets, one held-out set: e-BH over their audits
         config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
         check_sets(config, passages)  # before any model loads
     else:
+        if twins is not None:  # the checked folder's public versions and one private twin of each
+            from trainspotter.audit import read_sides
+
+            passages = dict(zip((config.suspect, config.heldout), read_sides(config)))
         check_inputs(config, passages[config.suspect], passages[config.heldout])
     from trainspotter.flows.audit import check_dask_audit, run_audit
     from trainspotter.tasks.server import use_local_api
@@ -265,8 +279,8 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
 
     if dask_address:
         check_dask_audit(config, dask_address)
-    held = len(passages[str(heldout)])
-    total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in suspect)
+    held = len(passages[config.heldout])
+    total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in (suspect or [config.suspect]))
     with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
         use_local_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
@@ -274,7 +288,7 @@ def audit(suspect: list[Path] = typer.Option(..., help="Suspect passages: JSONL,
     write_record(result, record)
     if json_out:
         emit_json(result)
-    elif len(suspect) > 1:
+    elif len(suspect or []) > 1:
         _print_sets(result)
     else:
         _print_results([result], f"Audit {name!r} (α = {alpha})")
@@ -368,6 +382,8 @@ from trainspotter.flows.cli_features import extract_cmd, features_app  # noqa: E
 app.command("extract", short_help="Extract membership features of passages into Parquet.")(extract_cmd)
 app.add_typer(features_app, name="features", short_help="List the membership features.")
 from trainspotter.flows.cli_benchmark import benchmark_cmd  # noqa: E402
+from trainspotter.flows.cli_twins import twins_app  # noqa: E402
+app.add_typer(twins_app, name="twins", short_help="Make twins of data before you release it.")
 app.command("verify", short_help="Check a sealed audit record offline, without the model.")(verify_cmd)
 app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)
 

@@ -38,7 +38,7 @@ from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "PRESETS",
            "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain", "explain_baseline",
-           "model_extract", "read_passages"]
+           "model_extract", "read_passages", "read_sides"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,27 @@ class AuditConfig(BaseModel):
     placebo: Spec | None = None
     placebo_check: bool = True
     assume_exchangeable: bool = False
+    # A twins folder (trainspotter.twins): each pair is one passage's public version (suspect)
+    # against one of its private twins (held-out; for k > 2 drawn with ``seed``). ``suspect`` and
+    # ``heldout`` then name the folder's public.jsonl and private.jsonl. Exchangeable under H0 by
+    # the random draw of the public versions, so no small-audit rule applies.
+    twins: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _twins_files(cls, data):
+        """With ``twins``, ``suspect``/``heldout`` are the folder's files (given otherwise: an error)."""
+        if isinstance(data, dict) and data.get("twins") is not None:
+            from pathlib import Path
+
+            files = {"suspect": str(Path(data["twins"]) / "public.jsonl"),
+                     "heldout": str(Path(data["twins"]) / "private.jsonl")}
+            for side, path in files.items():
+                if data.get(side) not in (None, path):
+                    raise ValueError(f"twins replaces suspect and heldout (the public and private versions of "
+                                     f"the folder's passages); give either twins or suspect and heldout")
+            data = {**data, **files}
+        return data
 
     @model_validator(mode="after")
     def _needs_reference(self) -> "AuditConfig":
@@ -108,6 +129,17 @@ class AuditConfig(BaseModel):
                                        "ledger": False, "placebo": None, "placebo_check": False})
 
     @property
+    def paired(self) -> bool:
+        """Pairs keep two versions of one passage together (twins), see ``make_pairs``."""
+        return self.twins is not None
+
+    @property
+    def unguarded_min_pairs(self) -> int:
+        """Pairs the blind check needs before "trained on" without a placebo model: none when the
+        auditor vouches for the split or the split was made by a random draw (twins)."""
+        return 0 if self.assume_exchangeable or self.twins is not None else UNGUARDED_MIN_PAIRS
+
+    @property
     def blind_test(self) -> TestConfig:
         """The blind check's betting settings: the test's, at ``blind_alpha`` when set."""
         return self.test if self.blind_alpha is None else self.test.model_copy(update={"alpha": self.blind_alpha})
@@ -117,6 +149,18 @@ def read_passages(path: str, passages: Mapping[str, list[Passage]] | None = None
     """The passages of ``path``: from ``passages`` (files the caller already read, by path)
     when there, else read from disk, so one audit reads each file once."""
     return passages[path] if passages and path in passages else load_passages(path)
+
+
+def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None = None
+               ) -> tuple[list[Passage], list[Passage]]:
+    """The audit's suspect and held-out passages: its two files (``read_passages``), or for a
+    twins audit the checked folder's public versions and one private twin of each, aligned
+    (``trainspotter.twins.read_sides``; ``passages`` may hold them already, by the two paths)."""
+    if config.twins is None or (passages and config.suspect in passages and config.heldout in passages):
+        return read_passages(config.suspect, passages), read_passages(config.heldout, passages)
+    from trainspotter.twins import read_sides as twin_sides
+
+    return twin_sides(config.twins, config.seed)
 
 
 def model_extract(config: AuditConfig) -> ExtractFn:
@@ -190,11 +234,11 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     elif settings:
         raise TypeError("pass either an AuditConfig or keyword settings, not both")
     extract_fn = extract_fn or model_extract(config)
-    suspect, heldout = read_passages(config.suspect, passages), read_passages(config.heldout, passages)
+    suspect, heldout = read_sides(config, passages)
     check_inputs(config, suspect, heldout)
     # The blind check sees every available pair (of a recurring audit: every passage there
     # is now), in the audit's pair order, before any query; it never sees model evidence.
-    every = make_pairs(suspect, heldout, seed=config.seed)
+    every = make_pairs(suspect, heldout, seed=config.seed, paired=config.paired)
     blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.blind_test)
     if blind.fired:
         log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
@@ -211,8 +255,12 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         available, prior = (suspect, heldout), prior_of(ledger)  # for the sealed record
         # Only pairs never bet on before may enter the continued e-process.
         used = {side: set(ids) for side, ids in ledger["used"].items()}
-        suspect = [p for p in suspect if p["id"] not in used["suspect"]]
-        heldout = [p for p in heldout if p["id"] not in used["heldout"]]
+        if config.paired:  # twins: a passage whose public version was bet on leaves with its twin
+            keep = [n for n, p in enumerate(suspect) if p["id"] not in used["suspect"]]
+            suspect, heldout = [suspect[n] for n in keep], [heldout[n] for n in keep]
+        else:
+            suspect = [p for p in suspect if p["id"] not in used["suspect"]]
+            heldout = [p for p in heldout if p["id"] not in used["heldout"]]
         state = SequentialTest.from_dict(ledger["state"]) if ledger["state"] is not None else None
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
         result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, guards)
@@ -245,10 +293,10 @@ class Guards:
 
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],
          extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, guards: Guards) -> AuditResult:
-    pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
+    pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
     blind = guards.blind
     if blind.fired and config.shift_check == "stop":
-        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed)
+        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed, twins=config.paired)
     meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
@@ -275,7 +323,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     placebo = guards.placebo(config, auditor.evidence(config.blind_test.alpha))
     return auditor.result(
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
-        placebo=placebo, unguarded_min_pairs=0 if config.assume_exchangeable else UNGUARDED_MIN_PAIRS,
+        placebo=placebo, unguarded_min_pairs=config.unguarded_min_pairs, twins=config.paired,
         **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 

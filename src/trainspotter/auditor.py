@@ -132,7 +132,7 @@ class Auditor:
 
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
                pairs_available: int | None = None, seed: int = 0, placebo: PlaceboResult | None = None,
-               unguarded_min_pairs: int = 0, **extra) -> AuditResult:
+               unguarded_min_pairs: int = 0, twins: bool = False, **extra) -> AuditResult:
         """The result so far, its verdict taking the guards into account (``decide``: the blind
         check, the placebo check, and without a placebo model ``unguarded_min_pairs``);
         ``extra``: usage, saved_by_stopping, ledger. A fresh audit that the blind check stopped
@@ -156,7 +156,8 @@ class Auditor:
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
             explanation=explain(verdict, blind, self.config.alpha,
                                 black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns),
-                                guard=guard, placebo=placebo, unguarded_min_pairs=unguarded_min_pairs),
+                                guard=guard, placebo=placebo, unguarded_min_pairs=unguarded_min_pairs,
+                                twins=twins),
             guard=guard, baseline_note=note, blind=blind, placebo=placebo, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=pairs_available if pairs_available is not None else t,

@@ -220,19 +220,31 @@ def load_labeled(data: str | Path | None = None, suspect: str | Path | None = No
 
 
 def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,
-               max_pairs: int | None = None) -> list[tuple[Passage, Passage]]:
+               max_pairs: int | None = None, paired: bool = False) -> list[tuple[Passage, Passage]]:
     """Pairs Z_t = (X_t, Y_t) (BADI Sec. 4): each side shuffled with its own seeded
     generator, then zipped; the pair count is the smaller side (capped by max_pairs).
-    Random order makes the pairs exchangeable under H0, which the e-process needs."""
-    return [(suspect[i], heldout[j]) for i, j in pair_indices(len(suspect), len(heldout), seed, max_pairs)]
+    Random order makes the pairs exchangeable under H0, which the e-process needs.
+    ``paired``: the sides are aligned (``suspect[i]`` and ``heldout[i]`` are two versions of one
+    passage: twins, ``trainspotter.twins``), and each pair keeps them together, in an order
+    shuffled once for both; exchangeable under H0 because which version is public was drawn at
+    random, per passage."""
+    return [(suspect[i], heldout[j])
+            for i, j in pair_indices(len(suspect), len(heldout), seed, max_pairs, paired)]
 
 
 def pair_indices(n_suspect: int, n_heldout: int, seed: int = 0,
-                 max_pairs: int | None = None) -> list[tuple[int, int]]:
+                 max_pairs: int | None = None, paired: bool = False) -> list[tuple[int, int]]:
     """The audit's pairs as row numbers of each side (``make_pairs`` on rows 0..n-1): a
     features table whose suspect and held-out rows are in the order of their files (as
     ``trainspotter extract`` writes them) is paired by ``trainspotter test`` exactly as the
     audit paired the passages, so the same seed gives the same e-value."""
+    if paired:
+        if n_suspect != n_heldout:
+            raise InputError(f"paired sides differ in length ({n_suspect} suspect, {n_heldout} held-out): "
+                             f"each passage needs exactly one version on each side")
+        order = list(range(n_suspect))
+        random.Random(f"{seed}:paired").shuffle(order)
+        return [(i, i) for i in order[:max_pairs or n_suspect]]
     xs, ys = list(range(n_suspect)), list(range(n_heldout))
     random.Random(f"{seed}:suspect").shuffle(xs)
     random.Random(f"{seed}:heldout").shuffle(ys)

@@ -114,12 +114,38 @@ BLACK_BOX_CAVEAT = (
     "(--access gray), several reference models and more pairs are what help.")
 
 
+# Twins (trainspotter.twins): why the sets are exchangeable, and what a guard firing on them means.
+TWINS_BASIS = (" Each pair is one passage's public version against a private twin, and which version was "
+               "public was drawn at random per passage, so under H0 (no version of these passages trained on) "
+               "the two sides are exchangeable by design.")
+TWINS_BROKEN = ("On twins this should not happen: the public versions were drawn at random, so the sets are "
+                "exchangeable unless the twins were made or released wrongly: the public versions chosen by "
+                "anything but the draw (their quality, a model's score), files edited after `twins make`, "
+                "private versions published or mixed into the public set, or a rewriter whose variant indices "
+                "differ systematically while the draw was not uniform. Check the folder and its commitment "
+                "(`trainspotter twins verify DIR`) and how the public set was released.")
+
+
 def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False, guard: str | None = None,
-            placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0) -> str:
+            placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0, twins: bool = False) -> str:
     """One paragraph: what the verdict rests on and, when inconclusive, what to do;
     ``black_box``: every feature came from greedy tokens (how little "no evidence" says then);
-    ``guard``: which guard made it inconclusive (``decide``)."""
+    ``guard``: which guard made it inconclusive (``decide``); ``twins``: the pairs are twins
+    (``trainspotter.twins``): exchangeable by the draw, and a guard that fires says the twins
+    were made or released wrongly."""
     placebo = placebo or PlaceboResult(ran=False)
+    if twins and verdict == "inconclusive":
+        what = (f"the same test on a model that never trained on them ({placebo.model}) tells the public "
+                f"versions from the private ones too (placebo e-value {placebo.e_value:.3g})" if guard == "placebo"
+                else f"a check that sees only the texts tells the public versions from the private ones "
+                     f"(blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / blind.alpha:g} after {blind.pairs_used} "
+                     f"pairs; {'; '.join(blind.differences) or 'no single statistic stands out'})")
+        return f"Inconclusive: {what}. {TWINS_BROKEN}"
+    if verdict == "trained on" and twins and not placebo.ran:
+        return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the model was trained on the "
+                f"public versions of these passages." + TWINS_BASIS + f" The blind check, which sees only the "
+                f"texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
+                f"{blind.pairs_used} pairs).")
     if verdict == "trained on":
         checked = (f" A model that never trained on either set ({placebo.model}, in the target's place) could not "
                    f"tell them apart either (placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} "
@@ -132,7 +158,7 @@ def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = Fa
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
                 f"used to train the model. The blind check, which sees only the texts, could not tell "
                 f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-                f"the evidence is not about how the sets were drawn." + checked)
+                f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked)
     if verdict == "no evidence":
         return (f"The model's e-value stayed below 1/α = {1 / alpha:g}: no evidence (yet) that the suspect "
                 f"set was trained on. More pairs, a reference model or the full feature set may still "

@@ -105,7 +105,7 @@ def _check_pair_order(record: dict, config) -> Check:
 
     used = {s: set(record["start"]["used"][s]) for s in SIDES}
     sides = [[p for p in record["passages"][s] if p["id"] not in used[s]] for s in SIDES]
-    drawn = make_pairs(*sides, seed=config.seed, max_pairs=config.max_pairs)
+    drawn = make_pairs(*sides, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
     pairs = _pairs(record)
     for i, pair in enumerate(pairs):
         got = tuple(pair[s]["id"] for s in SIDES)
@@ -133,7 +133,8 @@ def _replay_blind(record: dict, config):
     from trainspotter.data import make_pairs
     from trainspotter.stats.blind import blind_check
 
-    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed)
+    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed,
+                       paired=config.paired)
     blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.blind_test)
     recorded = record["blind"]["wealth"]
     exact = blind.wealth == recorded
@@ -194,7 +195,8 @@ def _replay_placebo(record: dict, config, auditor, blind):
         return recorded, Check("placebo check", ok, "did not run, as the replay says" if ok else
                                "placebo.result.ran: recorded false, but the model's e-value reached the "
                                "guards' 1/α with a placebo model, so it must have run")
-    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed)
+    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed,
+                       paired=config.paired)
     every = every if config.ledger else every[:config.max_pairs]
     test = Auditor(config.blind_test)
     for start in range(0, len(pairs), config.batch_pairs):
@@ -223,14 +225,13 @@ def _replay_placebo(record: dict, config, auditor, blind):
 
 
 def _check_result(record: dict, config, auditor, blind, placebo) -> Check:
-    from trainspotter.presets import UNGUARDED_MIN_PAIRS
-
     recorded = record["result"]
     shift = recorded["stopped_by"] == "shift"
-    unguarded = 0 if shift or config.assume_exchangeable else UNGUARDED_MIN_PAIRS
+    unguarded = 0 if shift else config.unguarded_min_pairs
     try:
         replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed,
-                                  placebo=None if shift else placebo, unguarded_min_pairs=unguarded)
+                                  placebo=None if shift else placebo, unguarded_min_pairs=unguarded,
+                                  twins=config.paired)
     except InputError as e:
         return Check("result", False, f"result: cannot be replayed ({e})")
     if recorded["stopped_by"] != "shift" and (recorded["stopped_by"] == "rejected") != replayed.model_reject:

@@ -1,0 +1,62 @@
+"""`trainspotter twins make` → release → `trainspotter audit --twins` as a user runs them."""
+
+import json
+import os
+import subprocess
+import sys
+
+CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
+
+
+def run(*args):
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+
+
+def one_error_line(out) -> str:
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    return lines[0]
+
+
+def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
+    """Twins of the mini testbed's held-out passages (no model saw any version): the audit is not
+    "trained on" (exit 0, "no evidence"; false-failure rate ≤ α = 0.01 by the guarantee under test),
+    without a reference or --assume-exchangeable; its sealed record verifies (paired order)."""
+    folder = tmp_path / "twins"
+    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "-k", "3",
+              "--no-similarity", "--json")
+    assert out.returncode == 0, out.stderr
+    made = json.loads(out.stdout)
+    assert made["k"] == 3 and made["passages"] + len(made["skipped"]) == 80 and made["passages"] >= 70
+    assert made["files"]["keys.json"]["who"] == "keep secret"
+    out = run("twins", "verify", str(folder), "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["verified"], out.stderr
+    record = tmp_path / "record.json"
+    out = run("audit", "--twins", str(folder), "--model", "testbed:mini", "--alpha", "0.01", "--record",
+              str(record), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "no evidence" and result["pairs_available"] == made["passages"]
+    assert result["guard"] is None and not result["blind"]["fired"]
+    pairs = [p for b in json.loads(record.read_text())["batches"] for p in b["pairs"]]
+    assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
+    out = run("verify", str(record))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, mini_testbed):
+    folder = tmp_path / "twins"
+    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
+    assert out.returncode == 0, out.stderr
+    public = folder / "public.jsonl"
+    public.write_text(public.read_text().replace("a", "o", 1))
+    line = one_error_line(run("audit", "--twins", str(folder), "--model", "testbed:mini"))
+    assert line.startswith(f"error: {public}: sha256 differs")
+    (folder / "private.jsonl").unlink()
+    assert one_error_line(run("twins", "verify", str(folder))).startswith(f"error: {public}: sha256 differs")
+    line = one_error_line(run("audit", "--twins", str(folder), "--suspect", str(public), "--model", "testbed:mini"))
+    assert "--twins" in line and "--suspect" in line
+    assert "--twins DIR" in one_error_line(run("audit", "--model", "testbed:mini"))
+    line = one_error_line(run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder)))
+    assert "not an empty folder" in line

@@ -1,0 +1,246 @@
+"""Twins (trainspotter.twins): the keyed rewriter, the cryptographic draw, the commitment, the
+folder checks, paired pairs, and the audit's Type-I rate on twins under H0.
+
+Random tests use the operating system's generator (as `twins make` does), so each has a stated
+false-failure rate: a binomial or chi-square test at 0.001."""
+
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+
+import pytest
+from pydantic import ValidationError
+from scipy.stats import binomtest, chisquare
+
+from trainspotter.assets import wikipedia_leads
+from trainspotter.audit import AuditConfig, audit
+from trainspotter.data import make_pairs
+from trainspotter.errors import InputError
+from trainspotter.twins import (_WORD, KeyedLexicalRewriter, Rewriter, commitment, load_twins, make_twins,
+                                verify_commitment, write_twins)
+
+
+@pytest.fixture(scope="module")
+def leads() -> list[dict]:
+    return [{"id": p["id"], "text": p["text"]} for p in wikipedia_leads()[:120]]
+
+
+def _mapping(original: str, variant: str) -> list[tuple[str, str]]:
+    """(original word, variant word) at each word position (the rewriter swaps single words)."""
+    a, b = _WORD.findall(original), _WORD.findall(variant)
+    assert len(a) == len(b), (original, variant)
+    return list(zip(a, b))
+
+
+def test_one_key_rewrites_each_word_the_same_way_across_the_dataset(leads):
+    rewriter, key = KeyedLexicalRewriter(), b"k" * 32
+    seen: dict[str, set[str]] = {}
+    for p in leads:
+        for w, v in _mapping(p["text"], rewriter.rewrite(p["text"], key)):
+            seen.setdefault(w, set()).add(v)
+    assert all(len(v) == 1 for v in seen.values()), {w: v for w, v in seen.items() if len(v) > 1}
+    changed = {w for w, v in seen.items() if v != {w}}
+    assert len(changed) >= 50  # not vacuous: many words are rewritten, each always to the same word
+    recurring = [w for w in changed if sum(w in _WORD.findall(p["text"]) for p in leads) >= 3]
+    assert len(recurring) >= 5  # ... including words that occur in several passages
+
+
+def test_different_keys_choose_differently_and_rewrite_about_rate_of_the_words(leads):
+    import secrets
+
+    rewriter = KeyedLexicalRewriter(rate=0.5)
+    k1, k2 = secrets.token_bytes(32), secrets.token_bytes(32)
+    rewritable = sorted({w for p in leads for w in _WORD.findall(p["text"]) if w.islower()
+                         and rewriter.alternatives(w)})
+    chosen = {key: {w: rewriter.rewrite(w, key) for w in rewritable} for key in (k1, k2)}
+    for key in (k1, k2):  # each rewritable word is rewritten with probability `rate`, drawn by the key
+        n = sum(chosen[key][w] != w for w in rewritable)
+        assert binomtest(n, len(rewritable), 0.5).pvalue > 0.001, (n, len(rewritable))
+    assert sum(chosen[k1][w] != chosen[k2][w] for w in rewritable) > len(rewritable) / 4
+    assert sum(rewriter.rewrite(p["text"], k1) != rewriter.rewrite(p["text"], k2) for p in leads) > 0.9 * len(leads)
+
+
+def test_variants_of_a_passage_differ_and_edits_are_bounded(leads):
+    twins = make_twins(leads, k=3, max_edit_rate=0.3)
+    assert len(twins.ids) + len(twins.manifest["skipped"]) == len(leads) and len(twins.ids) > 0.9 * len(leads)
+    for i in twins.ids:
+        texts = [" ".join(twins.variants[i][j].split()) for j in range(3)]
+        assert len(set(texts)) == 3
+        assert all(q["edit_rate"] <= 0.3 for q in twins.quality[i].values())
+    assert 0.01 < twins.manifest["quality"]["0"]["edit_rate"] < 0.3
+
+
+class Tag(Rewriter):
+    """A cheap rewriter for the draw's tests: the key's first bytes appended."""
+    name = "tag"
+
+    def rewrite(self, text, key):
+        return f"{text} [{key[:4].hex()}]"
+
+
+def test_the_public_variant_is_drawn_uniformly():
+    """Over 3000 passages, k = 3, the default generator (secrets.SystemRandom): the counts of
+    each public index fit the uniform distribution (chi-square test; false failure 0.001)."""
+    passages = [{"id": str(n), "text": f"passage {n}"} for n in range(3000)]
+    twins = make_twins(passages, k=3, rewriter=Tag())
+    counts = Counter(twins.public.values())
+    assert chisquare([counts[j] for j in range(3)]).pvalue > 0.001, counts
+    # and independently of the passage: the first and second halves draw alike
+    first = sum(twins.public[str(n)] == 0 for n in range(1500))
+    assert binomtest(first, 1500, 1 / 3).pvalue > 0.001
+
+
+def _write(tmp_path, passages, k=2, rewriter=None):
+    twins = make_twins(passages, k=k, rewriter=rewriter or Tag())
+    return write_twins(twins, tmp_path / "twins"), twins
+
+
+def _rehash(folder):
+    """What someone who edits the files and their manifest does (the commitment must still catch it)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"] = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in manifest["files"]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_folder_round_trip_and_what_is_public(tmp_path):
+    passages = [{"id": f"p{n}", "text": f"text number {n}"} for n in range(20)]
+    folder, twins = _write(tmp_path, passages, k=3)
+    loaded = load_twins(folder)
+    assert loaded.ids == twins.ids and loaded.public == twins.public and loaded.variants == twins.variants
+    public = [json.loads(line) for line in (folder / "public.jsonl").read_text().splitlines()]
+    assert [set(r) for r in public] == [{"id", "text"}] * 20  # nothing but the text to release
+    manifest = (folder / "manifest.json").read_text()
+    assert twins.salt.hex() not in manifest and not any(key.hex() in manifest for key in twins.keys)
+    assert twins.salt.hex() not in (folder / "public.jsonl").read_text()
+    suspect, heldout = loaded.sides(seed=1)
+    assert [p["id"] for p in suspect] == twins.ids
+    assert all(h["id"].startswith(s["id"] + "#") and h["text"] != s["text"] for s, h in zip(suspect, heldout))
+    with pytest.raises(InputError, match="already holds a twins folder"):
+        write_twins(twins, folder)
+
+
+def test_commitment_verifies_and_catches_a_changed_choice(tmp_path):
+    passages = [{"id": f"p{n}", "text": f"text number {n}"} for n in range(20)]
+    folder, twins = _write(tmp_path, passages)
+    assert verify_commitment(folder) and verify_commitment(folder, twins.salt.hex())
+    assert not verify_commitment(folder, "00" * 32)  # a wrong salt
+    draw = twins.draw()
+    flipped = [(i, 1 - j) if n == 7 else (i, j) for n, (i, j) in enumerate(draw)]
+    assert commitment(flipped, twins.salt) != commitment(draw, twins.salt)
+    # Swap passage p7's public and private versions in the files and re-hash them: the files are
+    # consistent again, but the draw they hold is no longer the committed one.
+    pub, priv = folder / "public.jsonl", folder / "private.jsonl"
+    prows = [json.loads(x) for x in pub.read_text().splitlines()]
+    qrows = [json.loads(x) for x in priv.read_text().splitlines()]
+    p7, q7 = next(r for r in prows if r["id"] == "p7"), next(r for r in qrows if r["id"] == "p7")
+    p7["text"], q7["text"], q7["variant"] = q7["text"], p7["text"], twins.public["p7"]
+    pub.write_text("".join(json.dumps(r) + "\n" for r in prows))
+    priv.write_text("".join(json.dumps(r) + "\n" for r in qrows))
+    _rehash(folder)
+    assert load_twins(folder).public["p7"] != twins.public["p7"]
+    assert not verify_commitment(folder)
+
+
+def test_a_tampered_or_incomplete_folder_is_one_error_naming_the_file(tmp_path):
+    passages = [{"id": f"p{n}", "text": f"text number {n}"} for n in range(6)]
+    folder, _ = _write(tmp_path, passages)
+    pub, priv = folder / "public.jsonl", folder / "private.jsonl"
+    original = pub.read_text()
+    pub.write_text(original.replace("text number 3", "text number 33"))
+    with pytest.raises(InputError, match=re.escape(f"{pub}: sha256 differs")):
+        load_twins(folder)
+    pub.write_text(original)
+    load_twins(folder)
+    priv.rename(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(InputError, match=re.escape(f"{priv}: missing")):
+        load_twins(folder)
+    (tmp_path / "elsewhere.jsonl").rename(priv)
+    lines = priv.read_text().splitlines()
+    priv.write_text("\n".join(x for x in lines if json.loads(x)["id"] != "p4") + "\n")
+    _rehash(folder)
+    with pytest.raises(InputError, match=re.escape(f"{priv}: passage 'p4' (public.jsonl line 5) has no private twin")):
+        load_twins(folder)
+    priv.write_text("\n".join(lines + ['{"id": "p9", "variant": 1, "text": "stray"}']) + "\n")
+    _rehash(folder)
+    with pytest.raises(InputError, match=re.escape(f"{priv}:7: passage id 'p9' is not in public.jsonl")):
+        load_twins(folder)
+    (folder / "manifest.json").unlink()
+    with pytest.raises(InputError, match=re.escape(f"{folder / 'manifest.json'}: missing")):
+        load_twins(folder)
+    with pytest.raises(InputError, match="at least 2 variants"):
+        make_twins(passages, k=1, rewriter=Tag())
+
+
+def test_paired_pairs_keep_each_passage_together_in_a_seeded_order():
+    suspect = [{"id": f"p{n}", "text": f"a{n}"} for n in range(30)]
+    heldout = [{"id": f"p{n}#1", "text": f"b{n}"} for n in range(30)]
+    pairs = make_pairs(suspect, heldout, seed=3, paired=True)
+    assert all(h["id"] == s["id"] + "#1" for s, h in pairs) and len(pairs) == 30
+    assert [s["id"] for s, _ in pairs] != [s["id"] for s in suspect]  # shuffled (1/30! to fail by chance)
+    assert pairs == make_pairs(suspect, heldout, seed=3, paired=True)
+    assert len(make_pairs(suspect, heldout, seed=3, max_pairs=7, paired=True)) == 7
+    with pytest.raises(InputError, match="paired sides differ"):
+        make_pairs(suspect, heldout[:-1], paired=True)
+
+
+def test_config_twins_names_the_folder_files_and_excludes_suspect():
+    config = AuditConfig(twins="dir", model="hf:/m")
+    assert (config.suspect, config.heldout, config.paired, config.unguarded_min_pairs) == (
+        "dir/public.jsonl", "dir/private.jsonl", True, 0)
+    assert AuditConfig(**config.model_dump(mode="json")) == config
+    with pytest.raises(ValidationError, match="twins replaces suspect and heldout"):
+        AuditConfig(twins="dir", suspect="s.jsonl", model="hf:/m")
+
+
+def _fake_model(passages, batch_no):
+    """A model that never saw any version but prefers some words to others: the mean of a hash of
+    the words (systematic between the variants' keys) and the length."""
+    def h(w):
+        return hashlib.sha256(w.encode()).digest()[0] / 255
+
+    return [{"loss": -sum(map(h, p["text"].split())) / len(p["text"].split()), "zlib": float(len(p["text"]))}
+            for p in passages]
+
+
+@pytest.fixture(scope="module")
+def variants(leads):
+    return make_twins(leads[:60], k=2)
+
+
+def _twins_audit(twins, seed, **test):
+    config = AuditConfig(twins="unused", model="hf:/never-loaded", seed=seed, test=test)
+    suspect, heldout = twins.sides(seed)
+    return audit(config, extract_fn=_fake_model, passages={config.suspect: suspect, config.heldout: heldout})
+
+
+def test_twins_audits_under_h0_say_trained_on_at_most_alpha(variants):
+    """Under H0 (no model saw any version) with the public versions drawn at random, "trained on"
+    at most α = 0.05 of the time: one-sided binomial test over 40 audits of 60 pairs (false
+    failure 0.001; it catches a rate far above α, not a small excess), although the fake model
+    tells the variants' keys apart. Each trial redraws the public versions with the operating
+    system's generator, as `twins make` does; no reference, no --assume-exchangeable."""
+    import secrets
+
+    rng, trials, rejections = secrets.SystemRandom(), 40, 0
+    for trial in range(trials):
+        variants.public = {i: rng.randrange(2) for i in variants.ids}
+        result = _twins_audit(variants, seed=trial)
+        assert result.guard != "small"  # the small-audit rule does not apply to twins
+        rejections += result.verdict == "trained on"
+    assert binomtest(rejections, trials, 0.05, alternative="greater").pvalue > 0.001, rejections
+
+
+def test_a_draw_that_is_not_uniform_is_caught_by_the_blind_check(leads):
+    """What breaks the guarantee: publishing variant 0 of every passage instead of a random one.
+    Each variant's key has its own dataset-wide word preferences, so the texts alone tell the
+    sides apart: the blind check fires (far more often than α: ≥ 3 of 4 audits, one-sided
+    binomial p < 0.001 against α = 0.05; it fired in 4 of 4 when measured) and the explanation
+    says the twins were made or released wrongly (120 passages; at 60 the check has too few pairs)."""
+    variants = make_twins(leads, k=2)
+    variants.public = {i: 0 for i in variants.ids}
+    results = [_twins_audit(variants, seed=s) for s in range(4)]
+    fired = [r for r in results if r.blind.fired]
+    assert binomtest(len(fired), 4, 0.05, alternative="greater").pvalue < 0.001, [r.blind.e_value for r in results]
+    assert all(r.verdict == "inconclusive" and "twins were made or released wrongly" in r.explanation for r in fired)
