@@ -109,7 +109,9 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     mlflow.log_metrics({k: float(v) for k in METRICS if (v := getattr(result, k)) is not None}
                        | {f"blind_{k}": float(getattr(result.blind, k)) for k in BLIND_METRICS}
                        | ({f"placebo_{k}": float(getattr(result.placebo, k)) for k in BLIND_METRICS}
-                          if result.placebo.ran else {}))
+                          if result.placebo.ran else {})
+                       | ({f"match_{k}": float(v) for k, v in result.match.model_dump().items() if v is not None}
+                          if result.match is not None else {}))
     mlflow.set_tags({"verdict": result.verdict, "guard": result.guard or "none"})
     log_steps(where["run_id"], {"blind_wealth": result.blind.wealth, "placebo_wealth": result.placebo.wealth})
     where |= _log_record(result, where["run_id"], tracking_uri)

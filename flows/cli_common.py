@@ -26,7 +26,7 @@ Strategy = Enum("Strategy", {s: s for s in STRATEGIES}, type=str)
 Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
 Scorer = Enum("Scorer", {s: s for s in SCORERS}, type=str)
 FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
-ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue")}, type=str)
+ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, type=str)
 
 JSON = typer.Option(False, "--json", help="Print only a machine-readable JSON result on stdout.")
 REFRESH = typer.Option(False, "--refresh", help="Recompute cached task results (and overwrite "

@@ -29,6 +29,7 @@ from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
+from trainspotter.matching import MatchResult, match_pairs
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  # named TestConfig overrides
 from trainspotter.record import prior_of, seal
@@ -63,8 +64,10 @@ class AuditConfig(BaseModel):
     test: TestConfig = Field(default_factory=TestConfig)
     # The blind check (trainspotter.stats.blind) runs on every available pair before any
     # query. When it fires the verdict is "inconclusive" whatever the model says, so
-    # "stop" queries nothing; "continue" runs the model's test anyway, for the record.
-    shift_check: Literal["stop", "continue"] = "stop"
+    # "stop" queries nothing; "continue" runs the model's test anyway, for the record;
+    # "match" first pairs each suspect passage with a held-out passage of the same text-only
+    # propensity (trainspotter.matching), drops the rest, and checks and tests only those pairs.
+    shift_check: Literal["stop", "continue", "match"] = "stop"
     # The blind check's level (default: the test's α). An audit of several suspect sets
     # (trainspotter.multi) stops each model test at K/α but keeps the guard at α.
     blind_alpha: float | None = Field(None, gt=0.0, lt=1.0)
@@ -130,8 +133,16 @@ class AuditConfig(BaseModel):
 
     @property
     def paired(self) -> bool:
-        """Pairs keep two versions of one passage together (twins), see ``make_pairs``."""
-        return self.twins is not None
+        """Pairs keep the sides' rows together (``make_pairs``): two versions of one passage
+        (twins), or the pairs that matching made."""
+        return self.twins is not None or self.shift_check == "match"
+
+    @model_validator(mode="after")
+    def _match_alone(self) -> "AuditConfig":
+        if self.shift_check == "match" and (self.twins is not None or self.ledger):
+            raise ValueError("shift_check 'match' pairs two different sets once; it does not apply to twins "
+                             "(already paired) and cannot continue a ledger yet")
+        return self
 
     @property
     def unguarded_min_pairs(self) -> int:
@@ -236,6 +247,9 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = read_sides(config, passages)
     check_inputs(config, suspect, heldout)
+    match = None
+    if config.shift_check == "match":  # from here on the sides are the matched pairs, aligned
+        suspect, heldout, match = _matched(config, suspect, heldout)
     # The blind check sees every available pair (of a recurring audit: every passage there
     # is now), in the audit's pair order, before any query; it never sees model evidence.
     every = make_pairs(suspect, heldout, seed=config.seed, paired=config.paired)
@@ -245,7 +259,12 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
                     "suspect set", blind.e_value, blind.pairs_used)
     guards = Guards(blind, every if config.ledger else every[:config.max_pairs], placebo_fn)
     if not config.ledger:
-        result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
+        if match is not None and match.matched < min_pairs_to_reject(config.test):  # cannot reach 1/α: no query
+            result = Auditor(config.test).result(blind, config.name, "shift", len(every), config.seed)
+        else:
+            result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
+        if match is not None:
+            result = _with_match(result, match, config)
         return seal(result, config, suspect, heldout, run_id=run_id)
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
@@ -291,11 +310,37 @@ class Guards:
         return result
 
 
+def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]):
+    """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
+    the blind check on the pairs as drawn before matching is kept for the record."""
+    before = make_pairs(suspect, heldout, seed=config.seed)
+    blind = blind_check([x["text"] for x, _ in before], [y["text"] for _, y in before], config.blind_test)
+    match = match_pairs([p["text"] for p in suspect], [p["text"] for p in heldout], seed=config.seed)
+    match.blind_e_value = blind.e_value
+    log.info("matching: %d of %d suspect passages matched (AUROC %.2f; blind e = %.3g before matching)",
+             match.matched, match.suspect_total, match.auroc, blind.e_value)
+    return [suspect[i] for i, _ in match.pairs], [heldout[j] for _, j in match.pairs], match
+
+
+def _with_match(result: AuditResult, match: MatchResult, config: AuditConfig) -> AuditResult:
+    """The result of a matched audit: its explanation says what it rests on, and an audit whose
+    matched pairs are too few to ever reach 1/α is inconclusive ("overlap"), not "no evidence"."""
+    needed = min_pairs_to_reject(config.test)
+    update = {"match": match, "explanation": f"{match.describe()} {result.explanation}"}
+    if match.matched < needed and result.guard != "blind":
+        update |= {"verdict": "inconclusive", "reject": False, "guard": "overlap", "explanation": (
+            f"Inconclusive: only {match.matched} of {match.suspect_total} suspect passages have a held-out "
+            f"passage of the same text-only propensity, and the test needs at least {needed} pairs to ever "
+            f"reach 1/α = {1 / config.test.alpha:g}. Find held-out text closer to the suspect set (the same "
+            f"source and period); for data not yet released, twins (`trainspotter twins make`) avoid the problem.")}
+    return result.model_copy(update=update)
+
+
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],
          extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, guards: Guards) -> AuditResult:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
     blind = guards.blind
-    if blind.fired and config.shift_check == "stop":
+    if blind.fired and config.shift_check != "continue":  # (matched: the blind check on the matched pairs)
         return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed, twins=config.paired)
     meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by = "data"

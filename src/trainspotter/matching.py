@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, computed_field
 
 __all__ = ["MatchResult", "greedy_match", "match_pairs", "propensity_logits"]
 
@@ -35,21 +35,32 @@ CALIPER_SD = 0.2  # Austin (2011): 0.2 SD of the logit propensity
 class MatchResult(BaseModel):
     """Which pairs were matched, and how well the sets overlap."""
 
-    pairs: list[tuple[int, int]]  # (suspect row, held-out row), in the e-processes' order
+    pairs: list[tuple[int, int]] = Field(exclude=True)  # (suspect row, held-out row), in the e-processes' order
     suspect_total: int
     heldout_total: int
     caliper: float  # on the logit propensity
     auroc: float  # of the cross-fitted propensity, suspect vs held-out (0.5: no visible difference)
     smd_before: float  # standardised mean difference of logit e, all passages
     smd_after: float  # the same on the matched passages
+    blind_e_value: float | None = None  # the blind check on the pairs before matching (set by the audit)
 
+    @computed_field
     @property
     def matched(self) -> int:
         return len(self.pairs)
 
+    @computed_field
     @property
     def dropped(self) -> int:
         return self.suspect_total - self.matched
+
+    def describe(self) -> str:
+        """What the matched audit rests on, in two sentences."""
+        before = f", blind e-value {self.blind_e_value:.3g} before matching" if self.blind_e_value is not None else ""
+        return (f"Matched audit: {self.matched} of {self.suspect_total} suspect passages were paired with held-out "
+                f"passages of the same text-only propensity (AUROC {self.auroc:.2f} between the sets{before}). "
+                f"It assumes that what a text-only model can see of the difference between the sets is all the "
+                f"difference.")
 
 
 def _design(train: list[str], test: list[str]):

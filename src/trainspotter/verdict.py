@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from trainspotter.matching import MatchResult
 from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 
@@ -20,7 +21,7 @@ Verdict = Literal["trained on", "no evidence", "inconclusive"]
 # Which guard made a rejection "inconclusive": the blind check (texts alone), the placebo check
 # (a model that saw neither set), or, without a placebo model, an audit too small for the blind
 # check to rule out a shift.
-Guard = Literal["blind", "placebo", "small"]
+Guard = Literal["blind", "placebo", "small", "overlap"]  # overlap: too few matched pairs (matching)
 
 
 def decide(model_reject: bool, evidence: bool, blind: BlindResult, placebo: PlaceboResult,
@@ -58,6 +59,7 @@ class AuditResult(BaseModel):
     explanation: str  # what the verdict rests on and, if inconclusive, what to do
     blind: BlindResult  # the model-free e-process on every available pair
     placebo: PlaceboResult = PlaceboResult(ran=False)  # the same test on a model that saw neither set
+    match: MatchResult | None = None  # --shift-check match: how the pairs were matched
     guard: Guard | None = None  # the guard in the way of "trained on" (``decide``)
     e_value: float
     pairs_used: int  # pairs in the e-process so far (all runs of a recurring audit)

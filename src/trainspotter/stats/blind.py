@@ -138,6 +138,9 @@ def blind_check(suspect: list[str], heldout: list[str], config: TestConfig) -> B
     """Run the blind e-process over the pairs (suspect[t], heldout[t]) in order, stopping at
     the first W_t ≥ 1/α, as the model's test does."""
     n = min(len(suspect), len(heldout))
+    if n == 0:  # (a matched audit where nothing matched)
+        return BlindResult(fired=False, e_value=1.0, max_wealth=1.0, p_value=1.0, pairs_used=0, pairs_available=0,
+                           stop_time=None, alpha=config.alpha, wealth=[])
     rows = TextRows(suspect[:n]), TextRows(heldout[:n])
     test = BlindTest(*rows, config)
     for t in range(n):

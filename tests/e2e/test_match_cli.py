@@ -1,0 +1,64 @@
+"""Matched audits through the command line (`audit --shift-check match`, issue 36): a held-out
+set half of which is reformatted text (what a text-only model sees at once) stops the default
+audit; matched, the members meet the held-out passages that look like them and the audit
+answers. A held-out set with nothing like the suspect set stays inconclusive, with no query."""
+
+import json
+import os
+import string
+import subprocess
+import sys
+
+INCONCLUSIVE_EXIT = 3
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *args], capture_output=True, text=True,
+                          env=os.environ | {"COLUMNS": "80"}, timeout=900)
+
+
+def _heldout(mini_testbed, dst, every: int):
+    """The testbed's held-out passages, every ``every``-th one lower-cased without punctuation
+    (another pipeline's formatting, nothing to do with training)."""
+    table = str.maketrans("", "", string.punctuation)
+    rows = [json.loads(line) for line in (mini_testbed / "heldout.jsonl").read_text().splitlines()]
+    dst.write_text("".join(json.dumps(r if i % every else {"id": r["id"], "text": r["text"].lower().translate(table)})
+                           + "\n" for i, r in enumerate(rows)))
+    return str(dst)
+
+
+def test_a_matched_audit_answers_where_the_default_stops(tmp_path, mini_testbed):
+    heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=2)  # half reformatted
+    base = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",
+            "testbed:mini", "--reference", "testbed:mini/reference", "--name", "matched", "--json"]
+    stopped = json.loads(run(*base).stdout)
+    assert stopped["verdict"] == "inconclusive" and stopped["guard"] == "blind" and stopped["pairs_queried"] == 0
+    out = run(*base, "--shift-check", "match")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    m = r["match"]
+    assert r["verdict"] == "trained on" and not r["blind"]["fired"] and m["blind_e_value"] >= 20
+    # the reformatted half has no partner; the members find the other half
+    assert m["suspect_total"] == 80 and 20 <= m["matched"] <= 45 and m["dropped"] == 80 - m["matched"]
+    assert r["blind"]["pairs_available"] == m["matched"] and r["pairs_used"] <= m["matched"]
+    assert abs(m["smd_after"]) < abs(m["smd_before"]) / 4
+    assert r["explanation"].startswith(f"Matched audit: {m['matched']} of 80 suspect passages")
+    assert "all the difference" in r["explanation"]
+
+
+def test_a_held_out_set_with_nothing_alike_stays_inconclusive_without_a_query(tmp_path, mini_testbed):
+    heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=1)  # all reformatted
+    out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",
+              "testbed:mini", "--shift-check", "match", "--json")
+    assert out.returncode == INCONCLUSIVE_EXIT, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "inconclusive" and r["guard"] == "overlap" and r["pairs_queried"] == 0
+    assert f"only {r['match']['matched']} of 80 suspect passages" in r["explanation"]
+    assert "needs at least" in r["explanation"] and r["match"]["auroc"] > 0.95
+
+
+def test_match_with_a_ledger_is_one_clear_line(tmp_path, mini_testbed):
+    out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+              str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--shift-check", "match", "--ledger")
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and "ledger" in out.stderr
+    assert "Traceback" not in out.stderr
