@@ -65,7 +65,8 @@ def _answering(home: Path) -> str | None:
 
     try:
         url = json.loads((home / "api.json").read_text())["url"]
-        return url if httpx.get(f"{url}/health", timeout=5).status_code == 200 else None
+        with httpx.Client(timeout=5, verify=False) as client:  # plain http: no TLS context to build (80 ms)
+            return url if client.get(f"{url}/health").status_code == 200 else None
     except (OSError, ValueError, KeyError, httpx.HTTPError):
         return None
 
@@ -84,16 +85,17 @@ def _start(home: Path) -> str:
             proc = subprocess.Popen([sys.executable, "-m", "trainspotter.tasks.server", str(port)],
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=os.environ | SERVER_ENV)
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    tmp = home / f"api.json.{os.getpid()}.tmp"
-                    tmp.write_text(json.dumps({"url": url, "pid": proc.pid}))
-                    os.replace(tmp, home / "api.json")
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        with httpx.Client(timeout=5, verify=False) as client:  # one client: each new one builds a TLS context
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    if client.get(f"{url}/health").status_code == 200:
+                        tmp = home / f"api.json.{os.getpid()}.tmp"
+                        tmp.write_text(json.dumps({"url": url, "pid": proc.pid}))
+                        os.replace(tmp, home / "api.json")
+                        return url
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
         if proc.poll() is None:  # still starting at the deadline
             proc.kill()
             break
