@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import env_for
+from isolated_env import env_for
 
 USE = "from trainspotter.tasks.server import use_local_api; print(use_local_api())"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import env_for
+from isolated_env import env_for
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 

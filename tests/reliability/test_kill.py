@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import env_for
+from isolated_env import env_for
 
 KILLER = Path(__file__).with_name("_killer.py")
 PAIRS, BATCH = 12, 4  # pairs per run, pairs per batch: 3 batches per run

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import env_for
+from isolated_env import env_for
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 PAIRS = 8
