@@ -33,7 +33,8 @@ def test_a_matched_audit_answers_where_the_default_stops(tmp_path, mini_testbed)
             "testbed:mini", "--reference", "testbed:mini/reference", "--name", "matched", "--json"]
     stopped = json.loads(run(*base).stdout)
     assert stopped["verdict"] == "inconclusive" and stopped["guard"] == "blind" and stopped["pairs_queried"] == 0
-    out = run(*base, "--shift-check", "match")
+    record = tmp_path / "matched.json"
+    out = run(*base, "--shift-check", "match", "--record", str(record))
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout)
     m = r["match"]
@@ -44,6 +45,9 @@ def test_a_matched_audit_answers_where_the_default_stops(tmp_path, mini_testbed)
     assert abs(m["smd_after"]) < abs(m["smd_before"]) / 4
     assert r["explanation"].startswith(f"Matched audit: {m['matched']} of 80 suspect passages")
     assert "all the difference" in r["explanation"]
+    # anyone can check it: the record holds the matched pairs, and verify replays both e-processes on them
+    checked = run("verify", str(record))
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
 
 
 def test_a_held_out_set_with_nothing_alike_stays_inconclusive_without_a_query(tmp_path, mini_testbed):
