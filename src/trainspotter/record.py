@@ -199,7 +199,7 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
         "header": {"name": config.name, "run_id": run_id, "created": time.time()},
         "config": config.model_dump(mode="json"),
         "inputs": {side: {"path": getattr(config, side), "sha256": file_sha256(getattr(config, side)),
-                          "passages": len(passages[side])} for side in ("suspect", "heldout")},
+                          "passages": len(passages[side])} for side in ("suspect", "heldout")} | _twins(config),
         "model": model_identity(config.model, result.api),
         "reference": [model_identity(r, result.api) for r in config.reference],
         "code": code_identity(), "passages": passages,
@@ -219,6 +219,16 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
     sealed = result.model_copy(update={"record_digest": record["digest"]})
     sealed._record = record
     return sealed
+
+
+def _twins(config: "AuditConfig") -> dict:
+    """A twins audit's commitment to the draw of the public versions (``trainspotter.twins``):
+    the record binds the audit to a draw made before any model was looked at."""
+    if config.twins is None:
+        return {}
+    manifest = Path(config.twins) / "manifest.json"
+    return {"twins": {"path": config.twins, "manifest_sha256": file_sha256(str(manifest)),
+                      "commitment": json.loads(manifest.read_text())["commitment"]["digest"]}}
 
 
 def record_digest(record: dict) -> str:

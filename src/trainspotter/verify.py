@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainspotter.errors import InputError
 from trainspotter.record import (FORMAT, GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION, batch_digest,
-                                 public_hex, record_digest, sha256, state_sha256, text_sha256)
+                                 file_sha256, public_hex, record_digest, sha256, state_sha256, text_sha256)
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
@@ -97,6 +97,31 @@ def _check_passages(record: dict) -> Check:
                 return Check("passages", False, f"passage {side} {p['id']!r}: its text does not match its sha256")
     n = sum(len(record["passages"][s]) for s in SIDES)
     return Check("passages", True, f"{n} passage texts match their sha256")
+
+
+def _check_twins(twins: dict) -> Check:
+    """A twins audit: the folder's manifest is the one audited and, where the owner's salt is
+    at hand (keys.json), the commitment opens: the public versions are those drawn at
+    ``twins make``, before any model was looked at."""
+    from trainspotter.twins import verify_commitment
+
+    folder = Path(twins["path"])
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return Check("twins", True, f"commitment {twins['commitment'][:16]}… recorded; the twins folder is not "
+                                    f"here to open it")
+    if file_sha256(manifest) != twins["manifest_sha256"]:
+        return Check("twins", False, f"{manifest}: not the manifest the audit read (sha256 differs)")
+    if not (folder / "keys.json").is_file():
+        return Check("twins", True, "the folder's manifest is the audited one; the owner's salt (keys.json) "
+                                    "would open its commitment")
+    try:
+        opened = verify_commitment(folder)
+    except InputError as e:
+        return Check("twins", False, str(e))
+    return Check("twins", opened, "the commitment opens with the owner's salt: the public versions are those drawn "
+                                  "before the audit" if opened else "the commitment does not open with keys.json's "
+                                  "salt: the public versions are not those committed to")
 
 
 def _check_pair_order(record: dict, config) -> Check:
@@ -316,7 +341,7 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
 
     from trainspotter.audit import AuditConfig
 
-    checks = [_check_passages(record)]
+    checks = [_check_passages(record)] + ([_check_twins(record["inputs"]["twins"])] if "twins" in record["inputs"] else [])
     try:
         config = AuditConfig(**record["config"])
     except (ValidationError, InputError) as e:

@@ -41,8 +41,15 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert result["guard"] is None and not result["blind"]["fired"]
     pairs = [p for b in json.loads(record.read_text())["batches"] for p in b["pairs"]]
     assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
-    out = run("verify", str(record))
+    out = run("verify", str(record), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
+    twins = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["twins"]
+    assert twins["ok"] and "commitment opens" in twins["detail"]  # the draw predates the audit
+    manifest = folder / "manifest.json"
+    manifest.write_text(manifest.read_text() + "\n")  # any change to the committed manifest
+    out = run("verify", str(record), "--json")
+    assert out.returncode != 0 and json.loads(out.stdout)["first_failure"]["name"] == "twins"
+    assert "not the manifest the audit read" in json.loads(out.stdout)["first_failure"]["detail"]
 
 
 def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, mini_testbed):
