@@ -248,7 +248,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs)
     blind = guards.blind
     if blind.fired and config.shift_check == "stop":
-        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed)
+        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed,
+                              references=len(config.reference))
     meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
@@ -276,7 +277,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     return auditor.result(
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
         placebo=placebo, unguarded_min_pairs=0 if config.assume_exchangeable else UNGUARDED_MIN_PAIRS,
-        **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
+        references=len(config.reference), **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 
 def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditResult, run_id: str) -> None:
