@@ -152,11 +152,10 @@ class FittedTable(Table):
             yield from self._vertical(console, options, cells)
             return
         widths, spare = list(words), room - sum(words)
-        want = [m - w for m, w in zip(longest, words)]
-        while spare > 0 and any(want):  # one column at a time, the one that still lacks the most
-            i = max(range(len(want)), key=want.__getitem__)
-            step = min(want[i], spare, max(1, spare // max(1, sum(1 for w in want if w))))
-            widths[i], want[i], spare = widths[i] + step, want[i] - step, spare - step
+        # The space left makes whole cells one line, the columns that need least first.
+        for i in sorted(range(len(widths)), key=lambda i: longest[i] - words[i]):
+            step = min(longest[i] - words[i], spare)
+            widths[i], spare = widths[i] + step, spare - step
         for column, width in zip(self.columns, widths):
             column.width, column.overflow = width, "fold"
         yield from super().__rich_console__(console, options)

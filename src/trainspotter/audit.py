@@ -277,7 +277,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     return auditor.result(
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
         placebo=placebo, unguarded_min_pairs=0 if config.assume_exchangeable else UNGUARDED_MIN_PAIRS,
-        references=len(config.reference), **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
+        references=len(config.reference), pairs_beyond=min(len(suspect), len(heldout)) - len(pairs),
+        **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 
 def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditResult, run_id: str) -> None:

@@ -132,11 +132,12 @@ class Auditor:
 
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
                pairs_available: int | None = None, seed: int = 0, placebo: PlaceboResult | None = None,
-               unguarded_min_pairs: int = 0, references: int | None = None, **extra) -> AuditResult:
+               unguarded_min_pairs: int = 0, references: int | None = None, pairs_beyond: int = 0,
+               **extra) -> AuditResult:
         """The result so far, its verdict taking the guards into account (``decide``: the blind
         check, the placebo check, and without a placebo model ``unguarded_min_pairs``);
-        ``references``: how many reference models the audit had (the explanation's advice leaves
-        out what was done); ``extra``: usage, saved_by_stopping, ledger. A fresh audit that the
+        ``references``: how many reference models the audit had and ``pairs_beyond``: pairs the
+        files hold beyond ``pairs_available`` (the explanation's advice leaves out what was done); ``extra``: usage, saved_by_stopping, ledger. A fresh audit that the
         blind check stopped before any pair has W = 1 throughout."""
         test = self.test
         if test is None and stopped_by != "shift":
@@ -156,7 +157,7 @@ class Auditor:
         available = pairs_available if pairs_available is not None else t
         context = Context(e_value=model["e_value"] if test is not None and stopped_by != "shift" else None,
                           pairs_used=t, pairs_available=available, pairs_this_run=t - self.t0,
-                          continued=self.t0 > 0, references=references,
+                          continued=self.t0 > 0, references=references, pairs_beyond=pairs_beyond,
                           full_features=any("_pert_" in c for c in self.columns))
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,

@@ -137,6 +137,7 @@ class Context(BaseModel):
     pairs_used: int | None = None
     pairs_available: int | None = None
     pairs_this_run: int | None = None
+    pairs_beyond: int = 0  # pairs the files hold beyond pairs_available (left out by --max-pairs)
     continued: bool = False  # a recurring audit continued from its ledger
     references: int | None = None
     full_features: bool | None = None
@@ -164,9 +165,9 @@ def _more_evidence(c: Context, black_box: bool) -> str:
     steps = []
     if c.pairs_used is None or c.pairs_available is None:
         steps.append("more pairs")
-    elif c.pairs_used < c.pairs_available:
-        steps.append(f"the {c.pairs_available - c.pairs_used} pairs not yet used (a larger --max-pairs or "
-                     f"query budget)")
+    elif c.pairs_used < c.pairs_available + c.pairs_beyond:
+        steps.append(f"the {c.pairs_available + c.pairs_beyond - c.pairs_used} pairs not yet used (a larger "
+                     f"--max-pairs or query budget)")
     if not c.references:
         steps.append("a reference model (--reference)")
     elif c.references == 1:
@@ -175,7 +176,8 @@ def _more_evidence(c: Context, black_box: bool) -> str:
         steps.append("the full feature set (--features full)")
     if black_box:
         steps.append("log-probabilities (--access gray)")
-    used_all = c.pairs_used is not None and c.pairs_available is not None and c.pairs_used >= c.pairs_available
+    used_all = (c.pairs_used is not None and c.pairs_available is not None and not c.pairs_beyond
+                and c.pairs_used >= c.pairs_available)
     text = ""
     if used_all:
         text += (f" All {c.pairs_available} available pairs were used: only more suspect and held-out "
