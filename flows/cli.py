@@ -20,20 +20,21 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, choice, decision, emit_json,
-                                           folded_table, hide_explained_failures, input_error)
+                                           Typer, folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
 from trainspotter.assets import AssetMissing
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
+from trainspotter.verdict import format_e
 
-app = typer.Typer(help="Was this dataset used to train that language model? "
+app = Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
 # Every verb and group has a short_help: one complete sentence for the verb lists of
 # `--help` (click would otherwise cut the docstring mid-sentence; tests/e2e/test_help.py).
-testbed_app = typer.Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
+testbed_app = Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
     f"{name}: {text}" for name, text in TESTBEDS.items()),
     short_help="Build testbeds: models with known training members.", no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
@@ -52,7 +53,7 @@ def _quiet(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Pre
             os.environ.setdefault(var, "WARNING")
     if not verbose:
         hide_explained_failures()
-ledger_app = typer.Typer(help="Evidence ledgers of recurring audits.",
+ledger_app = Typer(help="Evidence ledgers of recurring audits.",
                          short_help="Show the evidence ledgers of recurring audits.", no_args_is_help=True)
 app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
@@ -69,7 +70,7 @@ def _results_table(results: list[dict], title: str) -> Table:
     for r in results:
         baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
-                      f"{r['e_value']:.3g}", f"{r['p_value']:.3g}",
+                      format_e(r["e_value"], r["alpha"]), f"{r['p_value']:.3g}",
                       "—" if baseline is None else f"{baseline:.3g}",
                       f"{blind['e_value']:.3g}", decision(r))
     return table
@@ -78,15 +79,16 @@ def _results_table(results: list[dict], title: str) -> Table:
 def _print_results(results: list[dict], title: str) -> None:
     out = Console()
     out.print(_results_table(results, title))
-    for r in results:
+    for r in results:  # each set's name first: what follows is about that set alone
+        label = r.get("set", r["name"])
+        out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']}), "
+                  f"plot {r['plot']}")
         if r["verdict"] != "trained on":  # what to do next, and how little a black-box "no" says
-            out.print(r["explanation"], markup=False, highlight=False)
+            out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
-            out.print(f"{r.get('set', r['name'])}: {r['baseline_note']}", markup=False, highlight=False)
+            out.print(f"{label}: {r['baseline_note']}", markup=False, highlight=False)
         if note := bound_note(r.get("usage")):  # over an API: log-probs that are bounds, not values
-            out.print(f"{r.get('set', r['name'])}: {note}", markup=False, highlight=False)
-        out.print(f"[bold]{r.get('set', r['name'])}[/bold]: MLflow run {r['run_id']} "
-                  f"(experiment {r['experiment']}), plot {r['plot']}")
+            out.print(f"{label}: {note}", markup=False, highlight=False)
         print_record(out, r)
 
 
@@ -282,12 +284,14 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
 
     if dask_address:
         check_dask_audit(config, dask_address)
-    held = len(passages[config.heldout])
-    total = sum(min(len(passages[str(s)]), held, max_pairs or held) for s in (suspect or [config.suspect]))
-    with _audit_progress(total, transient=json_out) as progress, refreshing(refresh):
+    total, start = _pairs_to_query(passages, suspect or [config.suspect], config.heldout, max_pairs,
+                                   name if ledger else None)
+    with _audit_progress(total, start, transient=json_out) as progress, refreshing(refresh):
         use_local_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
                            sign_key=sign_key)
+        if len(suspect) == 1:  # the bar ends on the result's e-value, also when nothing was queried
+            progress(result["pairs_queried"], result["e_value"])
     write_record(result, record)
     if json_out:
         emit_json(result)
@@ -309,7 +313,7 @@ def _print_sets(summary: dict) -> None:
                          caption=EBH_CAPTION, caption_justify="left")
     for s in summary["sets"]:
         r = s["result"]
-        table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", f"{r['e_value']:.3g}",
+        table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", format_e(r["e_value"], r["alpha"]),
                       f"fired ({r['blind']['e_value']:.3g})" if r["blind"]["fired"] else f"{r['blind']['e_value']:.3g}",
                       decision({"verdict": s["verdict"], "guard": s["result"].get("guard")}))
     out = Console()
@@ -321,15 +325,30 @@ def _print_sets(summary: dict) -> None:
               f"nested run per set), report {summary['report']}")
 
 
+def _pairs_to_query(passages: dict, suspect: list, heldout, max_pairs: int | None,
+                    ledger: str | None) -> tuple[int, float]:
+    """At most how many pairs this run queries, and the e-value it starts from: for a recurring
+    audit (``ledger``: its name), the pairs not bet on before and the stored e-value."""
+    from trainspotter.ledger import load_ledger
+
+    stored = load_ledger(ledger) if ledger and len(suspect) == 1 else None
+    used = {side: set(ids) for side, ids in stored["used"].items()} if stored else {}
+    fresh = lambda path, side: [p for p in passages[str(path)] if p["id"] not in used.get(side, ())]  # noqa: E731
+    held = len(fresh(heldout, "heldout"))
+    total = sum(min(len(fresh(s, "suspect")), held, max_pairs or held) for s in suspect)
+    return total, (stored["runs"][-1]["e_value"] if stored and stored["runs"] else 1.0)
+
+
 @contextmanager
-def _audit_progress(total: int, transient: bool):
+def _audit_progress(total: int, start: float, transient: bool):
     """A progress bar on stderr: pairs queried (of at most ``total``) and the current
-    e-value; yields the ``progress(pairs queried, e-value)`` callback of ``run_audit``."""
+    e-value (``start`` before the first batch); yields the ``progress(pairs queried, e-value)``
+    callback of ``run_audit``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress("pairs queried", BarColumn(), MofNCompleteColumn(), TextColumn("e-value {task.fields[e]:.3g}"),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
-        task = bar.add_task("audit", total=total, e=1.0)
+        task = bar.add_task("audit", total=total, e=start)
         yield lambda done, e: bar.update(task, completed=min(done, total), e=e)
 
 

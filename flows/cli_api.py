@@ -6,10 +6,10 @@ import json
 
 import typer
 
-from trainspotter.flows.cli_common import JSON, SEED, emit_json
+from trainspotter.flows.cli_common import JSON, SEED, Typer, emit_json
 
-cache_app = typer.Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
-                        no_args_is_help=True)
+cache_app = Typer(help="The query cache of API answers (artifacts/query-cache.sqlite).",
+                  no_args_is_help=True)
 
 
 def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbed:NAME or testbed:NAME/reference."),

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from enum import Enum
 
 import pydantic
 import typer
-from rich.console import Console
+import typer.core
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
+from rich.text import Text
 
 from trainspotter.assets import AssetMissing
 from trainspotter.errors import APIRequestError, InputError
@@ -91,9 +94,90 @@ SCORER = choice(Scorer, "scorer", "online", "Online scoring model: online (Newto
                                             "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
 
 
+# ------------------------------------------------------------------ output that fits the terminal
+
+# Below this many columns, `--help` uses click's plain layout: option names on the left, help
+# wrapped in about 46 columns on the right. typer's rich panel gives the help column what its
+# six other columns leave (18 of 80), cutting option names and words with "…" (issue 38).
+RICH_HELP_COLUMNS = 100
+
+
+def _fits_narrow(cls):
+    class Fitted(cls):
+        def format_help(self, ctx, formatter):
+            if shutil.get_terminal_size().columns >= RICH_HELP_COLUMNS or not typer.core.HAS_RICH:
+                return super().format_help(ctx, formatter)
+            mode, self.rich_markup_mode = self.rich_markup_mode, None
+            try:
+                return super().format_help(ctx, formatter)
+            finally:
+                self.rich_markup_mode = mode
+
+    Fitted.__name__ = cls.__name__
+    return Fitted
+
+
+FittedCommand, FittedGroup = _fits_narrow(typer.core.TyperCommand), _fits_narrow(typer.core.TyperGroup)
+
+
+class Typer(typer.Typer):
+    """typer.Typer whose groups and verbs print a `--help` that fits a narrow terminal
+    (``RICH_HELP_COLUMNS``): every group and verb of `trainspotter` is made with it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(cls=kwargs.pop("cls", FittedGroup), **kwargs)
+
+    def command(self, *args, cls=None, **kwargs):
+        return super().command(*args, cls=cls or FittedCommand, **kwargs)
+
+
+def _plain(cell) -> str:
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)
+
+
+class FittedTable(Table):
+    """A rich table that never breaks a word across lines: each column is at least as wide as
+    its longest word, the space left goes to the columns with the longest cells, and where
+    even the longest words do not fit side by side, each row prints as "header: value" lines
+    under the row's first cell (a vertical layout). Cells too long for a line wrap between words."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        cells = [[_plain(column.header), *map(_plain, column._cells)] for column in self.columns]
+        words = [max((len(w) for c in col for w in c.split()), default=1) for col in cells]
+        longest = [max((len(line) for c in col for line in c.splitlines() or [""]), default=1) for col in cells]
+        room = options.max_width - (3 * len(self.columns) + 1)  # borders and one space each side of a cell
+        if sum(words) > room:
+            yield from self._vertical(console, options, cells)
+            return
+        widths, spare = list(words), room - sum(words)
+        # The space left makes whole cells one line, the columns that need least first.
+        for i in sorted(range(len(widths)), key=lambda i: longest[i] - words[i]):
+            step = min(longest[i] - words[i], spare)
+            widths[i], spare = widths[i] + step, spare - step
+        for column, width in zip(self.columns, widths):
+            column.width, column.overflow = width, "fold"
+        yield from super().__rich_console__(console, options)
+
+    def _vertical(self, console: Console, options: ConsoleOptions, cells: list[list[str]]) -> RenderResult:
+        if self.title:
+            yield Text(_plain(self.title), style="bold")
+        for r in range(len(self.columns[0]._cells)):
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(no_wrap=True, style="bold")
+            grid.add_column(overflow="fold")
+            for c, column in enumerate(self.columns[1:], 1):
+                grid.add_row(f"  {cells[c][0]}:", column._cells[r])
+            yield Text(cells[0][r + 1], style="bold")
+            yield grid
+        if self.caption:
+            yield Text(_plain(self.caption))
+
+
 def folded_table(title: str, columns: tuple[str, ...], **kwargs) -> Table:
-    """A rich table whose long cells wrap onto more lines instead of being cut with …"""
-    table = Table(title=title, **kwargs)
+    """A table that fits the console without cutting a word (``FittedTable``)."""
+    table = FittedTable(title=title, **kwargs)
     for col in columns:
         table.add_column(col, overflow="fold")
     return table

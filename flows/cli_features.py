@@ -11,23 +11,30 @@ import typer
 from rich.console import Console
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
-                                           Access, FeatureSet, choice, emit_json, folded_table, input_error)
+                                           Access, FeatureSet, Typer, choice, emit_json, folded_table, input_error)
 from trainspotter.errors import InputError
 
-features_app = typer.Typer(help="Membership features: the catalogue.", no_args_is_help=True)
+features_app = Typer(help="Membership features: the catalogue.", no_args_is_help=True)
 
 
-@features_app.command("list", short_help="List every feature column and its member-like direction.")
+@features_app.command("list", short_help="List the feature sets and families; --all: every column.")
 def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
+             all_: bool = typer.Option(False, "--all", help="Every feature column (name, access, models, "
+                                                           "member-like direction, definition, source) and "
+                                                           "the per-sample methods that read them."),
              json_out: bool = JSON) -> None:
-    """Every feature column: name, access level, models needed, which way is member-like
-    (the test's scorer keeps that direction), definition, source; then the per-sample
-    methods that read them (``trainspotter benchmark --methods``)."""
+    """The named feature sets of `audit --features` and `extract --features` with the columns in
+    each, and one line per feature family; with --all every feature column: name, access level,
+    models needed, which way is member-like (the test's scorer keeps that direction),
+    definition, source; then the per-sample methods that read them (``trainspotter benchmark
+    --methods``). --json: every column."""
     from trainspotter.features.features import catalog
 
     specs = catalog(access=access.value)
     if json_out:
         return emit_json([s.as_dict() for s in specs])
+    if not all_:
+        return _print_summary(access.value, specs)
     table = folded_table(f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})",
                          ("name", "access", "models", "member-like", "definition", "source"))
     for s in specs:
@@ -41,6 +48,45 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     for m in METHODS.values():
         methods.add_row(m.name, m.tddbench or "—", m.paradigm, m.access, ", ".join(m.columns), m.source)
     Console().print(methods)
+
+
+def family(name: str) -> str:
+    """A feature column's family: its name without the access prefix and without the trailing
+    parameter (a percent, a perturbation kind, an index): gray_min_k_20 -> min_k_*."""
+    from trainspotter.features.perturb import KINDS
+
+    stem = name.split("_", 1)[1]
+    for kind in sorted(KINDS, key=len, reverse=True):
+        if stem.endswith("_" + kind):
+            return stem[: -len(kind)] + "*"
+    head, _, tail = stem.rpartition("_")
+    return f"{head}_*" if head and tail.isdigit() else stem
+
+
+def _print_summary(access: str, specs) -> None:
+    """The short listing: which columns each named set gives (with one reference model, and
+    with two or more), then one row per family."""
+    from trainspotter.features.extract import feature_columns
+    from trainspotter.features.features import FEATURE_SETS
+
+    out = Console()
+    sets = folded_table("Feature sets (audit and extract --features; gray access, one reference model)",
+                        ("set", "columns"))
+    for name, config in FEATURE_SETS.items():
+        columns = feature_columns(config, "gray", 1)
+        shown = ", ".join(columns) if name != "full" else f"every gray column of the families below ({len(columns)})"
+        sets.add_row(name, f"{shown} (+{len(feature_columns(config, 'gray', 2)) - len(columns)} "
+                           f"*_refs_* with two or more references)")
+    out.print(sets)
+    families: dict[str, list] = {}
+    for s in specs:
+        families.setdefault(family(s.name), []).append(s)
+    table = folded_table(f"{len(specs)} columns in {len(families)} families (--all: each column)",
+                         ("family", "access", "columns", "needs"))
+    for name, members in families.items():
+        table.add_row(name, ", ".join(dict.fromkeys(s.access for s in members)), str(len(members)),
+                      "+".join(dict.fromkeys(m for s in members for m in s.models)))
+    out.print(table)
 
 
 def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL, Parquet, CSV, txt, a folder "

@@ -24,6 +24,7 @@ from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, PRESETS
 from trainspotter.stats.simulation import pollution, simulate
 from trainspotter.stats.sequential import TestConfig, run_test
+from trainspotter.verdict import format_e
 
 _console = Console()
 
@@ -87,7 +88,7 @@ def test_cmd(
     verdict = "reject H0 (suspect set used in training)" if out["reject"] else "no rejection"
     _table(f"Sequential test ({config.strategy}/{config.payoff}, α = {alpha})", [
         ("decision", verdict),
-        ("e-value", out["e_value"]), ("max wealth", out["max_wealth"]), ("p-value (anytime)", out["p_value"]),
+        ("e-value", format_e(out["e_value"], alpha)), ("max wealth", format_e(out["max_wealth"], alpha)), ("p-value (anytime)", out["p_value"]),
         ("stop time", out["stop_time"]), ("pairs used", out["pairs_used"]),
         ("pairs available", out["pairs_available"]), ("features", len(out["feature_cols"])),
     ])

@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import JSON, emit_json, folded_table
+from trainspotter.flows.cli_common import JSON, Typer, emit_json, folded_table
 
-twins_app = typer.Typer(help="Twins of passages not yet released: k rewrites of each, one drawn at random to "
-                             "publish, the others kept, so that a later audit (audit --twins DIR) is exchangeable "
-                             "by design.", short_help="Make twins of data before you release it.",
-                        no_args_is_help=True)
+twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, one drawn at random to "
+                       "publish, the others kept, so that a later audit (audit --twins DIR) is exchangeable "
+                       "by design.", short_help="Make twins of data before you release it.",
+                  no_args_is_help=True)
 
 WHO = {"public.jsonl": "release", "manifest.json": "publish with it (no secrets)",
        "private.jsonl": "keep secret", "keys.json": "keep secret"}

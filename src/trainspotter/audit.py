@@ -341,7 +341,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
     blind = guards.blind
     if blind.fired and config.shift_check != "continue":  # (matched: the blind check on the matched pairs)
-        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed, twins=config.paired)
+        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed,
+                              twins=config.twins is not None, references=len(config.reference))
     meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by = "data"
     for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
@@ -368,7 +369,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     placebo = guards.placebo(config, auditor.evidence(config.blind_test.alpha))
     return auditor.result(
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
-        placebo=placebo, unguarded_min_pairs=config.unguarded_min_pairs, twins=config.paired,
+        placebo=placebo, unguarded_min_pairs=config.unguarded_min_pairs, twins=config.twins is not None,
+        references=len(config.reference), pairs_beyond=min(len(suspect), len(heldout)) - len(pairs),
         **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
 
 

@@ -14,7 +14,7 @@ from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.verdict import AuditResult, decide, explain, explain_baseline
+from trainspotter.verdict import AuditResult, Context, decide, explain, explain_baseline
 
 __all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value"]
 
@@ -132,11 +132,14 @@ class Auditor:
 
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
                pairs_available: int | None = None, seed: int = 0, placebo: PlaceboResult | None = None,
-               unguarded_min_pairs: int = 0, twins: bool = False, **extra) -> AuditResult:
+               unguarded_min_pairs: int = 0, twins: bool = False, references: int | None = None,
+               pairs_beyond: int = 0, **extra) -> AuditResult:
         """The result so far, its verdict taking the guards into account (``decide``: the blind
         check, the placebo check, and without a placebo model ``unguarded_min_pairs``);
-        ``extra``: usage, saved_by_stopping, ledger. A fresh audit that the blind check stopped
-        before any pair has W = 1 throughout."""
+        ``twins``: the pairs are twins; ``references``: how many reference models the audit had and
+        ``pairs_beyond``: pairs the files hold beyond ``pairs_available`` (the explanation's advice
+        leaves out what was done); ``extra``: usage, saved_by_stopping, ledger. A fresh audit that
+        the blind check stopped before any pair has W = 1 throughout."""
         test = self.test
         if test is None and stopped_by != "shift":
             raise InputError(f"audit {name!r}: no pairs were tested")
@@ -152,15 +155,20 @@ class Auditor:
         baseline = model["baseline_p_value"]
         note = explain_baseline(self.rejected, model["e_value"], self.config.alpha, baseline, t)
         model["baseline_disagrees"] = baseline is not None and (baseline <= self.config.alpha) != self.rejected
+        available = pairs_available if pairs_available is not None else t
+        context = Context(e_value=model["e_value"] if test is not None and stopped_by != "shift" else None,
+                          pairs_used=t, pairs_available=available, pairs_this_run=t - self.t0,
+                          continued=self.t0 > 0, references=references, pairs_beyond=pairs_beyond,
+                          full_features=any("_pert_" in c for c in self.columns))
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
             explanation=explain(verdict, blind, self.config.alpha,
                                 black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns),
                                 guard=guard, placebo=placebo, unguarded_min_pairs=unguarded_min_pairs,
-                                twins=twins),
+                                twins=twins, context=context),
             guard=guard, baseline_note=note, blind=blind, placebo=placebo, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
-            pairs_available=pairs_available if pairs_available is not None else t,
+            pairs_available=available,
             stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,
             alpha=self.config.alpha, features=self.columns, history=self.history, **model, **extra)
         result._auditor = self

@@ -15,7 +15,8 @@ from trainspotter.stats.blind import BlindResult
 if TYPE_CHECKING:
     from trainspotter.auditor import Auditor
 
-__all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline"]
+__all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline",
+           "format_e", "Context"]
 
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
 # Which guard made a rejection "inconclusive": the blind check (texts alone), the placebo check
@@ -43,6 +44,18 @@ def decide(model_reject: bool, evidence: bool, blind: BlindResult, placebo: Plac
     if guard == "blind" or (model_reject and guard):
         return "inconclusive", guard
     return ("trained on" if model_reject else "no evidence"), guard
+
+
+def format_e(e: float, alpha: float) -> str:
+    """An e-value for people: 3 significant digits, more where rounding would land on or across
+    the threshold 1/α (20.019 at α = 0.05 prints as 20.02, not 20; 19.996 as 19.996)."""
+    threshold = 1 / alpha
+    for digits in range(3, 12):
+        text = f"{e:.{digits}g}"
+        shown = float(text)
+        if (shown >= threshold) == (e >= threshold) and (shown != threshold or e == threshold):
+            return text
+    return repr(e)
 
 
 class AuditResult(BaseModel):
@@ -128,9 +141,79 @@ TWINS_BROKEN = ("On twins this should not happen: the public versions were drawn
                 "(`trainspotter twins verify DIR`) and how the public set was released.")
 
 
+class Context(BaseModel):
+    """What the user did, as far as the explanation's advice depends on it: pairs used of those
+    available, pairs this run (0 for a recurring audit with nothing left to query), reference
+    models given, whether the model was queried after the blind check fired (--shift-check
+    continue), whether the full feature set was used. None: not known (advice as if not done)."""
+
+    e_value: float | None = None  # the model's e-value (None: the model was not queried)
+    pairs_used: int | None = None
+    pairs_available: int | None = None
+    pairs_this_run: int | None = None
+    pairs_beyond: int = 0  # pairs the files hold beyond pairs_available (left out by --max-pairs)
+    continued: bool = False  # a recurring audit continued from its ledger
+    references: int | None = None
+    full_features: bool | None = None
+
+
+# When the data is not yet released, exchangeability can be made rather than assumed (DESIGN.md).
+TWINS = ("if the suspect data is not yet released, publish it as twins (several rewrites of each passage, "
+         "one drawn at random and the draw kept verifiable), which makes the two sets exchangeable by design")
+SAME_SOURCE = ("draw the held-out passages from the same source and period as the suspect ones, with the "
+               "same topics, lengths and formatting (ideally a random part of the same collection that was "
+               "never published)")
+
+
+def _nothing_left(c: Context) -> str:
+    if not (c.continued and c.pairs_this_run == 0):
+        return ""
+    return (f"Nothing left to query: every available pair was bet on in earlier runs of this recurring audit "
+            f"({c.pairs_used} pairs), so this run added none and its verdict is the stored evidence's"
+            + (f" (e-value {c.e_value:.3g})" if c.e_value is not None else "")
+            + "; add new passages to the suspect and held-out files to continue it. ")
+
+
+def _more_evidence(c: Context, black_box: bool) -> str:
+    """After "no evidence": the steps that can still change it, leaving out those already taken."""
+    steps = []
+    if c.pairs_used is None or c.pairs_available is None:
+        steps.append("more pairs")
+    elif c.pairs_used < c.pairs_available + c.pairs_beyond:
+        steps.append(f"the {c.pairs_available + c.pairs_beyond - c.pairs_used} pairs not yet used (a larger "
+                     f"--max-pairs or query budget)")
+    if not c.references:
+        steps.append("a reference model (--reference)")
+    elif c.references == 1:
+        steps.append("a second reference model (two or more add the *_refs_* features)")
+    if not c.full_features:
+        steps.append("the full feature set (--features full)")
+    if black_box:
+        steps.append("log-probabilities (--access gray)")
+    used_all = (c.pairs_used is not None and c.pairs_available is not None and not c.pairs_beyond
+                and c.pairs_used >= c.pairs_available)
+    text = ""
+    if used_all:
+        text += (f" All {c.pairs_available} available pairs were used: only more suspect and held-out "
+                 f"passages (then --name NAME --ledger continues this e-process) add evidence")
+        text += (", as may " + _join(steps) + "." if steps else ".")
+    elif steps:
+        first = _join(steps)
+        text += f" {first[0].upper()}{first[1:]} may still find it; the e-process can be continued " \
+                "(--name NAME --ledger)."
+    return text
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
 def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False, guard: str | None = None,
-            placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0, twins: bool = False) -> str:
-    """One paragraph: what the verdict rests on and, when inconclusive, what to do;
+            placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0, twins: bool = False,
+            context: Context | None = None) -> str:
+    """One paragraph: what the verdict rests on and the next step that can change it, computed
+    from what the user did (``context``: pairs left or not, references given, the model queried
+    after the blind check fired, a recurring audit with nothing left to query);
     ``black_box``: every feature came from greedy tokens (how little "no evidence" says then);
     ``guard``: which guard made it inconclusive (``decide``); ``twins``: the pairs are twins
     (``trainspotter.twins``): exchangeable by the draw, and a guard that fires says the twins
@@ -148,51 +231,65 @@ def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = Fa
                 f"public versions of these passages." + TWINS_BASIS + f" The blind check, which sees only the "
                 f"texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
                 f"{blind.pairs_used} pairs).")
+    c = context or Context()
+    head = _nothing_left(c)
+    e_model = f" ({c.e_value:.3g} after {c.pairs_used} pairs)" if c.e_value is not None else ""
     if verdict == "trained on":
-        checked = (f" A model that never trained on either set ({placebo.model}, in the target's place) could not "
-                   f"tell them apart either (placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} "
-                   f"pairs), so the difference is the target's own." if placebo.ran else
-                   " No reference model was given, so only the texts were checked"
-                   + (" and you vouched that the held-out passages are a random part of the suspect set's "
-                      "collection (--assume-exchangeable)" if unguarded_min_pairs == 0 else "")
-                   + ": a difference that any language model would see (easier text) and the words do not show "
-                   "is not ruled out; --reference makes that check.")
-        return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
-                f"used to train the model. The blind check, which sees only the texts, could not tell "
-                f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-                f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked)
+        if placebo.ran:
+            checked = (f" A model that never trained on either set ({placebo.model}, in the target's place) could "
+                       f"not tell them apart either (placebo e-value {placebo.e_value:.3g} after "
+                       f"{placebo.pairs_used} pairs), so the difference is the target's own.")
+        else:
+            checked = (" No reference model was given, so only the texts were checked" if not c.references else
+                       " The placebo check was turned off (--placebo none), so only the texts were checked")
+            checked += ((" and you vouched that the held-out passages are a random part of the suspect set's "
+                         "collection (--assume-exchangeable)" if unguarded_min_pairs == 0 else "")
+                        + ": a difference that any language model would see (easier text) and the words do not "
+                        "show is not ruled out; " + ("--reference makes that check." if not c.references else
+                                                     "the placebo check (without --placebo none) makes it."))
+        return head + (
+            f"The model's e-value{e_model} reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
+            f"used to train the model. The blind check, which sees only the texts, could not tell "
+            f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
+            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked)
     if verdict == "no evidence":
-        return (f"The model's e-value stayed below 1/α = {1 / alpha:g}: no evidence (yet) that the suspect "
-                f"set was trained on. More pairs, a reference model or the full feature set may still "
-                f"find it; the e-process can be continued (--name NAME --ledger)."
-                + (BLACK_BOX_CAVEAT if black_box else ""))
-    same_source = ("draw the held-out passages from the same source and period as the suspect ones, with the "
-                   "same topics, lengths and formatting (ideally a random part of the same collection that was "
-                   "never published)")
+        return head + (f"The model's e-value{e_model} stayed below 1/α = {1 / alpha:g}: no evidence (yet) that "
+                       f"the suspect set was trained on." + _more_evidence(c, black_box)
+                       + (BLACK_BOX_CAVEAT if black_box else ""))
+    then = f"; then audit again. Or, {TWINS}."
     if guard == "placebo":
-        return (f"Inconclusive: the model's test rejected (e-value ≥ 1/α = {1 / alpha:g}), but so does the same "
-                f"test on a model that never trained on the suspect set ({placebo.model} in the target's place: "
-                f"placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} of {placebo.pairs_available} "
-                f"pairs). The suspect passages differ from the held-out ones in a way any language model sees "
-                f"(most often: they are easier text), so the target's separation is not evidence of training, "
-                f"although the words alone did not show it (blind e-value {blind.e_value:.3g}). What to do: "
-                f"{same_source}; then audit again.")
+        return head + (
+            f"Inconclusive: the model's test rejected (e-value{e_model} ≥ 1/α = {1 / alpha:g}), but so does the "
+            f"same test on a model that never trained on the suspect set ({placebo.model} in the target's place: "
+            f"placebo e-value {placebo.e_value:.3g} after {placebo.pairs_used} of {placebo.pairs_available} "
+            f"pairs). The suspect passages differ from the held-out ones in a way any language model sees "
+            f"(most often: they are easier text), so the target's separation is not evidence of training, "
+            f"although the words alone did not show it (blind e-value {blind.e_value:.3g}). What to do: "
+            f"{SAME_SOURCE}{then}")
     if guard == "small":
-        return (f"Inconclusive: the model's test rejected (e-value ≥ 1/α = {1 / alpha:g}) on "
-                f"{blind.pairs_available} available pairs, too few to rule out a shift between the sets: with "
-                f"so few passages a language model sees that one set is easier text long before a check of the "
-                f"words can, and no reference model was given to check it. What to do: give --reference (a "
-                f"model trained on similar data but not on the suspect set: the audit then checks that it does "
-                f"not tell the sets apart too), or audit at least {unguarded_min_pairs} pairs; if the held-out "
-                f"passages are a random part of the suspect set's own collection, say so with "
-                f"--assume-exchangeable.")
+        check = ("give --reference (a model trained on similar data but not on the suspect set: the audit then "
+                 "checks that it does not tell the sets apart too)" if not c.references else
+                 "run the placebo check with your reference model (leave out --placebo none)")
+        return head + (
+            f"Inconclusive: the model's test rejected (e-value{e_model} ≥ 1/α = {1 / alpha:g}) on "
+            f"{blind.pairs_available} available pairs, too few to rule out a shift between the sets: with "
+            f"so few passages a language model sees that one set is easier text long before a check of the "
+            f"words can, and no placebo model checked it. What to do: {check}, or audit at least "
+            f"{unguarded_min_pairs} pairs; if the held-out passages are a random part of the suspect set's own "
+            f"collection, say so with --assume-exchangeable.")
     what = "; ".join(blind.differences) or "no single statistic stands out"
-    return (f"Inconclusive: the held-out set differs from the suspect set. A check that sees only the "
-            f"texts tells them apart (blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / blind.alpha:g} after "
-            f"{blind.pairs_used} pairs), so they are not exchangeable and a model's test would find a "
-            f"difference whether or not the model was trained on the suspect set. What to do: "
-            f"{same_source}; then audit again. A reference model and --features calibrated do not make such "
-            f"sets comparable. What differs: {what}.")
+    model = (f" The model was queried anyway (--shift-check continue): its e-value was {c.e_value:.3g} after "
+             f"{c.pairs_used} pairs ({'≥' if c.e_value >= 1 / alpha else '<'} 1/α = {1 / alpha:g}), which "
+             f"cannot be read as evidence either way while the sets differ."
+             if c.e_value is not None else
+             " The model was not queried (--shift-check stop; continue records its e-value anyway).")
+    return head + (
+        f"Inconclusive: the held-out set differs from the suspect set. A check that sees only the "
+        f"texts tells them apart (blind e-value {blind.e_value:.3g} ≥ 1/α = {1 / blind.alpha:g} after "
+        f"{blind.pairs_used} pairs), so they are not exchangeable and a model's test would find a "
+        f"difference whether or not the model was trained on the suspect set.{model} What to do: "
+        f"{SAME_SOURCE}{then} A reference model and --features calibrated do not make such "
+        f"sets comparable. What differs: {what}.")
 
 
 # What the two numbers use and which one decides: the audit table's caption, the report.

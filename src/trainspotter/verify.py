@@ -256,7 +256,7 @@ def _check_result(record: dict, config, auditor, blind, placebo) -> Check:
     try:
         replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed,
                                   placebo=None if shift else placebo, unguarded_min_pairs=unguarded,
-                                  twins=config.paired)
+                                  twins=config.twins is not None)
     except InputError as e:
         return Check("result", False, f"result: cannot be replayed ({e})")
     if recorded["stopped_by"] != "shift" and (recorded["stopped_by"] == "rejected") != replayed.model_reject:

@@ -215,7 +215,7 @@ def test_documented_defaults_are_the_real_ones(path, cmd, ctx):
 
 def test_benchmark_help_and_features_list_name_every_method_and_tddbench_algorithm(monkeypatch):
     """METHOD_HELP is the registry by paradigm, so all 21 TDDBench names are in --help; the
-    methods table of `features list` shows them too."""
+    methods table of `features list --all` shows them too (the short listing has none)."""
     from trainspotter.evaluation.mia import METHODS
     from trainspotter.evaluation.tddbench import PARADIGMS
     from trainspotter.flows.cli_benchmark import METHOD_HELP
@@ -227,7 +227,7 @@ def test_benchmark_help_and_features_list_name_every_method_and_tddbench_algorit
                                     for p in PARADIGMS)
     monkeypatch.setattr("typer.core.HAS_RICH", False)
     squeeze = lambda args: "".join(_squash(CliRunner().invoke(app, args, env={"COLUMNS": "400"}).output).split())  # noqa: E731
-    text, listed = squeeze(["benchmark", "--help"]), squeeze(["features", "list"])  # wrapped lines joined
+    text, listed = squeeze(["benchmark", "--help"]), squeeze(["features", "list", "--all"])  # wrapped lines joined
     for name in tddbench | set(METHODS):
         assert name in text and name in listed, name
 
