@@ -38,5 +38,9 @@ TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.P
     "tiny-pretrain-2k-x2": "tiny-pretrain-2k with every member block seen twice (as the Pile "
                            "repeats most of its subsets)",
     "tiny-pretrain-2k-x4": "tiny-pretrain-2k with every member block seen 4 times",
+    "tiny-pretrain-twins": "tiny-pretrain with twins (k = 2) of every passage: members' public "
+                           "versions seen once; twins folders in twins-member/, twins-nonmember/ "
+                           "(audit --twins DIR)",
     "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
+    "mini-pretrain-twins": "seconds-scale version of tiny-pretrain-twins, for tests",
 }

@@ -256,3 +256,50 @@ def test_member_repeats_at_one_keeps_the_fingerprint_of_earlier_builds():
     assert "member_repeats" not in once.model_dump()  # testbeds built before the field stay valid
     assert twice.model_dump()["member_repeats"] == 2
     assert fingerprint(twice) != fingerprint(once.model_copy(update={"name": twice.name}))
+
+
+def test_twins_testbed_trains_members_public_versions_only(tmp_path):
+    """`mini-pretrain-twins`: the target trains on each member's public version (its audited
+    first chunk among its blocks), on no private version and on no non-member's version; the
+    reference on none of them; each split's twins folder opens its commitment and its public
+    versions are the split file."""
+    from transformers import AutoTokenizer
+
+    from trainspotter.evaluation import testbed
+    from trainspotter.twins import load_twins, verify_commitment
+
+    seen = []
+    real = testbed.train_causal_lm
+
+    def recording(model, blocks, **kwargs):
+        seen.append(set(map(tuple, blocks[kwargs["order"]].tolist())))
+        return real(model, blocks, **kwargs)
+
+    config = PRESETS["mini-pretrain-twins"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(testbed, "train_causal_lm", recording)
+        out = build_testbed(config, tmp_path)
+    reference, target = seen
+    tok = AutoTokenizer.from_pretrained(out / "target")
+
+    def chunk(text):
+        return tuple([tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"][:config.chunk_tokens])
+
+    for split in ("member", "nonmember"):
+        folder = out / f"twins-{split}"
+        twins = load_twins(folder)
+        assert verify_commitment(folder) and len(twins.ids) >= config.n_per_split // 2
+        public, private = twins.sides()
+        assert [json.loads(line)["text"] for line in (out / f"{split}.jsonl").read_text().splitlines()] == \
+            [p["text"] for p in public]
+        assert all(p["text"] != q["text"] for p, q in zip(public, private))
+        assert not any(chunk(q["text"]) in target | reference for q in private)
+        hits = sum(chunk(p["text"]) in target for p in public)
+        # a member's public chunk re-tokenised from its decoded text is (nearly always) the trained block
+        assert (hits >= 0.9 * len(public)) if split == "member" else hits == 0
+        assert not any(chunk(p["text"]) in reference for p in public)
+
+
+def test_twins_at_zero_keeps_the_fingerprint_of_earlier_builds():
+    assert "twins" not in PRESETS["tiny-pretrain"].model_dump()
+    assert PRESETS["tiny-pretrain-twins"].model_dump()["twins"] == 2

@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -84,6 +85,11 @@ class TestbedConfig(BaseModel):
     # so the testbeds built before it existed stay valid
     member_repeats: int = Field(1, ge=1, exclude_if=lambda k: k == 1)
     corpus_passages: int | None = None  # pretrain mode: cap on corpus passages (None: all left)
+    # twins (issue 35): every split passage is rewritten k times by the keyed lexical rewriter
+    # (trainspotter.twins; keys and draw from ``seed``, for a reproducible testbed), the split
+    # files hold the public versions, members are trained on theirs, and twins-SPLIT/ holds each
+    # split's twins folder; 0: no twins (left out of the dump and the fingerprint)
+    twins: int = Field(0, ge=0, exclude_if=lambda k: k == 0)
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
     target_batch_size: int = 16
@@ -126,10 +132,16 @@ PRESETS["tiny-pretrain-2k"] = TestbedConfig(name="tiny-pretrain-2k", mode="pretr
 # 1-3 times): how a black-box audit's power grows with exposures (benchmarks/bench_exposures.py).
 PRESETS.update({f"tiny-pretrain-2k-x{k}": PRESETS["tiny-pretrain-2k"].model_copy(
     update={"name": f"tiny-pretrain-2k-x{k}", "member_repeats": k}) for k in (2, 4)})
+# Twins of every passage (k = 2), the members' public versions seen once in pre-training: the
+# twins audit's ground truth (issue 35); the same corpus and recipe as tiny-pretrain.
+PRESETS["tiny-pretrain-twins"] = PRESETS["tiny-pretrain"].model_copy(update={"name": "tiny-pretrain-twins",
+                                                                            "twins": 2})
 # A seconds-scale variant of the pre-training recipe for tests.
 PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
     corpus_passages=400, pretrain_epochs=2)
+PRESETS["mini-pretrain-twins"] = PRESETS["mini-pretrain"].model_copy(update={"name": "mini-pretrain-twins",
+                                                                            "twins": 2})
 
 
 def testbed_dir(name: str, root: Path | None = None) -> Path:
@@ -213,6 +225,8 @@ def _build(config: TestbedConfig, out: Path, key: str,
     bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
     chosen = {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
     used = {i for ids in chosen.values() for i in ids}
+    if config.twins:  # from here on a split passage is its public version (whole, for training)
+        chosen, twins_made = _twins(config, records, encoded, tokenizer, chosen, out)
     for split, ids in chosen.items():
         _write_jsonl(out / f"{split}.jsonl", [
             {"id": records[i]["id"], "text": tokenizer.decode(encoded[i][:L])} for i in ids])
@@ -260,9 +274,51 @@ def _build(config: TestbedConfig, out: Path, key: str,
                          "nonmember": "never trained on", "heldout": "never trained on"}
         | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
     }
+    if config.twins:
+        manifest["twins"] = twins_made
+        manifest["ground_truth"]["member"] += (" (its public twin; twins-member/ holds the twins, "
+                                               "whose private versions were never trained on)")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]], tokenizer,
+           chosen: dict[str, list[int]], out: Path) -> tuple[dict[str, list[int]], dict]:
+    """Twins of every split passage (``config.twins`` variants, keyed lexical rewriter), made
+    from the whole passage with keys and a draw from the testbed's seed. ``encoded[i]`` becomes
+    the public version's tokens (what a member is trained on); each split's twins folder holds
+    every version's first ``chunk_tokens`` tokens, as the split files do. Passages with a
+    version shorter than that, or whose versions agree on those tokens, are dropped from their
+    split. Returns the splits and, per split,
+    the passages kept and the rewriter's mean edit rate."""
+    from trainspotter.twins import KeyedLexicalRewriter, Twins, commitment, make_twins, write_twins
+
+    L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
+    keys = [rng.randbytes(32) for _ in range(config.twins)]
+    kept, made = {}, {}
+    for split, ids in chosen.items():
+        twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
+                           KeyedLexicalRewriter(), keys=keys, rng=rng)
+        tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
+                  for i, v in twins.variants.items()}
+        by_id = {records[i]["id"]: i for i in ids}
+        # every version long enough, and the versions still different within the audited tokens
+        ok = [r for r in twins.ids if all(len(t) >= L for t in tokens[r].values())
+              and len({tuple(t[:L]) for t in tokens[r].values()}) == config.twins]
+        for r in ok:
+            encoded[by_id[r]] = tokens[r][twins.public[r]]
+        public = {r: twins.public[r] for r in ok}
+        manifest = twins.manifest | {"passages": len(ok), "commitment": twins.manifest["commitment"] | {
+            "digest": commitment([(r, public[r]) for r in ok], twins.salt)}}
+        cut = Twins(ok, {r: {j: tokenizer.decode(t[:L]) for j, t in tokens[r].items()} for r in ok},
+                    public, twins.k, manifest, twins.quality, twins.keys, twins.salt)
+        shutil.rmtree(out / f"twins-{split}", ignore_errors=True)  # a rebuild draws again
+        write_twins(cut, out / f"twins-{split}")
+        kept[split] = [by_id[r] for r in ok]
+        made[split] = {"passages": len(ok), "dropped": len(ids) - len(ok),
+                       "edit_rate": twins.manifest["quality"]["0"].get("edit_rate")}
+    return kept, made
 
 
 def _times(k: int) -> str:
