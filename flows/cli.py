@@ -290,7 +290,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         use_local_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
                            sign_key=sign_key)
-        if len(suspect) == 1:  # the bar ends on the result's e-value, also when nothing was queried
+        if len(suspect or [config.suspect]) == 1:  # the bar ends on the result's e-value, also when nothing was queried
             progress(result["pairs_queried"], result["e_value"])
     write_record(result, record)
     if json_out:

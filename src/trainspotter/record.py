@@ -227,6 +227,8 @@ def _twins(config: "AuditConfig") -> dict:
     if config.twins is None:
         return {}
     manifest = Path(config.twins) / "manifest.json"
+    if not manifest.is_file():  # (passages given in memory): nothing binds the draw
+        return {"twins": {"path": config.twins, "manifest_sha256": None, "commitment": None}}
     return {"twins": {"path": config.twins, "manifest_sha256": file_sha256(str(manifest)),
                       "commitment": json.loads(manifest.read_text())["commitment"]["digest"]}}
 

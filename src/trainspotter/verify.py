@@ -105,6 +105,9 @@ def _check_twins(twins: dict) -> Check:
     ``twins make``, before any model was looked at."""
     from trainspotter.twins import verify_commitment
 
+    if twins["commitment"] is None:
+        return Check("twins", False, "a twins audit with no commitment recorded (its folder had no manifest.json): "
+                                     "nothing shows the public versions were drawn before the audit")
     folder = Path(twins["path"])
     manifest = folder / "manifest.json"
     if not manifest.is_file():
