@@ -81,6 +81,13 @@ def _experiment(name: str, tracking_uri: str | None) -> tuple[str, str]:
     return experiment, experiment_id
 
 
+def _sides(config: AuditConfig) -> dict[str, list]:
+    """The audit's two sides by path: its files, or a twins folder's public versions and one
+    private twin of each. (A flow's code must not name the ContextVars itself: a Dask task
+    runner pickles the flow by value, and a ContextVar cannot be pickled.)"""
+    return dict(zip((config.suspect, config.heldout), read_sides(config, PASSAGES.get())))
+
+
 def _read(*paths: str) -> dict[str, list]:
     given = PASSAGES.get()
     return {path: read_passages(path, given) for path in dict.fromkeys(paths)}
@@ -141,8 +148,7 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
     ``remote``: each batch's features are computed by the flow's task runner (a Dask
     cluster, see ``run_audit``) while the test, the ledger and MLflow stay here."""
     experiment, experiment_id = _experiment(config.name, tracking_uri)
-    # A twins audit's sides are the folder's public versions and one private twin of each.
-    passages = dict(zip((config.suspect, config.heldout), read_sides(config, PASSAGES.get())))
+    passages = _sides(config)
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
     with mlflow.start_run(experiment_id=experiment_id, run_name=config.name):
         result, where = _audit_in_run(config, passages, experiment, remote, tracking_uri)

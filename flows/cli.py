@@ -286,8 +286,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         check_dask_audit(config, dask_address)
     total, start = _pairs_to_query(passages, suspect or [config.suspect], config.heldout, max_pairs,
                                    name if ledger else None)
+    use_local_api()  # before refreshing(), whose settings context would not see it
     with _audit_progress(total, start, transient=json_out) as progress, refreshing(refresh):
-        use_local_api()
         result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
                            sign_key=sign_key)
         if len(suspect or [config.suspect]) == 1:  # the bar ends on the result's e-value, also when nothing was queried

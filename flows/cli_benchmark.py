@@ -83,8 +83,8 @@ def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
 
+    use_local_api()  # before refreshing(), whose settings context would not see it
     with refreshing(refresh):
-        use_local_api()
         return flow(config, tracking_uri=tracking_uri)
 
 

@@ -164,11 +164,11 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     files = {k: str(v) for k, v in {"data": data, "suspect": suspect, "heldout": heldout}.items() if v}
     flow_config = ExtractConfig(**files, model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
+    use_local_api()  # before refreshing(), whose settings context would not see it
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
             refreshing(refresh):
         task = bar.add_task("extracting features", total=len(passages))
-        use_local_api()
         result = run_extract(flow_config, dask=dask, dask_address=dask_address,
                              progress=lambda done, total: bar.update(task, completed=done), passages=passages)
     if json_out:

@@ -28,7 +28,6 @@ from filelock import FileLock
 
 # Prefect's own temporary server runs with these (no UI; no services meant for a long-lived server).
 SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-_pinned = []  # the settings context that points this process's Prefect at the API
 
 
 def idle_seconds() -> float:
@@ -111,14 +110,12 @@ def _free_port() -> int:
 
 def _pin(url: str) -> None:
     """Point Prefect at ``url`` in this process and its children: the environment (read by
-    child processes and by settings built later), and, as Prefect reads its settings once
-    at import, a settings context entered for the rest of the process."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    children, Dask workers included) and Prefect's global settings, which it read once at
+    import. (A settings context already entered keeps its own: call this before one.)"""
+    from prefect.context import refresh_global_settings_context
 
     os.environ["PREFECT_API_URL"] = url
-    context = temporary_settings(updates={PREFECT_API_URL: url})
-    context.__enter__()
-    _pinned.append(context)
+    refresh_global_settings_context()
 
 
 def _alive(pid: int) -> bool:
