@@ -123,7 +123,7 @@ CASES = {
     "max-pairs-not-an-int": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--max-pairs", "ten"),
                              ["Invalid value for '--max-pairs'", "valid integer"]),
     "missing-required-option": (lambda f: ["audit", "--suspect", f / "good.jsonl", "--model", "testbed:mini"],
-                                ["Missing option '--heldout'"]),
+                                ["option --heldout: missing", "--twins DIR"]),
     "unknown-option": (lambda f: audit(f, "good.jsonl", None, "testbed:mini", "--alhpa", "0.1"),
                        ["No such option: --alhpa"]),
     # --- model specs, every scheme ---
