@@ -235,8 +235,10 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     assert info["target_final_loss"] == refs["manifest"]["target_final_loss"]
     bad = run("mini", "--references", "1")
     assert bad.returncode == 2 and bad.stderr.strip() == (
-        "error: testbed 'mini': reference models are built for pre-training testbeds only "
+        "error: testbed 'mini': reference models are built for pre-training testbeds without twins only "
         "(tiny-pretrain, tiny-pretrain-2k, tiny-pretrain-2k-x2, tiny-pretrain-2k-x4, mini-pretrain)")
+    twins = run("mini-pretrain-twins", "--references", "1")
+    assert twins.returncode == 2 and "without twins only" in twins.stderr
 
 
 def test_a_corpus_fraction_gives_each_model_its_own_seeded_subset(copy_root):

@@ -122,9 +122,10 @@ def check_request(name_or_config: str | TestbedConfig, k: int) -> TestbedConfig:
         if config not in PRESETS:
             raise InputError(f"unknown testbed {config!r}; choose one of {', '.join(PRESETS)}")
         config = PRESETS[config]
-    if config.mode != "pretrain":
-        raise InputError(f"testbed {config.name!r}: reference models are built for pre-training "
-                         f"testbeds only ({', '.join(n for n, c in PRESETS.items() if c.mode == 'pretrain')})")
+    if config.mode != "pretrain" or config.twins:  # (IN models of a twins testbed would need the public versions)
+        fits = ", ".join(n for n, c in PRESETS.items() if c.mode == "pretrain" and not c.twins)
+        raise InputError(f"testbed {config.name!r}: reference models are built for pre-training testbeds "
+                         f"without twins only ({fits})")
     if k < 1:
         raise InputError(f"testbed {config.name!r}: the number of reference models per kind must be "
                          f"at least 1, got {k}")
