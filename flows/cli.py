@@ -115,7 +115,7 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
                   force: bool = typer.Option(False, help="Rebuild even if cached."),
                   references: int = typer.Option(
                       0, min=0, help="Also build K OUT and K IN reference models (refs/out-N, refs/in-N; "
-                                     "pre-training testbeds only; models built already are reused)."),
+                                     "pre-training testbeds without twins; models built already are reused)."),
                   json_out: bool = JSON) -> None:
     """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
     from trainspotter.evaluation.testbed import PRESETS, load_manifest

@@ -75,4 +75,5 @@ def test_model_based_methods_without_a_bank_and_a_bank_for_a_finetuned_testbed_a
     finetuned = runner.invoke(app, ["benchmark", *ARGS[2:], "--testbed", "mini", "--methods", "lira_offline",
                                     "--reference-models", "1", "--access", "none"])
     assert isinstance(finetuned.exception, InputError)
-    assert "testbed 'mini': reference models are built for pre-training testbeds only" in str(finetuned.exception)
+    assert ("testbed 'mini': reference models are built for pre-training testbeds without twins only"
+            in str(finetuned.exception))

@@ -166,7 +166,7 @@ def test_malformed_reference_roles_are_refused_at_parse_time(role):
 
 def test_only_pretraining_testbeds_get_references(monkeypatch):
     monkeypatch.setattr(R, "build_testbed", lambda *a, **k: pytest.fail("built"))
-    with pytest.raises(InputError, match="reference models are built for pre-training testbeds only"):
+    with pytest.raises(InputError, match="reference models are built for pre-training testbeds without twins only"):
         R.build_references("mini", 1)
     with pytest.raises(InputError, match="at least 1, got 0"):
         R.build_references(NAME, 0)
