@@ -253,7 +253,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     # The blind check sees every available pair (of a recurring audit: every passage there
     # is now), in the audit's pair order, before any query; it never sees model evidence.
     every = make_pairs(suspect, heldout, seed=config.seed, paired=config.paired)
-    blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.blind_test)
+    blind = blind_on(every, config)
     if blind.fired:
         log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
                     "suspect set", blind.e_value, blind.pairs_used)
@@ -310,11 +310,15 @@ class Guards:
         return result
 
 
+def blind_on(pairs: list[tuple[Passage, Passage]], config: AuditConfig) -> BlindResult:
+    """The blind check on an audit's pairs, in their order, at the config's blind level."""
+    return blind_check([x["text"] for x, _ in pairs], [y["text"] for _, y in pairs], config.blind_test)
+
+
 def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]):
     """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
     the blind check on the pairs as drawn before matching is kept for the record."""
-    before = make_pairs(suspect, heldout, seed=config.seed)
-    blind = blind_check([x["text"] for x, _ in before], [y["text"] for _, y in before], config.blind_test)
+    blind = blind_on(make_pairs(suspect, heldout, seed=config.seed), config)
     match = match_pairs([p["text"] for p in suspect], [p["text"] for p in heldout], seed=config.seed)
     match.blind_e_value = blind.e_value
     log.info("matching: %d of %d suspect passages matched (AUROC %.2f; blind e = %.3g before matching)",

@@ -158,12 +158,12 @@ def _check_features(record: dict) -> Check:
 
 
 def _replay_blind(record: dict, config):
+    from trainspotter.audit import blind_on
     from trainspotter.data import make_pairs
-    from trainspotter.stats.blind import blind_check
 
     every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed,
                        paired=config.paired)
-    blind = blind_check([x["text"] for x, _ in every], [y["text"] for _, y in every], config.blind_test)
+    blind = blind_on(every, config)
     recorded = record["blind"]["wealth"]
     exact = blind.wealth == recorded
     for t, (a, b) in enumerate(zip(recorded, blind.wealth), 1):
@@ -344,7 +344,9 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
 
     from trainspotter.audit import AuditConfig
 
-    checks = [_check_passages(record)] + ([_check_twins(record["inputs"]["twins"])] if "twins" in record["inputs"] else [])
+    checks = [_check_passages(record)]
+    if "twins" in record["inputs"]:
+        checks.append(_check_twins(record["inputs"]["twins"]))
     try:
         config = AuditConfig(**record["config"])
     except (ValidationError, InputError) as e:
