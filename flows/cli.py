@@ -83,7 +83,8 @@ def _print_results(results: list[dict], title: str) -> None:
         label = r.get("set", r["name"])
         out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']}), "
                   f"plot {r['plot']}")
-        if r["verdict"] != "trained on":  # what to do next, and how little a black-box "no" says
+        # what to do next, how little a black-box "no" says, and what a matched audit assumes
+        if r["verdict"] != "trained on" or r.get("match"):
             out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{label}: {r['baseline_note']}", markup=False, highlight=False)
