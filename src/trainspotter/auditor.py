@@ -30,7 +30,7 @@ class UsageMeter:
 
     COUNTS = ("requests", "total_tokens", "cost")
     API_KEYS = ("mode", "summary", "list_prompts", "batch", "top_logprobs", "echo_shift", "echo_values",
-                "empty_prompt")
+                "empty_prompt", "system_fingerprints")
 
     def __init__(self, specs: list[str | ModelSpec | None]):
         from trainspotter.backends import load_backend  # imports torch: only when auditing

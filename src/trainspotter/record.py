@@ -115,7 +115,8 @@ def code_identity() -> dict:
 def model_identity(spec, api: dict | None = None) -> dict:
     """What answered: weight files' sha256 and dtype (hf:, testbed:); for openai: the model,
     the base URL's host, the fingerprint of model, endpoint, tokenizer files and query mode,
-    and how the server was queried (``AuditResult.api``). Never an API key."""
+    and how the server was queried (``AuditResult.api``: its mode and the server builds,
+    ``system_fingerprints``, that gave the answers). Never an API key."""
     from urllib.parse import urlparse
 
     if spec.scheme == "openai":

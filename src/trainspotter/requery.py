@@ -38,20 +38,32 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
                 return spec
             return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
 
-        same = None if config.model.scheme == "openai" else \
-            model_identity(config.model) == {k: v for k, v in record["model"].items() if k != "server"}
+        target = load_backend(fresh(config.model))
         df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked],
-                     load_backend(fresh(config.model)), [load_backend(fresh(r)) for r in config.reference],
-                     config.access, config.features)
+                     target, [load_backend(fresh(r)) for r in config.reference], config.access, config.features)
+    if config.model.scheme == "openai":
+        weights = _server_builds(record, getattr(target, "system_fingerprints", set()))
+    elif model_identity(config.model) == record["model"]:
+        weights = "; the weight files' sha256 are unchanged"
+    else:
+        weights = "; the weight files differ from the recorded ones"
     worst, where = _largest_difference(picked, df.to_dict("records"))
-    weights = "" if same is None else ("; the weight files' sha256 are unchanged" if same else
-                                       "; the weight files differ from the recorded ones")
     tol = f"rtol {REQUERY_RTOL:g}, atol {REQUERY_ATOL:g}"
     if worst <= 1.0:
         return Check("requery", True, f"{len(picked)} passages re-extracted: every feature matches within "
                                       f"{tol}{weights}")
     return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; largest "
                                    f"difference {where} (beyond {tol}){weights}")
+
+
+def _server_builds(record: dict, now: set[str]) -> str:
+    """What the server's ``system_fingerprint`` says: the same build as in the record, or not."""
+    then = {fp for server in record["model"].get("server", {}).values() for fp in server.get("system_fingerprints", [])}
+    if not then or not now:
+        return "; the server reports no system_fingerprint" if not now else ""
+    if now <= then:
+        return f"; the server's system_fingerprint is unchanged ({', '.join(sorted(now))})"
+    return f"; the server's system_fingerprint changed: {', '.join(sorted(then))} then, {', '.join(sorted(now))} now"
 
 
 def _largest_difference(picked: list, rows: list[dict]) -> tuple[float, str | None]:

@@ -158,10 +158,10 @@ def test_cache_resume_and_zero_requests_on_rerun(server, tmp_path):
 
 def test_faults_are_retried_a_bounded_number_of_times(mini_testbed, start_server, tmp_path):
     xs = texts(6)
-    # a fault answers after 2 s, past the 1 s timeout; a loaded 2-core machine can take
-    # over 0.5 s for a good answer, which would add retries that are not faults
-    with start_server(fail_rate=0.2, seed=1, fail_sleep=2.0) as (app, url):
-        b = api(url, tmp_path, mode="label", backoff=0.001, timeout=1.0, batch=16)
+    # a fault answers after 8 s, past the 4 s timeout; a busy 2-core machine (the whole suite
+    # beside other jobs) took over 1 s for a good answer, which would add retries that are not faults
+    with start_server(fail_rate=0.2, seed=1, fail_sleep=8.0) as (app, url):
+        b = api(url, tmp_path, mode="label", backoff=0.001, timeout=4.0, batch=16)
         got = b.score(xs)
         faults = app.state.stats["faults"]
         u = b.usage()

@@ -22,9 +22,15 @@ def test_a_black_box_audit_through_serve_verifies(mini_testbed, start_server, mo
         result = audit_flow(config)
         record = load_record(result["record"])
         assert record["model"]["scheme"] == "openai" and record["model"]["host"] == "127.0.0.1"
-        assert "mode" in next(iter(record["model"]["server"].values()))
+        server = next(iter(record["model"]["server"].values()))
+        assert "mode" in server and server["system_fingerprints"] == [app.state.system_fingerprint]
         checked = verify_records([(result["record"], record)])
         assert checked.ok, checked.failure
         again = requery(record, 2)
         assert again.ok, again.detail
+        assert f"system_fingerprint is unchanged ({app.state.system_fingerprint})" in again.detail
+    with start_server(seed=3, system_fingerprint="fp_rebuilt") as (app, url2):
+        moved = json.loads(json.dumps(record).replace(url, url2))  # the same server, restarted on another port
+        again = requery(moved, 2)
+        assert "system_fingerprint changed" in again.detail and "fp_rebuilt now" in again.detail, again.detail
     assert "sk-test" not in json.dumps(record)

@@ -91,6 +91,7 @@ class OpenAIBackend:
                              config.price_prompt_1k, config.price_completion_1k)
         self.transport = Transport(config, self.budget, self.local)
         self.profile: ServerProfile | None = None  # what the server supports: probed on first use
+        self.system_fingerprints: set[str] = set()  # the server builds that gave the answers used
         self._probe_key = query_key(self.fingerprint, "probe", {"want": config.mode, "k": config.top_logprobs,
                                                                   "v": PROBE_VERSION}, "")
 
@@ -152,13 +153,17 @@ class OpenAIBackend:
     def describe(self) -> dict:
         """What this backend does against its server: ``mode`` (None until probed; a probe
         cached by an earlier run counts, no request is sent), whether prompts go in lists,
-        ``echo_shift`` (echo's log-prob of token j read at position j + shift) and ``summary``."""
+        ``echo_shift`` (echo's log-prob of token j read at position j + shift), ``summary``
+        and ``system_fingerprints``: the server builds (its ``system_fingerprint``) that gave
+        the answers this backend used, cached ones included: two differ when the provider
+        changed what answers under the same model name."""
         c, profile = self.config, self._known_profile()
         mode = BY_NAME[profile.mode] if profile else None
         how = mode.describe(profile) if mode else NOT_PROBED
         d = {"backend": "openai", "model": c.model, "base_url": c.base_url, "mode": self.mode, **how,
              "batch": c.batch if mode is None or how["list_prompts"] else 1, "tokenizer": c.tokenizer,
-             "key_env": c.key_env, "fingerprint": self.fingerprint}
+             "key_env": c.key_env, "fingerprint": self.fingerprint,
+             "system_fingerprints": sorted(self.system_fingerprints)}
         return d | {"summary": _summary(d)}
 
     # ---- querying: cache, budget, batching ---------------------------------------------
@@ -190,7 +195,9 @@ class OpenAIBackend:
             self.cache.put_many(self.fingerprint, mode.method, new)  # written as it arrives
             answers.update(new)
             start += len(chunk)
-        return [None if key is None else answers[key] for key in keys]
+        used = [None if key is None else answers[key] for key in keys]
+        self.system_fingerprints.update(a["system_fingerprint"] for a in used if a and a.get("system_fingerprint"))
+        return used
 
     # ---- what the server supports -----------------------------------------------------
 
@@ -230,4 +237,6 @@ def _summary(d: dict) -> str:
         parts.append("position 1 unknown (no empty prompt answered)")
     elif d["empty_prompt"]:
         parts.append(f"empty prefix sent as {d['empty_prompt']!r}")
+    if d.get("system_fingerprints"):
+        parts.append(f"server build {', '.join(d['system_fingerprints'])}")
     return ", ".join(parts)

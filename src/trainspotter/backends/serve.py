@@ -64,6 +64,7 @@ class Quirks:
     ignore_logprobs: bool = False
     chat_only: bool = False
     empty_prompt: bool = True
+    system_fingerprint: str | None = None  # another build under the same model name (default: from the weights)
 
     def __post_init__(self):
         if self.echo_logprobs not in ECHO_LOGPROBS:
@@ -169,6 +170,8 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
     app = FastAPI(title="trainspotter OpenAI-compatible server")
     app.state.stats = {"requests": 0, "faults": {f: 0 for f in FAULTS}, "prompts": 0, "refused": 0}
     app.state.quirks = quirks
+    app.state.system_fingerprint = fingerprint = (quirks.system_fingerprint  # as OpenAI's: which build answers
+                                                  or f"fp_{backend.fingerprint[:10]}")
     counter = iter(range(1, 1 << 62))
 
     def draw_fault() -> str | None:
@@ -220,7 +223,7 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
             n_prompt, n_gen = n_prompt + a, n_gen + b
         app.state.stats["prompts"] += len(prompts)
         return {"id": f"cmpl-{next(counter)}", "object": "text_completion", "created": int(time.time()),
-                "model": model_name, "choices": choices,
+                "model": model_name, "choices": choices, "system_fingerprint": fingerprint,
                 "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen,
                           "total_tokens": n_prompt + n_gen}}
 
@@ -242,7 +245,7 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
                 for t, v, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"])]}
         app.state.stats["prompts"] += 1
         return {"id": f"chatcmpl-{next(counter)}", "object": "chat.completion", "created": int(time.time()),
-                "model": model_name,
+                "model": model_name, "system_fingerprint": fingerprint,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": c["text"]},
                              "logprobs": logprobs, "finish_reason": "length"}],
                 "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen,

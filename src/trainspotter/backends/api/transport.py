@@ -58,6 +58,8 @@ class Transport:
             try:
                 body = self._send(mode, prompts, params)
                 answers = mode.parse(body, prompts, params, where)
+                if isinstance(body.get("system_fingerprint"), str):  # the server's build, kept with each answer
+                    answers = [a | {"system_fingerprint": body["system_fingerprint"]} for a in answers]
                 break
             except Unsupported:  # answered (and billed) without what was asked
                 self._charge(body, est_prompt, est_completion)
