@@ -184,8 +184,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           model: str = MODEL,
           reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
-          features: Optional[FeatureSet] = choice(FeatureSet, "features", None, FEATURES_HELP + " Default: "
-                                                  "lean; with --twins, twins."),
+          features: Optional[FeatureSet] = choice(FeatureSet, "features", None, FEATURES_HELP[:-1] +
+                                                  " (default: lean, or twins with --twins)."),
           alpha: float = ALPHA,
           max_pairs: Optional[int] = MAX_PAIRS,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
