@@ -104,8 +104,10 @@ def main() -> None:
     target, reference = load_backend(f"testbed:{TESTBED}"), load_backend(f"testbed:{TESTBED}/reference")
     sides = {split: load_twins(out / f"twins-{split}").sides(seed=0) for split in ("member", "nonmember")}
     heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
-    if args.cache and args.cache.exists():
+    cached = bool(args.cache and args.cache.exists())
+    if cached:  # (the extraction's own seconds travel with the cache)
         F = {tuple(k.split("/")) if "/" in k else k: v for k, v in np.load(args.cache).items()}
+        start -= float(F.pop("extract_seconds", 0.0))
     else:
         F = {}
         for split, (public, private) in sides.items():  # each version with its twin's text
@@ -113,7 +115,8 @@ def main() -> None:
             F[split, "private"] = features(private, target, reference)
         F["heldout"] = features(heldout, target, reference)  # no twin: changed-position columns NaN, unused
         if args.cache:
-            np.savez(args.cache, **{"/".join(k) if isinstance(k, tuple) else k: v for k, v in F.items()})
+            np.savez(args.cache, extract_seconds=time.time() - start,
+                     **{"/".join(k) if isinstance(k, tuple) else k: v for k, v in F.items()})
     extracted = time.time() - start
     print(f"features extracted in {extracted:.0f} s", flush=True)
     config = TestConfig(alpha=0.05)
@@ -166,7 +169,7 @@ def main() -> None:
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": TESTBED,
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": 0.05,
               "subsets": {k: SUBSETS[k] for k in args.subsets.split(",")}, "twins": manifest["twins"],
-              "extract_seconds": round(extracted, 1), "test_seconds": seconds,
+              "extract_seconds": round(extracted, 1), "features_cached": cached, "test_seconds": seconds,
               "seconds": round(time.time() - start, 1), "results": results}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "twins.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -185,8 +188,9 @@ def render(report: dict) -> None:
         f"keyed lexical rewriter): {made['member']['passages']} members and {made['nonmember']['passages']} "
         f"non-members ({made['member']['dropped']} and {made['nonmember']['dropped']} dropped: a version too short, "
         f"or the versions equal within the 64 audited tokens); mean edit rate {made['member']['edit_rate']:.3f} of "
-        f"the words. Features extracted once ({report['extract_seconds']} s) with the `twins` set; each subset is "
-        f"columns of it.",
+        f"the words. Features extracted once ({report['extract_seconds']} s"
+        f"{', read back from its cache for this run' if report.get('features_cached') else ''}) with the `twins` "
+        f"set; each subset is columns of it.",
         "",
         "| features | members: \"trained on\" | mean pairs to decision (censored) | non-members, fresh draw per "
         "trial (H0) | p (rate > α), one-sided | non-members, the testbed's one draw |",
