@@ -1,23 +1,28 @@
-"""Twins on `tiny-pretrain-twins`: pairs to decision of a twins audit against today's unpaired
-audit on the same members, and the twins audit's false "trained on" rate (issue 35, a first
-look before `benchmark --suite twins`).
+"""Twins on `tiny-pretrain-twins`: which features make a twins audit powerful, its pairs to
+decision against today's unpaired audit on the same members, and its false "trained on" rate
+(issue 35).
 
 Testbed `tiny-pretrain-twins` (built if missing, ~8 CPU-minutes): every passage rewritten twice
 by the keyed lexical rewriter, one version drawn public; the target was pre-trained with the
-members' public versions mixed in once, the reference without them. Features: the default
-audit's (`lean`, gray box, with the reference), extracted once for every version. Then, with
-the audit's sequential test (``stream_stops``, default preset, α = 0.05), per trial:
+members' public versions mixed in once, the reference without them. Features: the `twins` set
+(gray box, with the reference), extracted once for every version, each with its twin's text:
+the lean pass plus the changed-position features (``features.twin_positions``). Each feature
+subset (``SUBSETS``: lean, calibrated, changed positions, combinations) is columns of that one
+table, tested on the same trials with the audit's sequential test (``stream_stops``, default
+preset, α = 0.05):
 
 - ``twins, members``: each member's public version against its private twin, paired, in a
   random order (H1: the public versions were trained on);
-- ``unpaired, members``: members' public versions against held-out passages (their public
-  versions too: the same rewriting on both sides), each side in its own random order — the
-  audit a user runs without twins;
 - ``twins, non-members (H0)``: the same on non-members, with **a fresh draw per trial**: each
   passage's two versions swap sides with probability 1/2, as the random draw at `twins make`
   could have gone (neither was trained on, so every draw is equally valid). So the trials are
-  independent draws of the design, not reorderings of one split. The blind check runs on the
-  same streams.
+  independent draws of the design, not reorderings of one split. A version's features are
+  f(version | its twin), so a swap swaps them: the H0 rows use the new features as an audit does;
+- ``twins, non-members, testbed's draw``: non-members under the testbed's one draw, reordered as
+  the members' rows are: the control for what a members' rate owes to one draw's luck;
+- ``unpaired, members: lean``: members' public versions against held-out passages (their public
+  versions too: the same rewriting on both sides), each side in its own random order — the
+  audit a user runs without twins. The blind check runs on the H0 streams.
 
 Writes benchmarks/results/twins/{twins.md,twins.json}.
 
@@ -43,13 +48,23 @@ OUT = ROOT / "benchmarks" / "results" / "twins"
 TESTBED = "tiny-pretrain-twins"
 
 
-def features(passages: list[dict], target, reference, columns: list[str] | None = None):
+# The feature subsets compared on the same trials (issue 35): columns of one extraction with the
+# `twins` set (the lean pass plus the changed-position features, ``features.twin_positions``).
+LEAN = ["gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_min_kpp_20", "gray_ref_ratio", "gray_ref_diff",
+        "gray_ez"]
+CALIBRATED = ["gray_ref_ratio", "gray_ref_diff", "gray_ez"]
+CHANGED = ["gray_twin_lp", "gray_twin_ref_diff"]
+SUBSETS = {"lean": LEAN, "calibrated": CALIBRATED, "changed positions": CHANGED,
+           "changed ref-relative only": ["gray_twin_ref_diff"], "calibrated + changed": CALIBRATED + CHANGED,
+           "lean + changed (twins set)": LEAN + CHANGED}
+
+
+def features(passages: list[dict], target, reference):
     from trainspotter.features.extract import extract
     from trainspotter.features.features import FEATURE_SETS
 
-    df = extract(passages, target, reference, "gray", FEATURE_SETS["lean"])
-    columns = columns or [c for c in df.columns if c not in ("id", "set")]
-    return df[columns].to_numpy(dtype=float), columns
+    df = extract(passages, target, reference, "gray", FEATURE_SETS["twins"])
+    return df[LEAN + CHANGED].to_numpy(dtype=float)
 
 
 def summary(stops: np.ndarray, n: int, alpha: float, h0: bool) -> dict:
@@ -70,7 +85,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--subsets", default=",".join(SUBSETS), help="comma-separated names of SUBSETS")
     parser.add_argument("--render", action="store_true", help="only rewrite twins.md from twins.json")
+    parser.add_argument("--cache", type=Path, help="an .npz of the extracted features: read if there, else written")
     args = parser.parse_args()
     if args.render:
         return render(json.loads((OUT / "twins.json").read_text()))
@@ -87,44 +104,72 @@ def main() -> None:
     target, reference = load_backend(f"testbed:{TESTBED}"), load_backend(f"testbed:{TESTBED}/reference")
     sides = {split: load_twins(out / f"twins-{split}").sides(seed=0) for split in ("member", "nonmember")}
     heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
-    F = {}
-    for split, (public, private) in sides.items():
-        F[split, "public"], columns = features(public, target, reference)
-        F[split, "private"], _ = features(private, target, reference, columns)
-    F["heldout"], _ = features(heldout, target, reference, columns)
+    cached = bool(args.cache and args.cache.exists())
+    if cached:  # (the extraction's own seconds travel with the cache)
+        F = {tuple(k.split("/")) if "/" in k else k: v for k, v in np.load(args.cache).items()}
+        start -= float(F.pop("extract_seconds", 0.0))
+    else:
+        F = {}
+        for split, (public, private) in sides.items():  # each version with its twin's text
+            F[split, "public"] = features(public, target, reference)
+            F[split, "private"] = features(private, target, reference)
+        F["heldout"] = features(heldout, target, reference)  # no twin: changed-position columns NaN, unused
+        if args.cache:
+            np.savez(args.cache, extract_seconds=time.time() - start,
+                     **{"/".join(k) if isinstance(k, tuple) else k: v for k, v in F.items()})
     extracted = time.time() - start
+    print(f"features extracted in {extracted:.0f} s", flush=True)
     config = TestConfig(alpha=0.05)
     rng = np.random.default_rng(args.seed)
-    T, results = args.trials, {}
+    T, results, all_columns = args.trials, {}, LEAN + CHANGED
+    for split in ("member", "nonmember"):
+        for side in ("public", "private"):
+            if not np.isfinite(F[split, side]).all():
+                raise SystemExit(f"non-finite features in {split}/{side}")
 
-    # H1, paired: the same random order on both sides
-    n = len(F["member", "public"])
-    order = np.stack([rng.permutation(n) for _ in range(T)])
-    results["twins, members"] = summary(stream_stops(F["member", "public"], F["member", "private"], order, order,
-                                                     [config], [config.alpha], columns)[0][0, 0], n, 0.05, False)
-    # H1, unpaired: members' public versions vs held-out, each side its own order
-    n = min(len(F["member", "public"]), len(F["heldout"]))
-    ix = np.stack([rng.permutation(len(F["member", "public"]))[:n] for _ in range(T)])
-    iy = np.stack([rng.permutation(len(F["heldout"]))[:n] for _ in range(T)])
-    results["unpaired, members"] = summary(stream_stops(F["member", "public"], F["heldout"], ix, iy, [config],
-                                                        [config.alpha], columns)[0][0, 0], n, 0.05, False)
-    # H0: non-members, a fresh draw per trial (swap the versions of each passage w.p. 1/2)
+    def cols(X, names):
+        return X[:, [all_columns.index(c) for c in names]]
+
+    def stops_of(S, H, ix, iy, names):
+        return stream_stops(cols(S, names), cols(H, names), ix, iy, [config], [config.alpha], names)[0][0, 0]
+
+    # the same trials (orders, draws) for every subset
+    n1 = len(F["member", "public"])
+    order1 = np.stack([rng.permutation(n1) for _ in range(T)])
     pub, pri = F["nonmember", "public"], F["nonmember", "private"]
-    texts = [p["text"] for p in sides["nonmember"][0]], [q["text"] for q in sides["nonmember"][1]]
-    n = len(pub)
-    both, both_texts = np.concatenate([pub, pri]), texts[0] + texts[1]
-    swap = rng.random((T, n)) < 0.5
-    order = np.stack([rng.permutation(n) for _ in range(T)])
-    sw = np.take_along_axis(swap, order, axis=1)
-    ix, iy = np.where(sw, order + n, order), np.where(sw, order, order + n)
-    stops = stream_stops(both, both, ix, iy, [config], [config.alpha], columns)[0][0, 0]
-    rows = TextRows(both_texts)
-    blind, _ = blind_stops(rows, rows, ix, iy, config)
-    results["twins, non-members (H0)"] = summary(stops, n, 0.05, True)
-    results["blind check on twins (H0)"] = summary(blind, n, 0.05, True)
+    n0 = len(pub)
+    both = np.concatenate([pub, pri])
+    swap = rng.random((T, n0)) < 0.5  # H0: a fresh draw per trial (swap each passage's versions w.p. 1/2)
+    order0 = np.stack([rng.permutation(n0) for _ in range(T)])
+    sw = np.take_along_axis(swap, order0, axis=1)
+    ix0, iy0 = np.where(sw, order0 + n0, order0), np.where(sw, order0, order0 + n0)
+    seconds = {}
+    for name in args.subsets.split(","):
+        t0 = time.time()
+        names = SUBSETS[name]
+        results[f"twins, members: {name}"] = summary(
+            stops_of(F["member", "public"], F["member", "private"], order1, order1, names), n1, 0.05, False)
+        results[f"twins, non-members (H0): {name}"] = summary(stops_of(both, both, ix0, iy0, names), n0, 0.05, True)
+        # control for the H1 rows: non-members under the testbed's one draw, reordered like the members
+        results[f"twins, non-members, testbed's draw: {name}"] = summary(
+            stops_of(pub, pri, order0, order0, names), n0, 0.05, True)
+        seconds[name] = round(time.time() - t0, 1)
+        print(name, results[f"twins, members: {name}"]["rate"], results[f"twins, non-members (H0): {name}"]["rate"],
+              f"{seconds[name]} s", flush=True)
+    # unpaired: members' public versions vs held-out, each side its own order (lean)
+    n = min(n1, len(F["heldout"]))
+    ix = np.stack([rng.permutation(n1)[:n] for _ in range(T)])
+    iy = np.stack([rng.permutation(len(F["heldout"]))[:n] for _ in range(T)])
+    results["unpaired, members: lean"] = summary(stops_of(F["member", "public"], F["heldout"], ix, iy, LEAN), n,
+                                                 0.05, False)
+    texts = [p["text"] for p in sides["nonmember"][0]] + [q["text"] for q in sides["nonmember"][1]]
+    rows = TextRows(texts)
+    blind, _ = blind_stops(rows, rows, ix0, iy0, config)
+    results["blind check on twins (H0)"] = summary(blind, n0, 0.05, True)
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": TESTBED,
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": 0.05,
-              "features": columns, "twins": manifest["twins"], "extract_seconds": round(extracted, 1),
+              "subsets": {k: SUBSETS[k] for k in args.subsets.split(",")}, "twins": manifest["twins"],
+              "extract_seconds": round(extracted, 1), "features_cached": cached, "test_seconds": seconds,
               "seconds": round(time.time() - start, 1), "results": results}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "twins.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -133,35 +178,43 @@ def main() -> None:
 
 def render(report: dict) -> None:
     """benchmarks/results/twins/twins.md from the report (``--render``: from twins.json)."""
-    made = report["twins"]
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "twins.json").write_text(json.dumps(report, indent=2) + "\n")
-    render(report)
-
-
-def render(report: dict) -> None:
-    """benchmarks/results/twins/twins.md from the report (``--render``: from twins.json)."""
-    made = report["twins"]
+    made, res = report["twins"], report["results"]
+    rate = lambda r: f"{r['rate']:.3f} ({r['rejected']}/{r['trials']})"  # noqa: E731
     lines = [
-        "# Twins on tiny-pretrain-twins: paired against unpaired, and the false \"trained on\" rate", "",
-        f"`benchmarks/bench_twins.py`, {report['when']}, {report['trials']} trials each, α = {report['alpha']}, "
-        f"default audit (`lean`, gray, with the reference). Twins (k = 2, keyed lexical rewriter): "
-        f"{made['member']['passages']} members and {made['nonmember']['passages']} non-members "
-        f"({made['member']['dropped']} and {made['nonmember']['dropped']} dropped: a version too short, or the "
-        f"versions equal within the 64 audited tokens); mean edit rate {made['member']['edit_rate']:.3f} of the words.",
+        "# Twins on tiny-pretrain-twins: which features, paired against unpaired, and the false \"trained on\" rate",
         "",
-        "| audit | pairs available | \"trained on\" | mean pairs to decision (censored) | pairs for 95% | "
-        "p (rate > α), one-sided |",
+        f"`benchmarks/bench_twins.py`, {report['when']}, {report['trials']} trials each, α = {report['alpha']}, "
+        f"gray box with the reference, the same trials (orders, draws) for every feature subset. Twins (k = 2, "
+        f"keyed lexical rewriter): {made['member']['passages']} members and {made['nonmember']['passages']} "
+        f"non-members ({made['member']['dropped']} and {made['nonmember']['dropped']} dropped: a version too short, "
+        f"or the versions equal within the 64 audited tokens); mean edit rate {made['member']['edit_rate']:.3f} of "
+        f"the words. Features extracted once ({report['extract_seconds']} s"
+        f"{', read back from its cache for this run' if report.get('features_cached') else ''}) with the `twins` "
+        f"set; each subset is columns of it.",
+        "",
+        "| features | members: \"trained on\" | mean pairs to decision (censored) | non-members, fresh draw per "
+        "trial (H0) | p (rate > α), one-sided | non-members, the testbed's one draw |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, r in report["results"].items():
-        mean = f"{r['mean_pairs_to_decision']:.1f}" if "mean_pairs_to_decision" in r else "–"
-        p = f"{r['p_above_alpha']:.3g}" if "p_above_alpha" in r else ""
-        lines.append(f"| {name} | {r['pairs']} | {r['rate']:.3f} ({r['rejected']}/{r['trials']}) | {mean} | "
-                     f"{r.get('pairs_for_95pct') or '–'} | {p} |")
-    lines += ["", "H1 rows reorder one set of members (the testbed's); the H0 rows draw the twins anew per trial."]
+    for name, columns in report["subsets"].items():
+        h1, h0 = res[f"twins, members: {name}"], res[f"twins, non-members (H0): {name}"]
+        control = res.get(f"twins, non-members, testbed's draw: {name}")
+        lines.append(f"| {name} (`{'`, `'.join(columns)}`) | {rate(h1)} | {h1['mean_pairs_to_decision']:.1f} | "
+                     f"{rate(h0)} | {h0['p_above_alpha']:.3g} | {rate(control) if control else '–'} |")
+    unpaired, blind = res["unpaired, members: lean"], res["blind check on twins (H0)"]
+    lines += ["", f"Unpaired audit of the same members' public versions against held-out passages (lean): "
+              f"{rate(unpaired)}, {unpaired['mean_pairs_to_decision']:.1f} pairs on average "
+              f"({unpaired.get('pairs_for_95pct') or '–'} for 95%). Blind check on the fresh-draw twins (H0): "
+              f"fired in {rate(blind)}.", "",
+              "The members' rows reorder one draw (the testbed's: training fixed which versions are public); the "
+              "H0 rows draw the twins anew per trial (each passage's versions swap sides with probability 1/2), so "
+              "they are independent draws of the design. The last column reorders the non-members' one draw like "
+              "the members' rows: what a members' rate owes to the luck of one draw rather than to training.",
+              "", f"Seconds per subset (both sides' tests): {report.get('test_seconds')}; all: {report['seconds']} s "
+              f"on {report['cpus']} shared CPUs."]
     (OUT / "twins.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
 
 if __name__ == "__main__":
     main()

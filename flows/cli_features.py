@@ -28,9 +28,9 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     models needed, which way is member-like (the test's scorer keeps that direction),
     definition, source; then the per-sample methods that read them (``trainspotter benchmark
     --methods``). --json: every column."""
-    from trainspotter.features.features import catalog
+    from trainspotter.features.features import FeatureConfig, catalog
 
-    specs = catalog(access=access.value)
+    specs = catalog(FeatureConfig(twin_positions=True), access.value)  # every column, a twins audit's too
     if json_out:
         return emit_json([s.as_dict() for s in specs])
     if not all_:

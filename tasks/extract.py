@@ -28,7 +28,8 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 # The library code a feature row depends on: editing any of it recomputes cached chunks.
 EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features",
                 "trainspotter.features.perturb", "trainspotter.features.probability",
-                "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.backends",
+                "trainspotter.features.ez", "trainspotter.features.references",
+                "trainspotter.features.twin_positions", "trainspotter.backends",
                 "trainspotter.backends.base",
                 "trainspotter.backends.hf", "trainspotter.backends.spec", "trainspotter.backends.openai_compat",
                 "trainspotter.backends.api.modes", "trainspotter.backends.api.positions",
@@ -36,14 +37,15 @@ EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features
 
 
 def chunk_cache_key(context, parameters) -> str:
-    """Data fingerprint (ids + texts) + config slice (models' weights and dtype, access,
-    feature config) + digest of the feature code: a rerun after a crash finds every
-    finished chunk, an edited feature formula finds none."""
+    """Data fingerprint (ids + texts, and a twins audit's twin texts: the changed-position
+    features depend on them) + config slice (models' weights and dtype, access, feature
+    config) + digest of the feature code: a rerun after a crash finds every finished chunk,
+    an edited feature formula finds none."""
     return "chunk-" + fingerprint(
         code_digest(*EXTRACT_CODE), spec_fingerprint(parameters["model"]),
         [spec_fingerprint(r) for r in parse_references(parameters.get("reference"))], parameters["access"],
         parameters["features"].model_dump(exclude={"batch_size", "embedding_cache"}),
-        [(p["id"], p["text"]) for p in parameters["passages"]])
+        [(p["id"], p["text"]) + ((p["twin"],) if p.get("twin") is not None else ()) for p in parameters["passages"]])
 
 
 @task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
@@ -52,9 +54,10 @@ def extract_chunk(passages: list[dict], model: ModelSpec, reference, access: str
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``);
     ``reference``: none, one or several model specs (``parse_references``).
-    Only id and text go in: the cache key covers nothing else (a `set` label read from the
-    user's file would be served to the next run of the same texts)."""
-    passages = [{"id": p["id"], "text": p["text"]} for p in passages]
+    Only id, text and a twins audit's twin text go in: the cache key covers nothing else (a
+    `set` label read from the user's file would be served to the next run of the same texts)."""
+    passages = [{"id": p["id"], "text": p["text"]} | ({"twin": p["twin"]} if p.get("twin") is not None else {})
+                for p in passages]
     references = [load_backend(r) for r in parse_references(reference)]
     df = extract(passages, load_backend(model), references, access, features)
     return df.to_dict("records")

@@ -194,6 +194,7 @@ def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
     columns) and, unless the caller chose ``oriented`` explicitly, continue it as it is."""
     stored["test"].setdefault("oriented", False)
     stored["features"].setdefault("relative_only", False)
+    stored["features"].setdefault("twin_positions", False)
     if "oriented" not in config.test.model_fields_set and not stored["test"]["oriented"]:
         return config.model_copy(update={"test": config.test.model_copy(update={"oriented": False})})
     return config
@@ -353,7 +354,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
         if auditor.rejected:
             break  # evidence reached 1/α: stop querying
         batch = pairs[start:start + config.batch_pairs]
-        passages = [{"id": p["id"], "text": p["text"]} for p in [x for x, _ in batch] + [y for _, y in batch]]
+        passages = [{"id": p["id"], "text": p["text"]} | ({"twin": p["twin"]} if "twin" in p else {})
+                    for p in [x for x, _ in batch] + [y for _, y in batch]]
         try:
             rows = extract_fn(passages, batch_no)
         except BudgetExhausted as e:

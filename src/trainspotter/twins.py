@@ -203,13 +203,15 @@ class Twins:
     def sides(self, seed: int = 0) -> tuple[list[dict], list[dict]]:
         """The audit's two sides, aligned: the public versions (suspect) and, per passage, one
         private variant drawn with ``seed`` (held-out; ids ``ID#VARIANT``). ``make_pairs(...,
-        paired=True)`` keeps each passage's two versions in one pair."""
+        paired=True)`` keeps each passage's two versions in one pair. Each side's ``twin`` is the
+        other version's text, for the changed-position features (``features.twin_positions``)."""
         suspect, heldout = [], []
         for i in self.ids:
             private = sorted(j for j in self.variants[i] if j != self.public[i])
             j = private[0] if len(private) == 1 else random.Random(f"{seed}:twin:{i}").choice(private)
-            suspect.append({"id": i, "text": self.variants[i][self.public[i]]})
-            heldout.append({"id": f"{i}#{j}", "text": self.variants[i][j]})
+            public, twin = self.variants[i][self.public[i]], self.variants[i][j]
+            suspect.append({"id": i, "text": public, "twin": twin})
+            heldout.append({"id": f"{i}#{j}", "text": twin, "twin": public})
         return suspect, heldout
 
 

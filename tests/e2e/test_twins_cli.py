@@ -39,6 +39,7 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     result = json.loads(out.stdout)
     assert result["verdict"] == "no evidence" and result["pairs_available"] == made["passages"]
     assert result["guard"] is None and not result["blind"]["fired"]
+    assert "gray_twin_lp" in result["features"]  # without --features a twins audit reads the changed positions
     pairs = [p for b in json.loads(record.read_text())["batches"] for p in b["pairs"]]
     assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
     out = run("verify", str(record), "--json")

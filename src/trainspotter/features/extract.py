@@ -35,6 +35,7 @@ from trainspotter.features.features import (FeatureConfig, catalog, match_rate, 
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
                                                estimate_logprobs, petal_fit, token_table)
+from trainspotter.features.twin_positions import twin_rows
 
 Access = Literal["gray", "black", "both"]
 
@@ -186,6 +187,8 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
     parts = []
     if access in ("gray", "both"):
         parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
+        if config.twin_positions:  # a twins audit: passages carry their twin's text (``Twins.sides``)
+            parts.append(twin_rows(passages, target, t_orig, r_orig))
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
         if config.sequence:

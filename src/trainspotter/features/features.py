@@ -25,6 +25,7 @@ from trainspotter.features.orientation import direction
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
+from trainspotter.features.twin_positions import twin_specs
 
 MIN_K = 0.2  # Shi et al. 2024 report K = 20% as a strong default for gray-box access
 
@@ -189,6 +190,7 @@ class FeatureConfig(BaseModel):
     metric_criteria: bool = True
     # TDDBench's learning-based inputs: per-passage prediction vectors (gray_top_p_*, gray_pv_*)
     prediction_vectors: bool = False
+    twin_positions: bool = False  # a twins audit's changed-position features (features.twin_positions)
 
     @field_validator("min_k")
     @classmethod
@@ -227,18 +229,16 @@ def _pct(k: float) -> int:
     return int(round(k * 100))
 
 
-# Named feature sets for audits: "lean" costs one forward pass per text per model (the
-# foundation's features plus Min-K%++ and EZ from the same pass); "calibrated" keeps the
-# reference-relative ones of that pass (RefL ratio and difference, EZ), which are robust to
-# a held-out set that is easier or harder text (benchmarks/results/shift.md); "full" is
-# everything.
+# Named feature sets: "lean" costs one forward pass per text per model (the foundation's features
+# plus Min-K%++ and EZ from the same pass; no TDDBench metric criteria: at chance on tiny-pretrain,
+# benchmarks/results/tiny-pretrain/tddbench.md); "calibrated" keeps its reference-relative ones (RefL,
+# EZ: robust to easier or harder held-out text, benchmarks/results/shift.md); "twins": a twins
+# audit's, with the changed-position features (benchmarks/results/twins/twins.md); "full": all.
+_ONE_PASS = {"min_k": (MIN_K,), "strip_k": (), "perturbations": False, "sequence": False}
 FEATURE_SETS = {
-    # (without TDDBench's metric criteria: at chance on tiny-pretrain, benchmarks/results/
-    # tiny-pretrain/tddbench.md, and an API returns no full distribution to compute them from)
-    "lean": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False,
-                          metric_criteria=False),
-    "calibrated": FeatureConfig(min_k=(MIN_K,), strip_k=(), perturbations=False, sequence=False,
-                                relative_only=True),
+    "lean": FeatureConfig(**_ONE_PASS, metric_criteria=False),
+    "calibrated": FeatureConfig(**_ONE_PASS, relative_only=True),
+    "twins": FeatureConfig(**_ONE_PASS, metric_criteria=False, twin_positions=True),
     "full": FeatureConfig(),
 }
 
@@ -367,6 +367,7 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
     """Every feature column ``extract`` can produce under ``config``, in column order."""
     config = config or FeatureConfig()
     specs = _token_specs("gray", config) if access in ("gray", "both") else []
+    specs += twin_specs(FeatureSpec, _T, _TR) if config.twin_positions and access in ("gray", "both") else []
     if access in ("black", "both"):
         specs += _token_specs("black", config)
         specs += [FeatureSpec(f"black_pert_match_rate_{kind}", "black", _T, "fraction of positions whose greedy "
@@ -384,7 +385,6 @@ def catalog(config: FeatureConfig | None = None, access: str = "both") -> list[F
                                      "(same prefix, same true suffix)",
                                      "ours: RefL (BADI App. A.2 item 5) on BADI Sec. 3's suffix similarity"))
     return specs
-
 
 
 def token_level_row(access: str, text: str, logprobs: np.ndarray, config: FeatureConfig, *,

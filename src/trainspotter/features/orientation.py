@@ -17,7 +17,8 @@ import re
 
 __all__ = ["direction", "directions"]
 
-_RULES = [  # (pattern on the column name, +1: higher = member-like, -1: lower = member-like)
+_RULES = [  # (pattern on the column name, +1: higher = member-like, -1: lower = member-like); first match
+    (r"^gray_twin_(lp|ref_diff)$", +1),  # features.twin_positions (before _ref_diff): log p at changed tokens
     (r"_ppl$", -1),
     (r"_ref_(ratio|diff)$", -1),
     (r"_refs_diff$", -1),

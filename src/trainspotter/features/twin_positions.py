@@ -1,0 +1,94 @@
+"""Changed-position features of a twins audit: the target's fit at the tokens where a passage
+differs from its twin (issue 35; ``trainspotter.twins``).
+
+A twins audit pairs each passage's public version A (suspect) with its private twin B
+(held-out). The keyed lexical rewriter changes few words (~7%), so a whole-passage feature
+(perplexity, Min-K%, RefL) averages the signal at the changed words with the noise of the
+context the two versions share. Here a passage's feature is computed only at its *changed
+tokens*: the positions of its target-tokenizer token ids that are not in a matching block of
+``difflib.SequenceMatcher`` (no junk heuristic) against its twin's token ids.
+
+- ``gray_twin_lp``: mean target log p(x_i | x_<i) at the changed tokens (a LOSS attack, Yeom et
+  al. 2018, restricted to the positions that tell the versions apart).
+- ``gray_twin_ref_diff``: mean (target − reference) log p there: the reference calibration of
+  Carlini et al. 2021 (RefL, BADI App. A.2 item 5) at the changed tokens, so that a
+  substituted word's rarity, which hits both models alike, cancels.
+
+Both are member-like when larger (``features.orientation``). A passage whose tokens all match
+its twin's (the twin only adds tokens, or the two are equal in the audited tokens) is measured at
+all its tokens instead, so the columns stay finite (the audit drops a column that is not finite on
+its first batch). A passage without a twin gets NaN, and ``gray_twin_ref_diff`` is NaN where the
+reference tokenizes the passage differently (its log-probs are then not position-aligned).
+
+Validity. The feature of A is f(A | B), of B is f(B | A), for one fixed function f of (passage,
+twin) and the models. Under H0 (no version trained on) which of A, B was published was decided
+by a fair coin after both existed, so swapping the two versions swaps the two features: the
+pair (X, Y) = (f(A | B), f(B | A)) is exchangeable, and the BADI e-process (Sec. 4) on such
+pairs stays a test supermartingale. Nothing about the twin is used except its text.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["COLUMNS", "changed_mask", "twin_rows", "twin_specs"]
+
+COLUMNS = ("gray_twin_lp", "gray_twin_ref_diff")
+
+
+def changed_mask(token_ids: Sequence[int], twin_ids: Sequence[int]) -> np.ndarray:
+    """Boolean mask over ``token_ids``: True where the token is not part of a block that
+    ``difflib.SequenceMatcher(autojunk=False)`` matches with ``twin_ids`` (a changed token)."""
+    a, b = [int(x) for x in token_ids], [int(x) for x in twin_ids]
+    mask = np.ones(len(a), dtype=bool)
+    for i, _, size in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        mask[i:i + size] = False
+    return mask
+
+
+def _mean_at(values: np.ndarray | None, mask: np.ndarray) -> float:
+    if values is None or not mask.any():  # (an empty passage)
+        return float("nan")
+    return float(np.mean(np.asarray(values, dtype=float)[mask]))
+
+
+def twin_row(token_ids, logprobs, twin_ids, reference_ids=None, reference_logprobs=None) -> dict[str, float]:
+    """The changed-position columns of one passage; ``twin_ids``: its twin's token ids under the
+    same tokenizer (None: no twin, NaN); reference arrays: the (first) reference's scores."""
+    if twin_ids is None:
+        return dict.fromkeys(COLUMNS, float("nan"))
+    mask = changed_mask(token_ids, twin_ids)
+    if not mask.any():  # nothing of its own to measure: the whole passage (module docstring)
+        mask = np.ones_like(mask)
+    row = {"gray_twin_lp": _mean_at(logprobs, mask)}
+    if reference_logprobs is not None:
+        aligned = reference_ids is not None and np.array_equal(np.asarray(reference_ids), np.asarray(token_ids))
+        row["gray_twin_ref_diff"] = (_mean_at(np.asarray(logprobs) - np.asarray(reference_logprobs), mask)
+                                     if aligned else float("nan"))
+    return row
+
+
+def twin_rows(passages: list[dict], target, t_orig, r_orig) -> list[dict]:
+    """Rows of a batch: ``passages[i].get("twin")`` is passage i's twin text; its token ids are
+    the target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are."""
+    rows = []
+    for i, (p, t) in enumerate(zip(passages, t_orig)):
+        twin = p.get("twin")
+        twin_ids = target.encode(twin)[1:] if isinstance(twin, str) else None
+        r = r_orig[0][i] if r_orig else None
+        rows.append(twin_row(t.token_ids, t.logprobs, twin_ids, None if r is None else r.token_ids,
+                             None if r is None else r.logprobs))
+    return rows
+
+
+def twin_specs(spec_type, target: tuple, target_reference: tuple) -> list:
+    """Catalogue entries (``features.FeatureSpec``) of the changed-position columns."""
+    where = "at the tokens where the passage differs from its twin (difflib alignment of token ids)"
+    return [spec_type("gray_twin_lp", "gray", target, f"mean target log p(x_i|x_<i) {where}",
+                      "ours: LOSS (Yeom et al. 2018) at twins' changed tokens; needs a twins audit"),
+            spec_type("gray_twin_ref_diff", "gray", target_reference,
+                      f"mean target − reference log p(x_i|x_<i) {where}",
+                      "ours: RefL (Carlini et al. 2021; BADI App. A.2 item 5) at twins' changed tokens")]
