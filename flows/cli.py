@@ -184,8 +184,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           model: str = MODEL,
           reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
-          features: Optional[FeatureSet] = choice(FeatureSet, "features", None, FEATURES_HELP[:-1] +
-                                                  " (default: lean, or twins with --twins)."),
+          features: FeatureSet = choice(FeatureSet, "features", "lean", FEATURES_HELP),
           alpha: float = ALPHA,
           max_pairs: Optional[int] = MAX_PAIRS,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
@@ -243,8 +242,6 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         raise InputError(f"option --{'suspect' if not suspect else 'heldout'}: missing; give --suspect FILE and "
                          f"--heldout FILE, or --twins DIR")
     sign_key = record_options(record, sign, len(suspect or [None]))
-    # a twins audit measures by default where the versions differ too (benchmarks/results/twins)
-    feature_set = features.value if features is not None else "twins" if twins is not None else "lean"
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)} if twins is None else {}
     # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
     model, reference = parse_spec(model), parse_references(reference)
@@ -261,7 +258,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
 
         sides = {"twins": str(twins)} if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
         config = AuditConfig(name=name, **sides, model=model,
-                             reference=reference, access=access.value, features=FEATURE_SETS[feature_set],
+                             reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              preset=preset or DEFAULT_PRESET, shift_check=shift_check.value, placebo=placebo,
                              placebo_check=placebo_check, assume_exchangeable=assume_exchangeable,

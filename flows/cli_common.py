@@ -54,7 +54,7 @@ ACCESS_HELP = "gray (log-probs), black (greedy tokens and generations only: labe
 FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calibrated (its "
                  "target-vs-reference features only: robust to held-out sets of easier or harder text; "
                  "needs --reference), twins (lean + the log-probs where a passage differs from its twin; "
-                 "a twins audit's) or full (+ six perturbations and suffix generation).")
+                 "needs --twins) or full (+ six perturbations and suffix generation).")
 
 
 def choice(enum: type[Enum], option: str, default: str, help: str):

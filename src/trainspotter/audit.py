@@ -103,9 +103,12 @@ class AuditConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _needs_reference(self) -> "AuditConfig":
+    def _features_need(self) -> "AuditConfig":
         if self.features.relative_only and not self.reference:
             raise ValueError("the calibrated (reference-relative) feature set needs a reference model")
+        if self.features.twin_positions and self.twins is None:
+            raise ValueError("the twins feature set reads where a passage differs from its twin: it needs twins "
+                             "(--twins DIR)")
         return self
 
     @model_validator(mode="after")

@@ -143,8 +143,6 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
 
     if verb == "audit" and name in ("strategy", "payoff", "lambda_max"):
         return stated == "from the preset" and param.default is None  # AuditConfig fills it from --preset
-    if verb == "audit" and name == "features":  # cli.audit: the twins set for a twins audit
-        return stated == "lean, or twins with --twins" and param.default is None
     if verb == "audit" and name == "preset":
         return stated == DEFAULT_PRESET and param.default is None
     if verb == "extract" and name in ("perturbations", "sequence"):

@@ -34,12 +34,12 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert out.returncode == 0 and json.loads(out.stdout)["verified"], out.stderr
     record = tmp_path / "record.json"
     out = run("audit", "--twins", str(folder), "--model", "testbed:mini", "--alpha", "0.01", "--record",
-              str(record), "--json")
+              str(record), "--features", "twins", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["verdict"] == "no evidence" and result["pairs_available"] == made["passages"]
     assert result["guard"] is None and not result["blind"]["fired"]
-    assert "gray_twin_lp" in result["features"]  # without --features a twins audit reads the changed positions
+    assert "gray_twin_lp" in result["features"]  # --features twins reads the changed positions
     pairs = [p for b in json.loads(record.read_text())["batches"] for p in b["pairs"]]
     assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
     out = run("verify", str(record), "--json")
@@ -66,5 +66,8 @@ def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, 
     line = one_error_line(run("audit", "--twins", str(folder), "--suspect", str(public), "--model", "testbed:mini"))
     assert "--twins" in line and "--suspect" in line
     assert "--twins DIR" in one_error_line(run("audit", "--model", "testbed:mini"))
+    line = one_error_line(run("audit", "--suspect", str(public), "--heldout", str(public), "--features", "twins",
+                              "--model", "testbed:mini"))
+    assert "twins feature set" in line and "--twins DIR" in line
     line = one_error_line(run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder)))
     assert "not an empty folder" in line

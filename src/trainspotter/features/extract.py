@@ -232,6 +232,8 @@ def extract(passages: list[dict], target: Backend, reference: Backend | Sequence
         raise InputError("no passages to extract features from")
     if config.relative_only and not references:
         raise InputError("reference-relative features (the calibrated set) need a reference model")
+    if config.twin_positions and not any(p.get("twin") for p in passages):
+        raise InputError("the changed-position features (the twins set) need each passage's twin: audit --twins DIR")
     for j, p in enumerate(passages):
         if not isinstance(p.get("text"), str) or not p["text"].strip():
             raise InputError(f"passage {p.get('id', j)!r}: `text` must be a non-empty string")
