@@ -106,7 +106,7 @@ def test_audit_over_an_api_says_how_many_log_probs_are_bounds(mini_testbed, star
     env = os.environ | {"OPENAI_API_KEY": SECRET, "COLUMNS": "200"}
     # llama-cpp-python's echo: each token's log-prob read from its row's top-5, a bound where missing
     with start_server(echo_logprobs="fed") as (_, url):
-        cli += ["--model", f"openai:mini@{url}?tokenizer=testbed:mini"]
+        cli += ["--model", f"openai:mini@{url}?tokenizer=testbed:mini&top_logprobs=5"]
         out = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=600, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         # --refresh: features recomputed (from cached answers): a run served by the feature cache

@@ -76,6 +76,8 @@ def test_request_params_of_each_mode():
     assert (LABEL.k(profile), LOGPROBS.k(profile)) == (None, 5)
     assert (LOGPROBS.probe_ks(5), LOGPROBS.probe_ks(1), LABEL.probe_ks(5), CHAT.probe_ks(5)) == (
         (5, 1), (1,), (None,), (5, None))
+    # a spec that leaves top_logprobs open: the largest the server accepts, most first
+    assert (LOGPROBS.probe_ks(None), LABEL.probe_ks(None), CHAT.probe_ks(None)) == ((20, 5, 1), (None,), (20, 5, None))
 
 
 def _choice(i, text="x", logprobs=None):
@@ -180,9 +182,24 @@ def test_probe_skips_by_error_type_not_by_message_text():
         return [{"text": "x", "logprobs": None}]
 
     profile, calls, stored = probe(rule)
-    assert [c[:2] for c in calls] == [("logprobs-echo", 5), ("logprobs-echo", 1), ("logprobs", 5), ("logprobs", 1),
-                                      ("label", None), ("chat", 5)]
-    assert profile == ServerProfile("chat", lists=False, k=5, empty="") and stored == []
+    assert [c[:2] for c in calls] == [("logprobs-echo", 20), ("logprobs-echo", 5), ("logprobs-echo", 1),
+                                      ("logprobs", 20), ("logprobs", 5), ("logprobs", 1), ("label", None), ("chat", 20)]
+    assert profile == ServerProfile("chat", lists=False, k=20, empty="") and stored == []
+
+
+def test_probe_keeps_the_largest_top_k_the_server_accepts():
+    """OpenAI's completions take at most 5 log-probs: top-20 is refused (a 400), top-5 kept."""
+    def rule(mode, prompts, params):
+        if (params.get("logprobs") or 0) > 5:
+            raise Unsupported("logprobs must be at most 5", 400)
+        top = {"x": -0.1, "y": -2.0} if params.get("logprobs") else None
+        lp = {"tokens": ["x"], "token_logprobs": [-0.1], "top_logprobs": [top], "text_offset": [0]} if top else None
+        return [{"text": "x", "logprobs": lp} for _ in prompts]
+
+    profile, calls, _ = probe(rule, want="logprobs")
+    asked = [c[:2] for c in calls]
+    assert asked[:2] == [("logprobs-echo", 20), ("logprobs-echo", 5)]  # (no echo in these answers)
+    assert asked[2:4] == [("logprobs", 20), ("logprobs", 5)] and (profile.mode, profile.k) == ("logprobs", 5)
 
 
 def test_probe_log_probs_ignored_rules_out_every_k_and_keeps_label():
@@ -192,8 +209,8 @@ def test_probe_log_probs_ignored_rules_out_every_k_and_keeps_label():
         return [{"text": "x", "logprobs": None} for _ in prompts]
 
     profile, calls, stored = probe(rule)
-    # top-5 ignored: no top-1, no logprobs trial; label: the list works, then the empty prompt
-    assert calls == [("logprobs-echo", 5, 2), ("label", None, 2), ("label", None, 1)]
+    # top-20 ignored: no other k, no logprobs trial; label: the list works, then the empty prompt
+    assert calls == [("logprobs-echo", 20, 2), ("label", None, 2), ("label", None, 1)]
     assert profile == ServerProfile("label", lists=True, k=None, empty="")
     assert [(m.name, prompt) for m, _, prompt, _ in stored] == [("label", "")]
 
@@ -206,7 +223,8 @@ def test_probe_missing_endpoint_rules_out_its_modes_and_lists_none_works():
 
     with pytest.raises(Incompatible) as err:
         probe(rule)
-    assert len(err.value.args[0].split("; ")) == 3  # echo top-5 (404), chat top-5, chat without log-probs
+    # echo top-20 (404: no other completions trial), chat top-20, top-5, without log-probs
+    assert len(err.value.args[0].split("; ")) == 4
     with pytest.raises(Incompatible, match="mode=label: label: no route"):
         probe(rule, "label")
 

@@ -13,7 +13,8 @@
   Keys: ``tokenizer`` (required: a local HF tokenizer dir or an hf:/testbed: spec; it
   defines positions), ``key_env`` (env var holding the API key, default OPENAI_API_KEY),
   ``mode`` (auto|logprobs-echo|logprobs|label|chat), ``batch`` (prompts per request, 32),
-  ``top_logprobs`` (5), ``timeout`` (s), ``retries``, ``backoff`` (s), ``seed``,
+  ``top_logprobs`` (default: the largest of 20 and 5 the server accepts), ``timeout`` (s),
+  ``retries``, ``backoff`` (s), ``seed``,
   ``max_requests``, ``max_tokens``, ``max_cost``, ``price`` (per 1k tokens, both ways) or
   ``price_prompt``/``price_completion``, ``cache`` (SQLite path). The key itself never
   appears in a spec.

@@ -19,7 +19,7 @@ class APIConfig:
     key_env: str = "OPENAI_API_KEY"
     mode: str = "auto"
     batch: int = 32  # prompts per /v1/completions request
-    top_logprobs: int = 5  # OpenAI allows at most 5 for completions
+    top_logprobs: int | None = None  # None: the largest the server accepts (modes.TOP_KS)
     timeout: float = 60.0  # seconds per request
     retries: int = 6  # retries per request after the first attempt
     backoff: float = 0.5  # first retry delay in seconds, doubled each time, times 1 + U[0,1)

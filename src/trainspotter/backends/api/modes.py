@@ -17,6 +17,11 @@ from trainspotter.backends.api.errors import LogprobsIgnored, MalformedResponse
 from trainspotter.backends.api.positions import LocalTokens, nan_scores
 from trainspotter.backends.base import TokenScores
 
+# top-k log-probs asked for where a spec leaves ``top_logprobs`` open: the largest the server
+# accepts (OpenAI: 5 for completions, 20 for chat; vLLM: 20 by default). Where the true token
+# is not among them its log-prob is only bounded by the k-th (positions.lookup): more is better.
+TOP_KS = (20, 5)
+
 CHAT_INSTRUCTION = ("Continue the following text exactly where it stops. "
                     "Reply with the continuation only, no commentary.")
 
@@ -47,9 +52,10 @@ class Mode:
     def k(self, profile) -> int | None:
         return profile.k if self.uses_k else None
 
-    def probe_ks(self, k0: int) -> tuple:
-        """The top-k values the probe tries, most first."""
-        return tuple(dict.fromkeys((k0, 1))) if self.uses_k else (None,)
+    def probe_ks(self, k0: int | None) -> tuple:
+        """The top-k values the probe tries, most first: ``k0`` (a spec's ``top_logprobs``),
+        else the largest of ``TOP_KS`` the server accepts; then 1."""
+        return tuple(dict.fromkeys((*_asked(k0), 1))) if self.uses_k else (None,)
 
     # ---- the request and its answer ----------------------------------------------------
 
@@ -209,8 +215,8 @@ class ChatMode(Mode):
     method = "chat"
     lists = False
 
-    def probe_ks(self, k0: int) -> tuple:
-        return (k0, None)
+    def probe_ks(self, k0: int | None) -> tuple:
+        return (*_asked(k0), None)
 
     def params(self, model: str, max_tokens: int, k: int | None) -> dict:
         return {"model": model, "max_tokens": max_tokens, "temperature": 0, "top_logprobs": k,
@@ -245,6 +251,10 @@ class ChatMode(Mode):
 LABEL, LOGPROBS, ECHO, CHAT = LabelMode(), LogprobsMode(), EchoMode(), ChatMode()
 BY_NAME: dict[str, Mode] = {m.name: m for m in (ECHO, LOGPROBS, LABEL, CHAT)}
 MODES = ("auto", *BY_NAME)  # what a spec's mode= may ask for ("auto": the probe chooses)
+
+
+def _asked(k0: int | None) -> tuple:
+    return (k0,) if k0 else TOP_KS
 
 
 def _choices(body: dict, n: int) -> list[dict]:
