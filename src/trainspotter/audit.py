@@ -35,7 +35,7 @@ from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  #
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
-from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline
+from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Guard, Verdict, explain, explain_baseline
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "PRESETS",
            "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain", "explain_baseline",
@@ -330,12 +330,18 @@ def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]
     return [suspect[i] for i, _ in match.pairs], [heldout[j] for _, j in match.pairs], match
 
 
+def matched_verdict(verdict: Verdict, guard: Guard | None, matched: int, needed: int) -> tuple[Verdict, Guard | None]:
+    """A matched audit's verdict from ``decide``'s: fewer matched pairs than ``needed`` to ever reach
+    1/α make it inconclusive ("overlap") unless the blind check did (audit and shift suite use it)."""
+    return ("inconclusive", "overlap") if matched < needed and guard != "blind" else (verdict, guard)
+
+
 def _with_match(result: AuditResult, match: MatchResult, config: AuditConfig) -> AuditResult:
     """The result of a matched audit: its explanation says what it rests on, and an audit whose
     matched pairs are too few to ever reach 1/α is inconclusive ("overlap"), not "no evidence"."""
     needed = min_pairs_to_reject(config.test)
     update = {"match": match, "explanation": f"{match.describe()} {result.explanation}"}
-    if match.matched < needed and result.guard != "blind":
+    if matched_verdict(result.verdict, result.guard, match.matched, needed)[1] == "overlap":
         update |= {"verdict": "inconclusive", "reject": False, "guard": "overlap", "explanation": (
             f"Inconclusive: only {match.matched} of {match.suspect_total} suspect passages have a held-out "
             f"passage of the same text-only propensity, and the test needs at least {needed} pairs to ever "

@@ -27,7 +27,7 @@ import random
 import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
-__all__ = ["MatchResult", "greedy_match", "match_pairs", "propensity_logits"]
+__all__ = ["Encoded", "MatchResult", "greedy_match", "match_pairs", "propensity_logits"]
 
 CALIPER_SD = 0.2  # Austin (2011): 0.2 SD of the logit propensity
 
@@ -63,42 +63,108 @@ class MatchResult(BaseModel):
                 f"difference.")
 
 
-def _design(train: list[str], test: list[str]):
-    """Sparse design matrices of the training and scored texts: TF-IDF word 1–2-grams and
+_ANALYZERS = ({"analyzer": "word", "ngram_range": (1, 2)}, {"analyzer": "char_wb", "ngram_range": (3, 5)})
+MIN_DF, MAX_FEATURES = 2, 50_000
+
+
+class Encoded:
+    """What the propensity model reads of each text, computed once per text: the raw counts of
+    every word 1–2-gram and character 3–5-gram (one column per term, in the sorted order
+    scikit-learn's vectorizers use) and the surface statistics. Both are stateless per text;
+    only the TF-IDF vocabulary and weights and the scaling of the surface statistics depend on
+    the training texts, and ``_design`` computes those per fold, exactly as a ``TfidfVectorizer``
+    (sublinear tf, min_df 2, at most 50,000 terms) fitted on the fold's training texts would
+    (tests/unit/test_matching.py compares the two). ``rows`` picks passages (e.g. one Monte
+    Carlo draw) without encoding them again."""
+
+    def __init__(self, texts: list[str]):
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        from trainspotter.features.text import surface_stats
+
+        self.counts = []
+        for kwargs in _ANALYZERS:
+            try:
+                self.counts.append(CountVectorizer(**kwargs).fit_transform(texts).tocsr().astype(np.float64))
+            except ValueError:  # no term at all
+                pass
+        self.surface = surface_stats(texts)
+
+    def rows(self, index) -> "Encoded":
+        out = Encoded.__new__(Encoded)
+        out.counts = []
+        for c in self.counts:  # only the terms these rows have (the others never pass min_df), in order
+            c = c[index]
+            out.counts.append(c[:, np.unique(c.indices)])
+        out.surface = self.surface[index]
+        return out
+
+    def __len__(self) -> int:
+        return len(self.surface)
+
+
+def _tfidf(counts, train: np.ndarray, test: np.ndarray):
+    """TfidfVectorizer(sublinear_tf=True, min_df=MIN_DF, max_features=MAX_FEATURES) fitted on the
+    ``train`` rows of a count matrix and applied to them and to the ``test`` rows, or None
+    (no term in two training texts)."""
+    from scipy import sparse
+    from sklearn.preprocessing import normalize
+
+    x_train, x_test = counts[train], counts[test]
+    df = np.bincount(x_train.indices, minlength=counts.shape[1])
+    mask = df >= MIN_DF
+    if mask.sum() > MAX_FEATURES:  # the most frequent terms, ties as scikit-learn breaks them
+        tfs = np.asarray(x_train.sum(axis=0)).ravel()
+        keep = np.zeros(len(mask), dtype=bool)
+        keep[np.where(mask)[0][(-tfs[mask]).argsort()[:MAX_FEATURES]]] = True
+        mask = keep
+    if not mask.any():
+        return None
+    cols = np.where(mask)[0]
+    idf = np.log((1 + len(train)) / (1 + df[cols])) + 1
+    out = []
+    for x in (x_train[:, cols], x_test[:, cols]):
+        x = x.tocsr(copy=True)
+        x.eliminate_zeros()
+        x.data = np.log(x.data) + 1
+        out.append(normalize(x @ sparse.diags(idf), norm="l2"))
+    return out
+
+
+def _design(encoded: Encoded, train: np.ndarray, test: np.ndarray):
+    """Sparse design matrices of the training and scored rows: TF-IDF word 1–2-grams and
     character 3–5-grams (vocabulary and weights from the training texts only) and the
     surface statistics, standardised on the training texts."""
     from scipy import sparse
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import StandardScaler
 
-    from trainspotter.features.text import surface_stats
-
     blocks = ([], [])
-    for kwargs in ({"analyzer": "word", "ngram_range": (1, 2)}, {"analyzer": "char_wb", "ngram_range": (3, 5)}):
-        vec = TfidfVectorizer(sublinear_tf=True, min_df=2, max_features=50_000, **kwargs)
-        try:
-            blocks[0].append(vec.fit_transform(train))
-            blocks[1].append(vec.transform(test))
-        except ValueError:  # no term in two training texts
-            pass
-    scaler = StandardScaler().fit(surface_stats(train))
-    blocks[0].append(sparse.csr_matrix(scaler.transform(surface_stats(train))))
-    blocks[1].append(sparse.csr_matrix(scaler.transform(surface_stats(test))))
+    for counts in encoded.counts:
+        pair = _tfidf(counts, train, test)
+        if pair is not None:
+            blocks[0].append(pair[0])
+            blocks[1].append(pair[1])
+    scaler = StandardScaler().fit(encoded.surface[train])
+    blocks[0].append(sparse.csr_matrix(scaler.transform(encoded.surface[train])))
+    blocks[1].append(sparse.csr_matrix(scaler.transform(encoded.surface[test])))
     return sparse.hstack(blocks[0]).tocsr(), sparse.hstack(blocks[1]).tocsr()
 
 
-def propensity_logits(suspect: list[str], heldout: list[str], folds: int = 5, seed: int = 0) -> np.ndarray:
+def propensity_logits(suspect: list[str], heldout: list[str], folds: int = 5, seed: int = 0,
+                      encoded: Encoded | None = None) -> np.ndarray:
     """Cross-fitted logit e(x) of every passage, suspect rows first: fold k is scored by a
-    logistic regression fitted on the other folds (stratified, seeded)."""
+    logistic regression fitted on the other folds (stratified, seeded). ``encoded``: the
+    texts, suspect rows first, already encoded (``Encoded``; default: encoded here)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
     texts = list(suspect) + list(heldout)
+    encoded = encoded if encoded is not None else Encoded(texts)
     y = np.r_[np.ones(len(suspect), dtype=int), np.zeros(len(heldout), dtype=int)]
     folds = max(2, min(folds, len(suspect), len(heldout)))
     logits = np.zeros(len(texts))
     for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(texts, y):
-        x_train, x_test = _design([texts[i] for i in train], [texts[i] for i in test])
+        x_train, x_test = _design(encoded, train, test)
         model = LogisticRegression(C=1.0, max_iter=2000).fit(x_train, y[train])
         logits[test] = model.decision_function(x_test)
     return logits
@@ -128,12 +194,14 @@ def greedy_match(ls: np.ndarray, lh: np.ndarray, caliper: float, seed: int = 0) 
 
 
 def match_pairs(suspect: list[str], heldout: list[str], seed: int = 0, folds: int = 5,
-                caliper_sd: float = CALIPER_SD) -> MatchResult:
-    """Greedy caliper matching on the cross-fitted logit propensity (module docstring)."""
+                caliper_sd: float = CALIPER_SD, encoded: Encoded | None = None) -> MatchResult:
+    """Greedy caliper matching on the cross-fitted logit propensity (module docstring).
+    ``encoded``: the texts, suspect rows first, already encoded (``Encoded.rows`` of a pool's
+    encoding; the same result, without encoding a text twice)."""
     from sklearn.metrics import roc_auc_score
 
     n_s, n_h = len(suspect), len(heldout)
-    logits = propensity_logits(suspect, heldout, folds, seed)
+    logits = propensity_logits(suspect, heldout, folds, seed, encoded)
     ls, lh = logits[:n_s], logits[n_s:]
     caliper = caliper_sd * float(logits.std())
     pairs = greedy_match(ls, lh, caliper, seed)

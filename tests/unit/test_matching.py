@@ -33,14 +33,62 @@ def test_cross_fitting_keeps_a_passage_from_scoring_its_own_label():
     (in-sample AUROC near 1); the cross-fitted propensities do not (near 0.5)."""
     from sklearn.linear_model import LogisticRegression
 
-    from trainspotter.matching import _design
+    from trainspotter.matching import Encoded, _design
 
     s, h = texts(150, 30, seed=1), texts(150, 30, seed=2)
     y = np.r_[np.ones(150), np.zeros(150)]
-    x, _ = _design(s + h, s + h)
+    every = np.arange(300)
+    x, _ = _design(Encoded(s + h), every, every)
     in_sample = LogisticRegression(C=1.0, max_iter=2000).fit(x, y).decision_function(x)
     assert roc_auc_score(y, in_sample) > 0.95
     assert 0.35 < roc_auc_score(y, propensity_logits(s, h, seed=0)) < 0.65
+
+
+def _sklearn_design(train: list[str], test: list[str], max_features: int = 50_000):
+    """The design as it was written before ``Encoded`` (TfidfVectorizer fitted per fold)."""
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import StandardScaler
+
+    from trainspotter.features.text import surface_stats
+
+    blocks = ([], [])
+    for kwargs in ({"analyzer": "word", "ngram_range": (1, 2)}, {"analyzer": "char_wb", "ngram_range": (3, 5)}):
+        vec = TfidfVectorizer(sublinear_tf=True, min_df=2, max_features=max_features, **kwargs)
+        blocks[0].append(vec.fit_transform(train))
+        blocks[1].append(vec.transform(test))
+    scaler = StandardScaler().fit(surface_stats(train))
+    blocks[0].append(sparse.csr_matrix(scaler.transform(surface_stats(train))))
+    blocks[1].append(sparse.csr_matrix(scaler.transform(surface_stats(test))))
+    return sparse.hstack(blocks[0]).tocsr(), sparse.hstack(blocks[1]).tocsr()
+
+
+def test_encoding_once_gives_the_design_a_tfidf_vectorizer_per_fold_gives(monkeypatch):
+    """``Encoded`` counts every text once and weights per fold: the design matrices equal those of
+    TfidfVectorizer fitted on the fold, also when max_features cuts the vocabulary (ties
+    included), and matching a draw from a pool's encoding equals matching its texts."""
+    import trainspotter.matching as matching
+    from trainspotter.matching import Encoded, _design
+
+    rng = random.Random(9)
+    pool = [" ".join(rng.choice(VOCAB[:60]) for _ in range(rng.randint(3, 25))) + rng.choice([".", "!", ""])
+            for _ in range(120)]
+    enc = Encoded(pool)
+    train, test = np.arange(0, 120, 3), np.setdiff1d(np.arange(120), np.arange(0, 120, 3))
+    for cap in (50_000, 40):
+        monkeypatch.setattr(matching, "MAX_FEATURES", cap)
+        ours = _design(enc, train, test)
+        theirs = _sklearn_design([pool[i] for i in train], [pool[i] for i in test], cap)
+        assert cap > 40 or ours[0].shape[1] == 2 * 40 + 15  # the cut applied to both n-gram blocks
+        for a, b in zip(ours, theirs):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a.toarray(), b.toarray(), atol=1e-12)
+    monkeypatch.setattr(matching, "MAX_FEATURES", 50_000)
+    draw = [5, 17, 3, 40, 41, 99, 60, 12, 77, 8, 30, 31, 90, 2, 65, 66, 20, 110]
+    s, h = [pool[i] for i in draw[:9]], [pool[i] for i in draw[9:]]
+    direct = match_pairs(s, h, seed=4)
+    reused = match_pairs(s, h, seed=4, encoded=enc.rows(draw))
+    assert direct.pairs == reused.pairs and np.isclose(direct.auroc, reused.auroc)
 
 
 def test_iid_sets_lose_few_passages_to_matching():

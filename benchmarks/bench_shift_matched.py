@@ -1,0 +1,184 @@
+"""The shift suite's matched arm (issue 36): `audit --shift-check match` on the null shifts of
+benchmarks/results/shift.md, on alternatives (members of one kind against unseen text of
+another) and on IID splits, beside the default audit on the very same draws.
+
+    TRAINSPOTTER_ARTIFACTS=/work/main/artifacts nice -n 10 .venv/bin/python benchmarks/bench_shift_matched.py \\
+        --out benchmarks/results/shift-matched --sizes 20 40 80 --trials 200
+
+Features come from the shift suite's cached extraction (flows/shift.py ``_features``); the
+Monte Carlo is trainspotter.evaluation.shift_matched. Sizes run outermost (every scenario at
+20, then 40, ...), and the tables are rewritten after every scenario, so a run stopped early
+leaves complete smaller sizes. Size 0: the whole pools (``--whole-trials`` trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from prefect import flow
+
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter import __version__
+from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, scenario_trials, shift_pools, suite_tests
+from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
+from trainspotter.flows.shift import _difficulty, _features, _split
+from trainspotter.flows.tracking import git_commit
+from trainspotter.matching import Encoded, match_pairs
+
+
+def _timings(table, pool_a, pool_b, sizes=(20, 80, 320, 0)) -> dict[str, float]:
+    """Seconds of one ``match_pairs`` call (texts encoded in the call) at n per side."""
+    out = {}
+    for n in sizes:
+        k = n or min(len(pool_a), len(pool_b))
+        s, h = [p["text"] for p in pool_a[:k]], [p["text"] for p in pool_b[:k]]
+        t = time.perf_counter()
+        match_pairs(s, h, seed=0)
+        out[str(k)] = round(time.perf_counter() - t, 2)
+    return out
+
+
+def _cell(r: dict) -> str:
+    return f"**{r['rate']:.3f}** (p {r['binom_p']:.2g})" if r["binom_p"] < 0.05 else f"{r['rate']:.3f} (p {r['binom_p']:.2g})"
+
+
+def render(summary: dict, alpha: float) -> str:
+    lines = ["# Held-out shift suite: the matched audit (`--shift-check match`)", "", summary["header"], "",
+             "Per trial: n passages per side drawn as in shift.md (the same generators, so the default audit "
+             "runs on the very same draws), `match_pairs` on the drawn texts (cross-fitted TF-IDF + surface "
+             "propensity, greedy matching within 0.2 SD of its logit; Rosenbaum & Rubin 1983, Austin 2011), "
+             "then on the matched pairs only: the blind check, the placebo checks and the model's test, and "
+             "the audit's verdict (`decide`, then `matched_verdict`: fewer matched pairs than the test needs "
+             f"to reach 1/α is *overlap*). α = {alpha:g}. *matched*: mean matched pairs (share of n); "
+             "*overlap*: share inconclusive for too few pairs; *blind after*: the blind check fires on the "
+             "matched pairs; *default*: \"trained on\" of the audit without matching on the same draws "
+             "(blind and placebo guards). Rates with the one-sided binomial p-value of rate ≤ α; **bold**: "
+             "p < 0.05. Pairs: censored mean pairs to decision (no rejection counts its matched pairs).", ""]
+    sections = (("null", "## Null shifts: neither model saw either set (every \"trained on\" is false)"),
+                ("alternative", "## Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
+                ("iid", "## IID splits (members: H1; non-members: H0)"))
+    audits = list(AUDITS)
+    for part, title in sections:
+        rows = [s for s in summary["scenarios"] if s["part"] == part]
+        if not rows:
+            continue
+        lines += [title, "", "| scenario | suspect | held-out | n | trials | matched | overlap | blind before "
+                  "| blind after | placebo after (gray/black) | "
+                  + " | ".join(f"{NAMES[a]}: default | matched | pairs (matched)" for a in audits) + " |",
+                  "|---" * (10 + 3 * len(audits)) + "|"]
+        for s in rows:
+            p = s["placebo"]
+            placebo = "/".join(f"{p[k]['rate']:.3f}" if k in p else "—" for k in ("placebo_gray", "placebo_black"))
+            overlap = s["tests"]["gray"]["overlap"]
+            cells = []
+            for a in audits:
+                t = s["tests"].get(a)
+                cells.append("— | — | —" if t is None else
+                             f"{t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f}")
+            lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
+                         f"| {s['trials']} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
+                         f"| {s['blind_before']['rate']:.3f} | {s['blind']['rate']:.3f} | {placebo} | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    iid = [s for s in summary["scenarios"] if s["part"] == "iid" and s["suspect"] == "member"]
+    if iid:
+        lines += ["IID cost (default audit): share of the default audit's true \"trained on\" (members) that "
+                  "the matched audit does not give on the same draws: "
+                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f}" for s in iid) + ".", ""]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="shift-matched")
+def run(args) -> dict:
+    start = time.time()
+    config = ShiftConfig(testbed=args.testbed, trials=args.trials, seed=args.seed)
+    test = config.test()
+    difficulty = _difficulty(config.testbed)
+    pools = shift_pools(config.testbed, config.seed, None, difficulty=difficulty)
+    iid = {s: _split(config.testbed, s) for s in ("member", "nonmember", "heldout")}
+    every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
+    table = _features(every, config.testbed)  # the suite's own extraction, cached
+    tests = suite_tests(list(table.columns), test)
+    rows = lambda ps: table.loc[[p["id"] for p in ps]]  # noqa: E731
+    timing = _timings(table, pools["source"][1], pools["source"][3])
+    print("match_pairs seconds per call:", timing, flush=True)
+    scenarios = []
+    for kind, (la, a, lb, b) in pools.items():
+        if kind in args.kinds:
+            scenarios += [("null", kind, la, a, lb, b), ("null", kind, lb, b, la, a)]
+    for kind, (la, a, lb, b) in member_pools(config.testbed, pools).items():
+        if kind.split("-")[0] in args.kinds:
+            scenarios.append(("alternative", kind, la, a, lb, b))
+    scenarios += [("iid", "iid", "member", iid["member"], "heldout", iid["heldout"]),
+                  ("iid", "iid", "nonmember", iid["nonmember"], "heldout", iid["heldout"])]
+    scenarios.sort(key=lambda sc: args.parts.index(sc[0]))
+    scenarios = [sc for sc in scenarios if sc[0] in args.parts]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    texts = {p["id"]: p["text"] for p in every}
+    at = {pid: k for k, pid in enumerate(texts)}
+    everything = Encoded(list(texts.values()))  # each text once; a scenario takes its rows
+    per_size = {int(k): int(v) for k, v in (x.split(":") for x in args.size_trials)}
+    results = []
+    for n in args.sizes:
+        trials = per_size.get(n, args.whole_trials if n == 0 else args.trials)
+        for part, kind, ls, s, lh, h in scenarios:
+            if n and n >= min(len(s), len(h)):
+                continue
+            t0 = time.time()
+            S, H = rows(s), rows(h)
+            encoded = everything.rows([at[p["id"]] for p in s + h])
+            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded)
+            default = scenario_trials(S, H, tests, test, trials, n or None, config.seed)
+            summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
+            results.append({"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n,
+                            "pool_sizes": [len(s), len(h)], "seconds": round(time.time() - t0, 1), **summary})
+            g = summary["tests"]["gray"]
+            print(f"{part} {kind} {ls} vs {lh} n {summary['pairs']}: matched {summary['matched_mean']:.1f}, "
+                  f"overlap {g['overlap']:.3f}, blind {summary['blind_before']['rate']:.3f}->"
+                  f"{summary['blind']['rate']:.3f}, trained on default {g['default']['rate']:.3f} matched "
+                  f"{g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
+            header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
+                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds}, separators=(',', ':'))}"
+                      f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on "
+                      f"{os.cpu_count()} CPUs shared (1 thread, nice 10) · match_pairs s/call (texts encoded in "
+                      f"the call) at n per side: {timing}")
+            summary_all = {"header": header, "scenarios": results, "match_seconds": timing}
+            (out / "shift-matched.json").write_text(json.dumps(summary_all, indent=1))
+            (out / "shift-matched.md").write_text(render(summary_all, test.alpha))
+    return {"rows": len(results), "minutes": (time.time() - start) / 60}
+
+
+def merge(paths: list[str], out: str, note: str) -> None:
+    """One table from several runs' JSON (e.g. the small sizes and the whole pools run side by
+    side): their scenarios, sizes in order, and each run's header."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    scenarios = sorted((s for r in runs for s in r["scenarios"]), key=lambda s: s["size"] or 10**9)
+    header = " ".join(f"Run {k + 1}: {r['header']}." for k, r in enumerate(runs)) + (f" {note}" if note else "")
+    summary = {"header": header, "scenarios": scenarios, "match_seconds": runs[0]["match_seconds"]}
+    Path(out, "shift-matched.json").write_text(json.dumps(summary, indent=1))
+    Path(out, "shift-matched.md").write_text(render(summary, 0.05))
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE RUN.json...
+        merge(sys.argv[4:], sys.argv[2], sys.argv[3])
+        sys.exit()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--testbed", default="tiny-pretrain")
+    ap.add_argument("--out", default="benchmarks/results/shift-matched")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[20, 40, 80])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--whole-trials", type=int, default=20)
+    ap.add_argument("--size-trials", nargs="*", default=[], help="SIZE:TRIALS overrides, e.g. 80:100 0:10")
+    ap.add_argument("--kinds", nargs="+", default=["length", "topic", "period", "source", "position", "difficulty"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
+    print(run(ap.parse_args()))

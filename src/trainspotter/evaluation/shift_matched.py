@@ -1,0 +1,175 @@
+"""The shift suite's matched arm (issue 36): what ``audit --shift-check match`` says on the
+suite's shifts, on alternatives where the model did train on the suspect set, and what it
+costs on IID splits.
+
+Per Monte Carlo trial, the draw of ``scenario_trials`` (the same generators, so the default
+audit runs on the very same passages): n passages per side; then ``match_pairs`` on the drawn
+texts, seeded per trial: cross-fitted text-only propensity, greedy matching within a caliper
+of 0.2 SD of its logit (Rosenbaum & Rubin 1983; Austin 2011); then, on the matched pairs only
+and in their order, the blind check, the placebo checks (the reference model's own features,
+the suite's ``placebo_*`` columns) and every audit's test, and the verdict the audit gives
+(``trainspotter.verdict.decide`` on the matched pairs, then ``trainspotter.audit.matched_verdict``:
+too few matched pairs to ever reach 1/α is "inconclusive" ("overlap")).
+
+The streams of a batch of trials have different lengths (the matched pairs); each is padded
+to the longest with arbitrary rows and a crossing after a trial's own last matched pair is
+dropped. The e-processes are predictable (round t uses pairs < t and pair t only), so the
+padding never changes a crossing at or before it.
+
+The alternatives (``member_pools``): members of the testbed's target model of one kind against
+passages neither model saw of another kind (the suite's unseen pools), so H1 holds and
+"trained on" is right, but the held-out set also differs in one property.
+
+The audit pairs the matched passages in an order drawn with its seed (``make_pairs``); here
+they keep ``match_pairs``' seeded order: another random order, the same distribution.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from trainspotter.audit import matched_verdict
+from trainspotter.data import Passage
+from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of
+from trainspotter.matching import Encoded, match_pairs
+from trainspotter.placebo import PlaceboResult
+from trainspotter.presets import UNGUARDED_MIN_PAIRS
+from trainspotter.stats.blind import BlindResult, TextRows, blind_stops
+from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
+from trainspotter.stats.simulation import stream_stops
+from trainspotter.verdict import decide
+
+__all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matched"]
+
+
+def _draws(n_s: int, n_h: int, n: int, trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each trial's draw, as ``scenario_trials`` draws them."""
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
+    ix, iy = [], []
+    for r in rngs:
+        ix.append(r.permutation(n_s)[:n])
+        iy.append(r.permutation(n_h)[:n])
+    return np.stack(ix), np.stack(iy)
+
+
+def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
+                   config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
+                   encoded: Encoded | None = None) -> dict:
+    """Monte Carlo of the matched audit on one (suspect pool, held-out pool), ``scenario_trials``'
+    draws: per trial, ``match_pairs`` on the drawn texts (seed ``seed * 1_000_003 + trial``), then
+    each test of ``tests`` and the blind check on the matched pairs. ``encoded``: the texts of
+    both pools, suspect rows first (``Encoded``; default: encoded here). Returns the draw size,
+    each trial's matched pairs and propensity AUROC, each test's first crossing (0 = none) and
+    the blind check's, on the matched pairs, and the pairs' rows (``rows``: suspect, held-out;
+    trial b's first ``matched[b]`` columns, the rest padding)."""
+    n = int(min(len(suspect), len(heldout), n_max or math.inf))
+    ts, th = list(suspect["text"]), list(heldout["text"])
+    encoded = encoded if encoded is not None else Encoded(ts + th)
+    ix, iy = _draws(len(suspect), len(heldout), n, trials, seed)
+    matched, auroc = np.zeros(trials, dtype=int), np.zeros(trials)
+    mx, my = np.zeros((trials, n), dtype=int), np.zeros((trials, n), dtype=int)
+    for b in range(trials):
+        m = match_pairs([ts[i] for i in ix[b]], [th[j] for j in iy[b]], seed=seed * 1_000_003 + b,
+                        encoded=encoded.rows(np.r_[ix[b], len(ts) + iy[b]]))
+        matched[b], auroc[b] = m.matched, m.auroc
+        if m.pairs:
+            mx[b, :m.matched] = ix[b][[i for i, _ in m.pairs]]
+            my[b, :m.matched] = iy[b][[j for _, j in m.pairs]]
+    width = max(int(matched.max()), 1)
+    mx, my = mx[:, :width], my[:, :width]
+    own = lambda stops: np.where(stops <= matched, stops, 0)  # noqa: E731  (a crossing in the padding: none)
+    model = {}
+    for name, (cols, test) in tests.items():
+        S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
+        model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], [c.split(":")[-1] for c in cols])[0][0, 0])
+    blind, _ = blind_stops(TextRows(ts), TextRows(th), mx, my, config)
+    return {"pairs": n, "trials": trials, "matched": matched, "auroc": auroc, "model": model,
+            "blind_stop": own(blind), "needed": min_pairs_to_reject(config), "rows": (mx, my)}
+
+
+def matched_verdicts(result: dict, name: str, alpha: float) -> dict[str, np.ndarray]:
+    """Per trial of audit ``name`` on the matched pairs: the model's test rejects (``model``),
+    the verdict's guard is "overlap" or "blind" (``overlap``, ``blind``), and "trained on"
+    (``trained_on``), each from ``decide`` and ``matched_verdict`` as the audit applies them."""
+    guard_test = guard_of(name)
+    out = {k: np.zeros(result["trials"], dtype=bool) for k in ("model", "trained_on", "overlap", "blind", "inconclusive")}
+    for b in range(result["trials"]):
+        m, reject = int(result["matched"][b]), bool(result["model"][name][b] > 0)
+        blind = BlindResult(fired=bool(result["blind_stop"][b] > 0), e_value=1.0, max_wealth=1.0, p_value=1.0,
+                            pairs_used=m, pairs_available=m, stop_time=None, alpha=alpha, wealth=[])
+        if guard_test is None:
+            placebo = PlaceboResult(ran=False, alpha=alpha)
+        else:
+            fired = guard_test in result["model"] and bool(result["model"][guard_test][b] > 0)
+            placebo = PlaceboResult(ran=reject, model="placebo", fired=fired and reject, alpha=alpha)
+        verdict, guard = decide(reject, reject, blind, placebo, UNGUARDED_MIN_PAIRS if guard_test is None else 0)
+        verdict, guard = matched_verdict(verdict, guard, m, result["needed"])
+        out["model"][b], out["trained_on"][b] = reject, verdict == "trained on"
+        out["overlap"][b], out["blind"][b] = guard == "overlap", guard == "blind"
+        out["inconclusive"][b] = verdict == "inconclusive"
+    return out
+
+
+def summarise_matched(result: dict, alpha: float, h0: bool, default: dict | None = None) -> dict:
+    """Per scenario: mean matched pairs and share of the draw, share "overlap", the blind check's
+    and placebo checks' firing rates on the matched pairs; per audit: the model's rejection rate,
+    "trained on" (matched) with its one-sided binomial p-value against α, share inconclusive and
+    censored mean pairs to decision (a trial without rejection counts its matched pairs).
+    ``default``: ``scenario_trials`` on the same draws (the audit without matching), for its
+    "trained on" rate and, on H1 (``h0`` False), the share of its true rejections lost."""
+    from trainspotter.evaluation.shift import verdicts
+
+    matched = result["matched"]
+    out = {"pairs": result["pairs"], "trials": result["trials"], "matched_mean": float(matched.mean()),
+           "matched_share": float(matched.mean() / max(result["pairs"], 1)), "auroc": float(result["auroc"].mean()),
+           "blind": _rate(result["blind_stop"] > 0, alpha),
+           "placebo": {k: _rate(v > 0, alpha) for k, v in result["model"].items() if k.startswith("placebo_")},
+           "tests": {}}
+    if default is not None:
+        out["blind_before"] = _rate(default["blind_stop"] > 0, alpha)
+    for name in result["model"]:
+        if name not in AUDITS:
+            continue
+        v = matched_verdicts(result, name, alpha)
+        row = {"model": _rate(v["model"], alpha), "trained_on": _rate(v["trained_on"], alpha),
+               "overlap": float(v["overlap"].mean()), "inconclusive": float(v["inconclusive"].mean()),
+               "censored_pairs": float(np.where(v["model"], result["model"][name], matched).mean())}
+        if default is not None and name in default["model"]:
+            before = verdicts(default, name)["guarded"]
+            row["default"] = _rate(before, alpha)
+            row["default_censored_pairs"] = float(np.where(before, default["model"][name], default["pairs"]).mean())
+            if not h0:
+                row["lost"] = float((before & ~v["trained_on"]).sum() / max(before.sum(), 1))
+        out["tests"][name] = row
+    return out
+
+
+def member_pools(testbed: str, pools: dict, root=None) -> dict[str, tuple[str, list[Passage], str, list[Passage]]]:
+    """{kind: (label of the members, members, label of the unseen pool, unseen pool)}: the
+    testbed's members (Wikipedia leads, the first chunk of each, which its target model trained
+    on) of one kind against the suite's pool (``shift_pools``) of passages neither model saw of
+    another kind: topic and period in both directions, source (Python docs), length (32-token
+    pieces), position (continuations)."""
+    import json
+
+    from trainspotter.assets import wikipedia_leads
+    from trainspotter.evaluation.testbed import split_path
+
+    members = [json.loads(line) for line in split_path(testbed, "member", root).read_text(encoding="utf-8").splitlines()]
+    leads = {r["id"]: r for r in wikipedia_leads()}
+    years = {p["id"]: [int(y) for y in _YEAR.findall(leads[p["id"]]["text"])] for p in members}
+    people = [p for p in members if leads[p["id"]]["topic"] == "People"]
+    sciences = [p for p in members if leads[p["id"]]["topic"] in SCIENCES]
+    modern = [p for p in members if years[p["id"]] and max(years[p["id"]]) >= 1950]
+    historical = [p for p in members if years[p["id"]] and max(years[p["id"]]) < 1900]
+    out = {"topic": ("members: people", people, "unseen: sciences", pools["topic"][3]),
+           "topic-r": ("members: sciences", sciences, "unseen: people", pools["topic"][1]),
+           "period": ("members: modern", modern, "unseen: historical", pools["period"][3]),
+           "period-r": ("members: historical", historical, "unseen: modern", pools["period"][1]),
+           "source": ("members: Wikipedia", members, "unseen: Python docs", pools["source"][3]),
+           "length": ("members: full chunks", members, f"unseen: {pools['length'][2]}", pools["length"][3]),
+           "position": ("members: lead openings", members, "unseen: continuations", pools["position"][3])}
+    return {k: v for k, v in out.items() if k.split("-")[0] in pools}
