@@ -205,7 +205,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
                                            "continue to record the model's e-value anyway; match: first "
                                            "pair passages of the same text-only propensity, drop the rest, "
                                            "and audit those pairs (it assumes the words show the whole "
-                                           "difference)."),
+                                           "difference; needs --reference, gray access)."),
           placebo: Optional[str] = typer.Option(
               None, help="The placebo check's model (a spec, or none to skip the check): once the model's "
                          "e-value reaches 1/α, the same test runs with it in the target's place, and if it "

@@ -142,9 +142,18 @@ class AuditConfig(BaseModel):
 
     @model_validator(mode="after")
     def _match_alone(self) -> "AuditConfig":
-        if self.shift_check == "match" and (self.twins is not None or self.ledger):
+        if self.shift_check != "match":
+            return self
+        if self.twins is not None or self.ledger:
             raise ValueError("shift_check 'match' pairs two different sets once; it does not apply to twins "
                              "(already paired) and cannot continue a ledger yet")
+        # matching sees only the words: what they hide, only the placebo check can catch (measured,
+        # benchmarks/results/shift-matched: without it, easier text was "trained on" in 6 of 10 trials)
+        if self.placebo_config is None or self.access != "gray":
+            raise ValueError("shift_check 'match' needs a reference model and gray access: matching sees only the "
+                             "words, and a shift they hide is caught only by the placebo check (on the shift "
+                             "suite, matched audits without a reference said 'trained on' about easier text in 6 of "
+                             "10 trials, black-box ones about lead openings in 3 of 10)")
         return self
 
     @property

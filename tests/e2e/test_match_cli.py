@@ -53,7 +53,7 @@ def test_a_matched_audit_answers_where_the_default_stops(tmp_path, mini_testbed)
 def test_a_held_out_set_with_nothing_alike_stays_inconclusive_without_a_query(tmp_path, mini_testbed):
     heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=1)  # all reformatted
     out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",
-              "testbed:mini", "--shift-check", "match", "--json")
+              "testbed:mini", "--reference", "testbed:mini/reference", "--shift-check", "match", "--json")
     assert out.returncode == INCONCLUSIVE_EXIT, out.stderr[-2000:]
     r = json.loads(out.stdout)
     assert r["verdict"] == "inconclusive" and r["guard"] == "overlap" and r["pairs_queried"] == 0
@@ -66,3 +66,9 @@ def test_match_with_a_ledger_is_one_clear_line(tmp_path, mini_testbed):
               str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--shift-check", "match", "--ledger")
     assert out.returncode == 2 and out.stderr.count("error:") == 1 and "ledger" in out.stderr
     assert "Traceback" not in out.stderr
+    # without the placebo check (no reference) or black-box, a matched audit is refused: measured unsafe
+    for extra in ([], ["--reference", "testbed:mini/reference", "--access", "black"]):
+        out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
+                  str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--shift-check", "match", *extra)
+        assert out.returncode == 2 and out.stderr.count("error:") == 1, out.stderr[-2000:]
+        assert "needs a reference model and gray access" in out.stderr and "Traceback" not in out.stderr
