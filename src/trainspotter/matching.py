@@ -106,9 +106,9 @@ class Encoded:
 def _tfidf(counts, train: np.ndarray, test: np.ndarray):
     """TfidfVectorizer(sublinear_tf=True, min_df=MIN_DF, max_features=MAX_FEATURES) fitted on the
     ``train`` rows of a count matrix and applied to them and to the ``test`` rows, or None
-    (no term in two training texts)."""
-    from scipy import sparse
-    from sklearn.preprocessing import normalize
+    (no term in two training texts): the vocabulary chosen here as the vectorizer chooses it,
+    the weighting by scikit-learn's own TfidfTransformer."""
+    from sklearn.feature_extraction.text import TfidfTransformer
 
     x_train, x_test = counts[train], counts[test]
     df = np.bincount(x_train.indices, minlength=counts.shape[1])
@@ -121,14 +121,8 @@ def _tfidf(counts, train: np.ndarray, test: np.ndarray):
     if not mask.any():
         return None
     cols = np.where(mask)[0]
-    idf = np.log((1 + len(train)) / (1 + df[cols])) + 1
-    out = []
-    for x in (x_train[:, cols], x_test[:, cols]):
-        x = x.tocsr(copy=True)
-        x.eliminate_zeros()
-        x.data = np.log(x.data) + 1
-        out.append(normalize(x @ sparse.diags(idf), norm="l2"))
-    return out
+    weights = TfidfTransformer(sublinear_tf=True).fit(x_train[:, cols])
+    return weights.transform(x_train[:, cols]), weights.transform(x_test[:, cols])
 
 
 def _design(encoded: Encoded, train: np.ndarray, test: np.ndarray):
