@@ -6,6 +6,7 @@ from prefect import task
 from trainspotter.backends import ModelSpec, load_backend, spec_fingerprint
 from trainspotter.backends.spec import parse_references
 from trainspotter.config import code_digest, fingerprint
+from trainspotter.data import query_fields
 from trainspotter.errors import BudgetExhausted
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
@@ -45,7 +46,7 @@ def chunk_cache_key(context, parameters) -> str:
         code_digest(*EXTRACT_CODE), spec_fingerprint(parameters["model"]),
         [spec_fingerprint(r) for r in parse_references(parameters.get("reference"))], parameters["access"],
         parameters["features"].model_dump(exclude={"batch_size", "embedding_cache"}),
-        [(p["id"], p["text"]) + ((p["twin"],) if p.get("twin") is not None else ()) for p in parameters["passages"]])
+        [tuple(query_fields(p).values()) for p in parameters["passages"]])
 
 
 @task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
@@ -54,10 +55,8 @@ def extract_chunk(passages: list[dict], model: ModelSpec, reference, access: str
                   features: FeatureConfig, chunk: int = 0) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``);
     ``reference``: none, one or several model specs (``parse_references``).
-    Only id, text and a twins audit's twin text go in: the cache key covers nothing else (a
-    `set` label read from the user's file would be served to the next run of the same texts)."""
-    passages = [{"id": p["id"], "text": p["text"]} | ({"twin": p["twin"]} if p.get("twin") is not None else {})
-                for p in passages]
+    Only ``query_fields`` go in: the cache key covers nothing else."""
+    passages = [query_fields(p) for p in passages]
     references = [load_backend(r) for r in parse_references(reference)]
     df = extract(passages, load_backend(model), references, access, features)
     return df.to_dict("records")

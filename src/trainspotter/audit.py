@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
 from trainspotter.backends.spec import References, Spec
-from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
+from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
 from trainspotter.errors import BudgetExhausted, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
@@ -372,8 +372,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
         if auditor.rejected:
             break  # evidence reached 1/α: stop querying
         batch = pairs[start:start + config.batch_pairs]
-        passages = [{"id": p["id"], "text": p["text"]} | ({"twin": p["twin"]} if "twin" in p else {})
-                    for p in [x for x, _ in batch] + [y for _, y in batch]]
+        passages = [query_fields(p) for p in [x for x, _ in batch] + [y for _, y in batch]]
         try:
             rows = extract_fn(passages, batch_no)
         except BudgetExhausted as e:

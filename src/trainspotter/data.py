@@ -219,6 +219,13 @@ def load_labeled(data: str | Path | None = None, suspect: str | Path | None = No
     return [p | {"set": side} for side, passages in sides.items() for p in passages]
 
 
+def query_fields(p: Passage) -> Passage:
+    """What a passage's feature row depends on: its id and text and, in a twins audit, its twin's
+    text (the changed-position features). Only these reach extraction and its cache key (a `set`
+    label read from a user's file must not be served to the next run of the same texts)."""
+    return {"id": p["id"], "text": p["text"]} | ({"twin": p["twin"]} if p.get("twin") is not None else {})
+
+
 def make_pairs(suspect: list[Passage], heldout: list[Passage], seed: int = 0,
                max_pairs: int | None = None, paired: bool = False) -> list[tuple[Passage, Passage]]:
     """Pairs Z_t = (X_t, Y_t) (BADI Sec. 4): each side shuffled with its own seeded

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from trainspotter.data import query_fields
 from trainspotter.stats.sequential import TestConfig
 
 __all__ = ["PlaceboResult", "placebo_features", "run_placebo"]
@@ -69,7 +70,7 @@ def run_placebo(model: str, pairs: list[tuple[dict, dict]], extract_fn: ExtractF
     auditor = Auditor(test)
     for batch_no, start in enumerate(range(0, len(pairs), batch_pairs)):
         batch = pairs[start:start + batch_pairs]
-        passages = [{"id": p["id"], "text": p["text"]} for p in [x for x, _ in batch] + [y for _, y in batch]]
+        passages = [query_fields(p) for p in [x for x, _ in batch] + [y for _, y in batch]]  # as the audit's
         rows = extract_fn(passages, batch_no)
         sides = ["suspect"] * len(batch) + ["heldout"] * len(batch)
         if auditor.feed([dict(r, id=p["id"], set=s) for r, p, s in zip(rows, passages, sides)]):

@@ -80,6 +80,22 @@ def test_placebo_fires_on_a_separation_and_rarely_on_exchangeable_sets():
     assert binomtest(fired, 150, 0.05, alternative="greater").pvalue > 1e-3, fired
 
 
+def test_placebo_passages_carry_what_the_audits_do():
+    """A twins audit's placebo reads each passage's twin as the audit's own extraction does (its
+    changed-position features need it); a `set` label or other field never goes in."""
+    seen = []
+
+    def extract_fn(passages, batch_no):
+        seen.extend(passages)
+        return _extractor(0.0, [])(passages, batch_no)
+
+    pairs = [({"id": f"s{i}", "text": "a b", "twin": "a c", "set": "suspect"},
+              {"id": f"s{i}#1", "text": "a c", "twin": "a b"}) for i in range(4)]
+    run_placebo("hf:ref", pairs, extract_fn, TestConfig(), batch_pairs=2)
+    assert seen[0] == {"id": "s0", "text": "a b", "twin": "a c"} and seen[2] == {"id": "s0#1", "text": "a c", "twin": "a b"}
+    assert len(seen) == 8
+
+
 def _config(tmp_path, n, **kw):
     return AuditConfig(name="g", suspect=_passages(tmp_path / "s.jsonl", "s", n, 1),
                        heldout=_passages(tmp_path / "h.jsonl", "h", n, 2), model="hf:target", batch_pairs=8, **kw)
