@@ -54,7 +54,7 @@ from trainspotter.stats.sequential import TestConfig
 from trainspotter.stats.simulation import stream_stops
 
 __all__ = ["AUDITS", "DIFFICULTY_JUDGE", "KINDS", "ShiftConfig", "guard_of", "placebo_columns", "python_docs_passages", "render_markdown",
-           "scenario_trials", "shift_pools", "suite_tests", "summarise", "unseen_passages", "verdicts"]
+           "scenario_trials", "shift_pools", "suite_tests", "summarise", "trial_draws", "unseen_passages", "verdicts"]
 
 KINDS = ("length", "topic", "period", "source", "position", "difficulty")
 # testbed -> the sibling testbed whose reference model judges the difficulty shift
@@ -235,6 +235,14 @@ def guard_of(name: str) -> str | None:
     return f"placebo_{access}" if refs else None
 
 
+def trial_draws(n_s: int, n_h: int, n: int, trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each trial's draw, [trials, n] per side: n of the n_s suspect and of the n_h
+    held-out rows, in a random order, from a generator of its own per trial (``seed`` spawned)."""
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
+    draws = [(r.permutation(n_s)[:n], r.permutation(n_h)[:n]) for r in rngs]
+    return np.stack([x for x, _ in draws]), np.stack([y for _, y in draws])
+
+
 def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                     config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
                     batch_size: int = 200) -> dict:
@@ -245,15 +253,13 @@ def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[st
     over all n pairs, and so does the blind check, with the betting of ``config``, on the
     ``text`` column. Returns the pair count, each test's first-crossing times (0 = none) and
     the blind check's crossing times and largest wealth, one per trial."""
-    n = min(len(suspect), len(heldout), n_max or math.inf)
+    n = int(min(len(suspect), len(heldout), n_max or math.inf))
     rows = TextRows(list(suspect["text"])), TextRows(list(heldout["text"]))
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
+    draws = trial_draws(len(suspect), len(heldout), n, trials, seed)
     model = {name: [] for name in tests}
     blind, top = [], []
     for start in range(0, trials, batch_size):
-        chunk = rngs[start:start + batch_size]
-        ix = np.stack([r.permutation(len(suspect))[:n] for r in chunk])
-        iy = np.stack([r.permutation(len(heldout))[:n] for r in chunk])
+        ix, iy = (d[start:start + batch_size] for d in draws)
         for name, (cols, test) in tests.items():
             S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
             names = [c.split(":")[-1] for c in cols]  # the catalogue name keeps its direction

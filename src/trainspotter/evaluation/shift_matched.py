@@ -33,7 +33,7 @@ import pandas as pd
 
 from trainspotter.audit import matched_verdict
 from trainspotter.data import Passage
-from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of
+from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of, trial_draws
 from trainspotter.matching import Encoded, match_pairs
 from trainspotter.placebo import PlaceboResult
 from trainspotter.presets import UNGUARDED_MIN_PAIRS
@@ -43,16 +43,6 @@ from trainspotter.stats.simulation import stream_stops
 from trainspotter.verdict import decide
 
 __all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matched"]
-
-
-def _draws(n_s: int, n_h: int, n: int, trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of each trial's draw, as ``scenario_trials`` draws them."""
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(trials)]
-    ix, iy = [], []
-    for r in rngs:
-        ix.append(r.permutation(n_s)[:n])
-        iy.append(r.permutation(n_h)[:n])
-    return np.stack(ix), np.stack(iy)
 
 
 def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
@@ -68,7 +58,7 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
     n = int(min(len(suspect), len(heldout), n_max or math.inf))
     ts, th = list(suspect["text"]), list(heldout["text"])
     encoded = encoded if encoded is not None else Encoded(ts + th)
-    ix, iy = _draws(len(suspect), len(heldout), n, trials, seed)
+    ix, iy = trial_draws(len(suspect), len(heldout), n, trials, seed)
     matched, auroc = np.zeros(trials, dtype=int), np.zeros(trials)
     mx, my = np.zeros((trials, n), dtype=int), np.zeros((trials, n), dtype=int)
     for b in range(trials):
