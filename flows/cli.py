@@ -266,7 +266,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
-                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs", "config": "features"}) from None
+                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(config.features.kinds)  # WordNet, before any flow starts

@@ -191,11 +191,13 @@ def emit_json(obj) -> None:
 
 def input_error(e: pydantic.ValidationError, rename: dict[str, str] | None = None) -> InputError:
     """The first validation error as ``option --NAME: message`` (``rename`` maps a config
-    field path to the CLI option that sets it)."""
+    field path to the CLI option that sets it; a check on several fields names its field with
+    ``FieldError``, and one that names none is the message alone)."""
     err = e.errors()[0]
-    where = ".".join(map(str, err["loc"])) or "config"
+    where = getattr(err.get("ctx", {}).get("error"), "field", None) or ".".join(map(str, err["loc"])) or "config"
     where = (rename or {}).get(where, where).replace("_", "-")
-    return InputError(f"option --{where}: {err['msg'].removeprefix('Value error, ')}")
+    message = err["msg"].removeprefix("Value error, ")
+    return InputError(message if where == "config" else f"option --{where}: {message}")
 
 
 EXPLAINED = (InputError, APIRequestError, AssetMissing)  # what the CLI prints as one `error: ...` line

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, model_validator
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
 from trainspotter.backends.spec import References, Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
-from trainspotter.errors import BudgetExhausted, InputError
+from trainspotter.errors import BudgetExhausted, FieldError, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.matching import MatchResult, match_pairs
@@ -97,18 +97,18 @@ class AuditConfig(BaseModel):
                      "heldout": str(Path(data["twins"]) / "private.jsonl")}
             for side, path in files.items():
                 if data.get(side) not in (None, path):
-                    raise ValueError(f"twins replaces suspect and heldout (the public and private versions of "
-                                     f"the folder's passages); give either twins or suspect and heldout")
+                    raise FieldError("twins", "twins replaces suspect and heldout (the public and private versions "
+                                              "of the folder's passages); give either twins or suspect and heldout")
             data = {**data, **files}
         return data
 
     @model_validator(mode="after")
     def _features_need(self) -> "AuditConfig":
         if self.features.relative_only and not self.reference:
-            raise ValueError("the calibrated (reference-relative) feature set needs a reference model")
+            raise FieldError("features", "the calibrated (reference-relative) feature set needs a reference model")
         if self.features.twin_positions and self.twins is None:
-            raise ValueError("the twins feature set reads where a passage differs from its twin: it needs twins "
-                             "(--twins DIR)")
+            raise FieldError("features", "the twins feature set reads where a passage differs from its twin: it "
+                                         "needs twins (--twins DIR)")
         return self
 
     @model_validator(mode="after")
@@ -116,7 +116,7 @@ class AuditConfig(BaseModel):
         """Fill the test fields the caller did not set from the preset (idempotent: the
         filled fields count as set, so a dumped and reloaded config stays the same)."""
         if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+            raise FieldError("preset", f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         unset = {k: v for k, v in PRESETS[self.preset].items() if k not in self.test.model_fields_set}
         if unset:
             self.test = self.test.model_copy(update=unset)
@@ -145,15 +145,15 @@ class AuditConfig(BaseModel):
         if self.shift_check != "match":
             return self
         if self.twins is not None or self.ledger:
-            raise ValueError("shift_check 'match' pairs two different sets once; it does not apply to twins "
-                             "(already paired) and cannot continue a ledger yet")
+            raise FieldError("shift_check", "shift_check 'match' pairs two different sets once; it does not apply "
+                                            "to twins (already paired) and cannot continue a ledger yet")
         # matching sees only the words: what they hide, only the placebo check can catch (measured,
         # benchmarks/results/shift-matched: without it, easier text was "trained on" in 6 of 10 trials)
         if self.placebo_config is None or self.access != "gray":
-            raise ValueError("shift_check 'match' needs a reference model and gray access: matching sees only the "
-                             "words, and a shift they hide is caught only by the placebo check (on the shift "
-                             "suite, matched audits without a reference said 'trained on' about easier text in 6 of "
-                             "10 trials, black-box ones about lead openings in 3 of 10)")
+            raise FieldError("shift_check", "shift_check 'match' needs a reference model and gray access: matching "
+                             "sees only the words, and a shift they hide is caught only by the placebo check (on "
+                             "the shift suite, matched audits without a reference said 'trained on' about easier "
+                             "text in 6 of 10 trials, black-box ones about lead openings in 3 of 10)")
         return self
 
     @property

@@ -5,6 +5,15 @@ class InputError(ValueError):
     """Bad user input: the message names the file, the line/row and the problem."""
 
 
+class FieldError(ValueError):
+    """A config check on several fields (a model validator) that names the ``field`` to change:
+    the CLI names the option that sets it (``flows.cli_common.input_error``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 class BudgetExhausted(RuntimeError):
     """A query budget (requests, tokens or money) would be exceeded by the next request.
 
