@@ -29,7 +29,7 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 # The library code a feature row depends on: editing any of it recomputes cached chunks.
 EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features",
                 "trainspotter.features.perturb", "trainspotter.features.probability",
-                "trainspotter.features.ez", "trainspotter.features.references",
+                "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.features.model_based",
                 "trainspotter.features.twin_positions", "trainspotter.backends",
                 "trainspotter.backends.base",
                 "trainspotter.backends.hf", "trainspotter.backends.spec", "trainspotter.backends.openai_compat",

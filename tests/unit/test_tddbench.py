@@ -105,7 +105,7 @@ def test_qrm_is_the_residual_to_the_population_quantile_line():
 def test_query_ref_averages_online_lira_over_x_and_its_variants():
     """Two candidates, bank of 2 OUT + 2 IN; one perturbation kind. LiRA online on x and on the
     variant (ℓ_target(x̃) = ℓ(x) − pert_diff, the bank's ℓ from bank_qll_case_<j>), averaged."""
-    from trainspotter.evaluation import model_based
+    from trainspotter.features import model_based
 
     target = np.array([-1.0, -2.0])
     refs = np.array([[-1.5, -1.7, -1.1, -1.0], [-2.1, -2.3, -1.6, -2.2]])

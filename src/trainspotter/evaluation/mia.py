@@ -16,7 +16,7 @@ The aggregated scoring-model methods (``scoring_gray``, ``scoring_black``) are
 cross-fitted: a standardised logistic regression fitted on the other folds scores each
 fold (stratified K-fold), so no sample is ever scored by a model that saw its label.
 
-The model-based methods (TDDBench App. A.1.3; ``trainspotter.evaluation.model_based``) read
+The model-based methods (TDDBench App. A.1.3; ``trainspotter.features.model_based``) read
 a bank of m reference models, ``Extraction(bank=True)``: per reference j the columns
 ``bank_ll_<j>`` (the passage's mean token log-likelihood ℓ = −log PPL under reference j) and
 ``bank_in_<j>`` (1 if reference j trained on the passage, else 0), beside the target's
@@ -49,7 +49,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from trainspotter.errors import InputError
-from trainspotter.evaluation import learning_based, model_based
+from trainspotter.evaluation import learning_based
+from trainspotter.features import model_based
 from trainspotter.features.features import FeatureConfig
 
 __all__ = ["Extraction", "Method", "METHODS", "method_scores", "method_columns", "crossfit_folds",
@@ -503,9 +504,9 @@ METHODS: dict[str, Method] = {m.name: m for m in [
        "Sablayrolles et al. 2019; TDDBench App. A.1.3", paradigm="model", tddbench="Model-loss"),
     _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
        "Watson et al. 2022; TDDBench App. A.1.3", paradigm="model", tddbench="Model-calibration"),
-    _m("lira_online", "LiRA (online)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
+    _m("lira_online", "LiRA (online, global σ)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
        "Carlini et al. 2022, Eq. 4, Alg. 1", paradigm="model", tddbench="Model-lira"),
-    _m("lira_offline", "LiRA (offline)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
+    _m("lira_offline", "LiRA (offline, global σ)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
        "Carlini et al. 2022, offline LiRA", paradigm="model", tddbench="Model-lira"),
     _m("model_fpr", "Model-FPR", _G, _BANK, Extraction(_G, bank=True), model_fpr_score,
        "Ye et al. 2022, attack R", paradigm="model", tddbench="Model-fpr"),
