@@ -19,7 +19,7 @@ from rich.text import Text
 from trainspotter.assets import AssetMissing
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.features.features import FEATURE_SETS
-from trainspotter.stats.payoffs import PAYOFFS
+from trainspotter.stats.payoffs import PAYOFFS, payoffs_help
 from trainspotter.stats.scoring import SCORERS
 from trainspotter.stats.strategies import STRATEGIES
 
@@ -47,8 +47,7 @@ MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per 
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
                                        "need the same trainspotter and the model files).")
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"
-PAYOFF_HELP = ("Payoff u_t: mmd (the paper's kernel-MMD witness), mmd-std (the same on standardised scores), "
-               "ks (one-sided KS) or diff")
+PAYOFF_HELP = "Payoff u_t: " + payoffs_help()
 LAMBDA_MAX_HELP = "Largest stake λ_max, in (0, 1)"
 ACCESS_HELP = "gray (log-probs), black (greedy tokens and generations only: label-only APIs) or both."
 FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calibrated (its "
