@@ -26,7 +26,7 @@ from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_opt
 from trainspotter.assets import AssetMissing
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, check_testbed, describe
 from trainspotter.verdict import format_e
 
 app = Typer(help="Was this dataset used to train that language model? "
@@ -119,10 +119,9 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
                                      "pre-training testbeds without twins; models built already are reused)."),
                   json_out: bool = JSON) -> None:
     """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
-    from trainspotter.evaluation.testbed import PRESETS, load_manifest
+    from trainspotter.evaluation.testbed import load_manifest
 
-    if name not in PRESETS:
-        raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
+    check_testbed(name)
     if references:
         from trainspotter.evaluation.references import check_request
 
@@ -158,10 +157,7 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
          tracking_uri: Optional[str] = TRACKING_URI,
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
-    from trainspotter.evaluation.testbed import PRESETS
-
-    if testbed not in PRESETS:
-        raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
+    check_testbed(testbed)
     from trainspotter.flows.demo import demo_flow
     from trainspotter.tasks.server import use_local_api
 
@@ -189,7 +185,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           max_pairs: Optional[int] = MAX_PAIRS,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
           preset: Optional[str] = typer.Option(
-              None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
+              None, help="Named test settings: " + " or ".join(map(describe, TEST_PRESETS)) + "; badi is the "
                          f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy, --payoff, --lambda-max win."),
           strategy: Optional[Strategy] = choice(Strategy, "strategy", None, STRATEGY_HELP + " (default: from the preset)."),
           payoff: Optional[Payoff] = choice(Payoff, "payoff", None, PAYOFF_HELP + " (default: from the preset)."),
@@ -233,8 +229,6 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     from trainspotter.features.features import FEATURE_SETS
 
     # Validate everything before any flow starts, so bad input is one clear line.
-    if preset is not None and preset not in PRESETS:
-        raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     if twins is not None and (suspect or heldout is not None):
         raise InputError("option --twins: replaces --suspect and --heldout (the public and private versions of "
                          "the folder's passages); give one or the other")

@@ -10,7 +10,7 @@ test fed batch by batch is ``trainspotter.auditor``; the result and how to read 
 ``trainspotter.verdict``; several suspect sets under one FDR level, ``trainspotter.multi``.
 
 Note: ``trainspotter.audit`` is the *function* (the package keeps it that way); import
-names from this module with ``from trainspotter.audit import Auditor, PRESETS``.
+names from this module with ``from trainspotter.audit import Auditor, TEST_PRESETS``.
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.matching import MatchResult, match_pairs
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  # named TestConfig overrides
+from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS,  # named TestConfig overrides
+                                  check_test_preset)
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Guard, Verdict, explain, explain_baseline
 
-__all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "PRESETS",
+__all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
            "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain", "explain_baseline",
            "model_extract", "read_passages", "read_sides"]
 
@@ -60,7 +61,7 @@ class AuditConfig(BaseModel):
     batch_pairs: int = Field(16, ge=1)  # pairs queried per batch; the test stops between pairs
     seed: int = 0
     ledger: bool = False  # continue the stored e-process of audit `name` (recurring audits)
-    preset: str = DEFAULT_PRESET  # named test settings, see PRESETS
+    preset: str = DEFAULT_PRESET  # named test settings, see TEST_PRESETS
     test: TestConfig = Field(default_factory=TestConfig)
     # The blind check (trainspotter.stats.blind) runs on every available pair before any
     # query. When it fires the verdict is "inconclusive" whatever the model says, so
@@ -115,9 +116,11 @@ class AuditConfig(BaseModel):
     def _apply_preset(self) -> "AuditConfig":
         """Fill the test fields the caller did not set from the preset (idempotent: the
         filled fields count as set, so a dumped and reloaded config stays the same)."""
-        if self.preset not in PRESETS:
-            raise FieldError("preset", f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        unset = {k: v for k, v in PRESETS[self.preset].items() if k not in self.test.model_fields_set}
+        try:
+            check_test_preset(self.preset)
+        except ValueError as e:
+            raise FieldError("preset", str(e)) from None
+        unset = {k: v for k, v in TEST_PRESETS[self.preset].items() if k not in self.test.model_fields_set}
         if unset:
             self.test = self.test.model_copy(update=unset)
         return self

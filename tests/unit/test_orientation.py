@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import binomtest
 
 from trainspotter.features.orientation import direction
-from trainspotter.presets import PRESETS
+from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.newton_scorer import NewtonScorer
 from trainspotter.stats.oriented_qp import oriented_qp
 from trainspotter.stats.sequential import SequentialTest, TestConfig
@@ -67,7 +67,7 @@ def test_pollution_costs_power_not_validity():
     rng = np.random.default_rng(3)
     df = pd.concat([_table(400, 0, rng).assign(set="suspect"), _table(400, 0, rng).assign(set="heldout")])
     members = _table(400, 1.0, rng)
-    config = TestConfig(**PRESETS["default"])
+    config = TestConfig(**TEST_PRESETS["default"])
     oriented = pollution(df, config, (0.5,), trials=200, pollutant=members, batch_size=200)["ratios"]["0.5"]
     k = round(oriented["rejection_rate"] * 200)
     assert binomtest(k, 200, 0.05, alternative="greater").pvalue > 0.001, oriented["rejection_rate"]

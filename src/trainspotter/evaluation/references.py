@@ -44,6 +44,7 @@ from trainspotter.assets import wikipedia_leads
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import InputError
 from trainspotter.evaluation.lm_training import save_model
+from trainspotter.presets import check_testbed
 from trainspotter.evaluation.testbed import (PRESETS, TestbedConfig, build_lock, build_testbed, epoch_order,
                                              load_manifest, passage_blocks, pretrain_scratch, testbed_dir)
 
@@ -119,9 +120,7 @@ def check_request(name_or_config: str | TestbedConfig, k: int) -> TestbedConfig:
     (checked before anything is built)."""
     config = name_or_config
     if not isinstance(config, TestbedConfig):
-        if config not in PRESETS:
-            raise InputError(f"unknown testbed {config!r}; choose one of {', '.join(PRESETS)}")
-        config = PRESETS[config]
+        config = PRESETS[check_testbed(config)]
     if config.mode != "pretrain" or config.twins:  # (IN models of a twins testbed would need the public versions)
         fits = ", ".join(n for n, c in PRESETS.items() if c.mode == "pretrain" and not c.twins)
         raise InputError(f"testbed {config.name!r}: reference models are built for pre-training testbeds "
