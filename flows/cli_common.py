@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainspotter.assets import AssetMissing
+from trainspotter.backends.spec import schemes_help
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.stats.payoffs import PAYOFFS, payoffs_help
@@ -38,8 +39,7 @@ TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TR
                                        "store in the artifacts folder).")
 ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")
 SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
-MODEL = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or openai:MODEL@URL with "
-                                "?tokenizer=SPEC (README: Model specs).")
+MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (README: Model specs).")
 REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model). Repeat for K references: "
                                     "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"
