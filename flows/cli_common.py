@@ -56,6 +56,22 @@ FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calib
                  "needs --twins) or full (+ six perturbations and suffix generation).")
 
 
+def edge_specs(model: str, reference, *more: str | None):
+    """A verb's model specs, each parsed once at this edge (the ModelSpec travels on: configs,
+    tasks, backends), resolved, and an API's server reached: a bad spec or an API nobody answers
+    is one line now, not after a flow started. Returns (model, references, [each of ``more``
+    given, parsed])."""
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
+    from trainspotter.backends.spec import parse_references
+
+    model, reference = parse_spec(model), parse_references(reference)
+    more = [parse_spec(m) for m in more if m is not None]
+    for spec in (model, *reference, *more):
+        resolve_spec(spec)
+        check_server(spec)
+    return model, reference, more
+
+
 def choice(enum: type[Enum], option: str, default: str, help: str):
     """A typer option whose value is a member of ``enum``. A bad value ends as one line
     ``error: option --OPTION 'VALUE': expected one of ...`` and exit 2 (typer's own

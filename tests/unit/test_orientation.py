@@ -45,7 +45,8 @@ def test_oriented_qp_meets_the_kkt_conditions():
 
 
 def test_every_catalogued_feature_has_the_direction_the_attacks_use():
-    from trainspotter.features.features import FeatureConfig, catalog
+    from trainspotter.features.catalog import catalog
+    from trainspotter.features.features import FeatureConfig
 
     assert all(direction(s.name) != 0 for s in catalog(FeatureConfig(), "both"))
     # the score functions of trainspotter.evaluation.mia: −log PPL, −ref_diff, zlib, Min-K%(++), EZ, …

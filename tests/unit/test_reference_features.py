@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from trainspotter.features.extract import feature_columns
-from trainspotter.features.features import FEATURE_SETS, FeatureConfig, catalog, token_level_row
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import FEATURE_SETS, FeatureConfig, token_level_row
 from trainspotter.features.orientation import direction
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 

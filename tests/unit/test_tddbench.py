@@ -12,7 +12,8 @@ from trainspotter.backends.base import TokenScores
 from trainspotter.evaluation import learning_based
 from trainspotter.evaluation.mia import METHODS, method_scores
 from trainspotter.evaluation.tddbench import PARADIGMS, partitions, render_tddbench, summarise
-from trainspotter.features.features import FeatureConfig, catalog, prediction_row
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import FeatureConfig, prediction_row
 from trainspotter.features.orientation import direction
 
 TDDBENCH_21 = ["Metric-loss", "Metric-conf", "Metric-corr", "Metric-ent", "Metric-ment", "Learn-original",

@@ -1,7 +1,7 @@
 """Per-sample membership-inference methods as score functions of a features table
 (TDDBench App. A.2; EZ-MIA Sec. 4 baselines; BADI Sec. 5.1 baselines, App. B.1–B.2).
 
-Every method maps a features DataFrame (columns as in ``trainspotter.features.features.catalog``)
+Every method maps a features DataFrame (columns as in ``trainspotter.features.catalog.catalog``)
 to one score per row, oriented so that **higher = more member-like**. ``METHODS`` holds,
 per method, the access level, the feature columns it reads, the score function and the
 minimal extraction it needs (``Extraction``), so a benchmark can (a) score every method
