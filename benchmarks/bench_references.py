@@ -2,7 +2,7 @@
 
 Per-sample (1000 members vs 1000 non-members of ``tiny-pretrain``): AUROC and TPR at 1% FPR
 with stratified bootstrap 95% CIs of the model-based methods (TDDBench A.1.3:
-``trainspotter.evaluation.model_based``) on a bank of K OUT + K IN reference models, and of
+``trainspotter.features.model_based``) on a bank of K OUT + K IN reference models, and of
 the audit's reference features, for K = 1, 2, 4, 8 (and more when built).
 
 Dataset inference: the default audit (``TestConfig()``: the default preset) on members vs
@@ -37,7 +37,7 @@ from scipy.stats import binomtest
 
 from trainspotter.backends import load_backend
 from trainspotter.data import load_passages
-from trainspotter.evaluation import model_based as mb
+from trainspotter.features import model_based as mb
 from trainspotter.evaluation.benchmark_di import censored_stops, paired_saving
 from trainspotter.evaluation.metrics import method_metrics
 from trainspotter.evaluation.mia import cross_fit

@@ -34,7 +34,6 @@ from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurat
                                                   pvalue_row)
 from trainspotter.evaluation.benchmark_tables import header_line, render_markdown
 from trainspotter.config import artifacts_root, flatten
-from trainspotter.errors import InputError
 from trainspotter.evaluation.mia import METHODS, as_petal
 from trainspotter.evaluation.tddbench import partitions, render_tddbench, summarise
 from trainspotter.report import benchmark_html, power_plot, roc_plot
@@ -193,8 +192,6 @@ def _prepare(config: BenchmarkConfig) -> tuple[list[tuple[str, frozenset[str]]],
     """What both benchmark flows start from: the testbed (built if needed), the reference bank
     (built once, read by the extraction and the cost), the features table (cached), the
     output folder (created) and the target's device."""
-    if config.testbed not in PRESETS:
-        raise InputError(f"unknown testbed {config.testbed!r}; choose from {', '.join(PRESETS)}")
     build_testbed_task(PRESETS[config.testbed])
     bank = _bank(config)
     table = features_table(config, bank)

@@ -19,14 +19,15 @@ from rich.table import Table
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, choice, decision, emit_json,
+                                           Scorer, ShiftCheck, Strategy, choice, decision, edge_specs, emit_json,
                                            Typer, folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
+from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
 from trainspotter.assets import AssetMissing
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, TESTBEDS, UNGUARDED_MIN_PAIRS, describe
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS, check_testbed, describe
 from trainspotter.verdict import format_e
 
 app = Typer(help="Was this dataset used to train that language model? "
@@ -34,9 +35,6 @@ app = Typer(help="Was this dataset used to train that language model? "
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
 # Every verb and group has a short_help: one complete sentence for the verb lists of
 # `--help` (click would otherwise cut the docstring mid-sentence; tests/e2e/test_help.py).
-testbed_app = Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
-    f"{name}: {text}" for name, text in TESTBEDS.items()),
-    short_help="Build testbeds: models with known training members.", no_args_is_help=True)
 app.add_typer(testbed_app, name="testbed")
 
 
@@ -111,45 +109,6 @@ def assets(json_out: bool = JSON) -> None:
     Console().print(table)
 
 
-@testbed_app.command("build", short_help="Build a testbed: splits, reference and target LMs.")
-def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join(TESTBEDS) + "."),
-                  force: bool = typer.Option(False, help="Rebuild even if cached."),
-                  references: int = typer.Option(
-                      0, min=0, help="Also build K OUT and K IN reference models (refs/out-N, refs/in-N; "
-                                     "pre-training testbeds without twins; models built already are reused)."),
-                  json_out: bool = JSON) -> None:
-    """Build a testbed (splits, reference and target LMs) under artifacts/testbeds/NAME."""
-    from trainspotter.evaluation.testbed import PRESETS, load_manifest
-
-    if name not in PRESETS:
-        raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(PRESETS)}")
-    if references:
-        from trainspotter.evaluation.references import check_request
-
-        check_request(name, references)
-    from trainspotter.flows.testbed import testbed_flow
-    from trainspotter.tasks.server import use_local_api
-
-    use_local_api()
-    path = testbed_flow(name, force=force, references=references)
-    manifest = load_manifest(name)
-    info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
-            "splits": {k: len(v) for k, v in manifest["splits"].items()}}
-    if references:
-        from trainspotter.evaluation.references import load_reference_manifest
-
-        models = load_reference_manifest(name)["models"]
-        info["target_final_loss"] = manifest["target_final_loss"]
-        info["references"] = {m: {f: models[m][f] for f in ("build_seconds", "final_loss", "steps", "seed")}
-                              for i in range(references) for m in (f"out-{i}", f"in-{i}")}
-    if json_out:
-        return emit_json(info)
-    Console().print(f"testbed {name} at {path} ({info['splits']}, built in {info['build_seconds']} s)")
-    for m, e in info.get("references", {}).items():
-        Console().print(f"  {m}: final loss {e['final_loss']:.3f} (target {info['target_final_loss']:.3f}), "
-                        f"built in {e['build_seconds']} s")
-
-
 @app.command(short_help="Audit a testbed's members and non-members against held-out.")
 def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
          alpha: float = ALPHA,
@@ -158,10 +117,7 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
          tracking_uri: Optional[str] = TRACKING_URI,
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
-    from trainspotter.evaluation.testbed import PRESETS
-
-    if testbed not in PRESETS:
-        raise InputError(f"unknown testbed {testbed!r}; choose one of {', '.join(PRESETS)}")
+    check_testbed(testbed)
     from trainspotter.flows.demo import demo_flow
     from trainspotter.tasks.server import use_local_api
 
@@ -189,7 +145,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           max_pairs: Optional[int] = MAX_PAIRS,
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
           preset: Optional[str] = typer.Option(
-              None, help="Named test settings: " + " or ".join(map(describe, PRESETS)) + "; badi is the "
+              None, help="Named test settings: " + " or ".join(map(describe, TEST_PRESETS)) + "; badi is the "
                          f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy, --payoff, --lambda-max win."),
           strategy: Optional[Strategy] = choice(Strategy, "strategy", None, STRATEGY_HELP + " (default: from the preset)."),
           payoff: Optional[Payoff] = choice(Payoff, "payoff", None, PAYOFF_HELP + " (default: from the preset)."),
@@ -225,16 +181,12 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     --suspect, which of them were, at false discovery rate α (e-BH)."""
     from pydantic import ValidationError
 
-    from trainspotter.backends import check_server, parse_spec, resolve_spec
-    from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_passages
     from trainspotter.stats.sequential import TestConfig
 
     from trainspotter.features.features import FEATURE_SETS
 
     # Validate everything before any flow starts, so bad input is one clear line.
-    if preset is not None and preset not in PRESETS:
-        raise InputError(f"option --preset: {preset!r} is not one of {', '.join(PRESETS)}")
     if twins is not None and (suspect or heldout is not None):
         raise InputError("option --twins: replaces --suspect and --heldout (the public and private versions of "
                          "the folder's passages); give one or the other")
@@ -243,13 +195,9 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
                          f"--heldout FILE, or --twins DIR")
     sign_key = record_options(record, sign, len(suspect or [None]))
     passages = {str(path): load_passages(path) for path in (*suspect, heldout)} if twins is None else {}
-    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
-    model, reference = parse_spec(model), parse_references(reference)
     placebo_check = placebo is None or placebo.lower() != "none"
-    placebo = parse_spec(placebo) if placebo_check and placebo is not None else None
-    for spec in (model, *reference, *([placebo] if placebo else [])):
-        resolve_spec(spec)
-        check_server(spec)  # an API nobody answers: one line now, not after a flow started
+    model, reference, named = edge_specs(model, reference, placebo if placebo_check else None)
+    placebo = named[0] if named else None
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max}
     try:

@@ -17,9 +17,10 @@ from rich.table import Table
 from rich.text import Text
 
 from trainspotter.assets import AssetMissing
+from trainspotter.backends.spec import schemes_help
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.features.features import FEATURE_SETS
-from trainspotter.stats.payoffs import PAYOFFS
+from trainspotter.stats.payoffs import PAYOFFS, payoffs_help
 from trainspotter.stats.scoring import SCORERS
 from trainspotter.stats.strategies import STRATEGIES
 
@@ -38,8 +39,7 @@ TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TR
                                        "store in the artifacts folder).")
 ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")
 SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
-MODEL = typer.Option(..., help="Target model spec: hf:PATH, testbed:NAME or openai:MODEL@URL with "
-                                "?tokenizer=SPEC (README: Model specs).")
+MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (README: Model specs).")
 REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model). Repeat for K references: "
                                     "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"
@@ -47,14 +47,29 @@ MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per 
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
                                        "need the same trainspotter and the model files).")
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"
-PAYOFF_HELP = ("Payoff u_t: mmd (the paper's kernel-MMD witness), mmd-std (the same on standardised scores), "
-               "ks (one-sided KS) or diff")
+PAYOFF_HELP = "Payoff u_t: " + payoffs_help()
 LAMBDA_MAX_HELP = "Largest stake λ_max, in (0, 1)"
 ACCESS_HELP = "gray (log-probs), black (greedy tokens and generations only: label-only APIs) or both."
 FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calibrated (its "
                  "target-vs-reference features only: robust to held-out sets of easier or harder text; "
                  "needs --reference), twins (lean + the log-probs where a passage differs from its twin; "
                  "needs --twins) or full (+ six perturbations and suffix generation).")
+
+
+def edge_specs(model: str, reference, *more: str | None):
+    """A verb's model specs, each parsed once at this edge (the ModelSpec travels on: configs,
+    tasks, backends), resolved, and an API's server reached: a bad spec or an API nobody answers
+    is one line now, not after a flow started. Returns (model, references, [each of ``more``
+    given, parsed])."""
+    from trainspotter.backends import check_server, parse_spec, resolve_spec
+    from trainspotter.backends.spec import parse_references
+
+    model, reference = parse_spec(model), parse_references(reference)
+    more = [parse_spec(m) for m in more if m is not None]
+    for spec in (model, *reference, *more):
+        resolve_spec(spec)
+        check_server(spec)
+    return model, reference, more
 
 
 def choice(enum: type[Enum], option: str, default: str, help: str):

@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
-                                           Access, FeatureSet, Typer, choice, emit_json, folded_table, input_error)
+                                           Access, FeatureSet, Typer, choice, edge_specs, emit_json, folded_table,
+                                           input_error)
 from trainspotter.errors import InputError
 
 features_app = Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -28,7 +29,8 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     models needed, which way is member-like (the test's scorer keeps that direction),
     definition, source; then the per-sample methods that read them (``trainspotter benchmark
     --methods``). --json: every column."""
-    from trainspotter.features.features import FeatureConfig, catalog
+    from trainspotter.features.catalog import catalog
+    from trainspotter.features.features import FeatureConfig
 
     specs = catalog(FeatureConfig(twin_positions=True), access.value)  # every column, a twins audit's too
     if json_out:
@@ -122,10 +124,9 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from trainspotter.backends import check_server, parse_spec, resolve_spec
-    from trainspotter.backends.spec import parse_references
     from trainspotter.data import load_labeled
-    from trainspotter.features.features import FEATURE_SETS, FeatureConfig
+    from trainspotter.errors import FieldError
+    from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
 
     if out.suffix.lower() != ".parquet":
         raise InputError(f"--out {out}: expected a .parquet file name")
@@ -139,14 +140,12 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(config.kinds)  # WordNet, before any flow starts
-    if config.relative_only and not reference:
-        raise InputError(f"option --features: {features.value} (reference-relative features) needs --reference")
+    try:
+        check_references(config, len(reference or ()))
+    except FieldError as e:
+        raise InputError(f"option --{e.field}: {e}") from None
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
-    # Each spec parsed once, at this edge; the ModelSpec travels on (configs, tasks, backends).
-    model, reference = parse_spec(model), parse_references(reference)
-    for spec in (model, *reference):
-        resolve_spec(spec)
-        check_server(spec)  # an API nobody answers: one line now, not after a flow started
+    model, reference, _ = edge_specs(model, reference)
     if chunk_size < 1:
         raise InputError(f"--chunk-size {chunk_size}: must be at least 1")
     if dask and dask_address:

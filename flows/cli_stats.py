@@ -21,14 +21,14 @@ from trainspotter.flows.cli_common import (ALPHA, JSON, LAMBDA_MAX_HELP, PAYOFF_
                                            Payoff, Scorer, Strategy, choice, emit_json, input_error)
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
-from trainspotter.presets import DEFAULT_PRESET, PRESETS
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.stats.simulation import pollution, simulate
 from trainspotter.stats.sequential import TestConfig, run_test
 from trainspotter.verdict import format_e
 
 _console = Console()
 
-_DEFAULT = PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
+_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
 STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], STRATEGY_HELP + ".")
 PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], PAYOFF_HELP + ".")
 LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help=LAMBDA_MAX_HELP + ".")

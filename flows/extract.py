@@ -133,9 +133,9 @@ def check_scheduler(address: str, timeout: float = 5) -> None:
 def check_local_models(option: str, *specs: ModelSpec | None) -> None:
     """InputError if a spec is an API model (openai:): its query budget and usage meter are
     kept by the process that queries it, and each Dask worker would start a full budget."""
-    api = [spec for spec in specs if spec and spec.scheme == "openai"]
+    api = [spec for spec in specs if spec and spec.remote]
     if api:
-        raise InputError(f"option {option}: openai:{api[0].model} is an API model; its query budget "
+        raise InputError(f"option {option}: {api[0].scheme}:{api[0].model} is an API model; its query budget "
                          f"is kept by the process that queries it, so run it without a Dask cluster")
 
 

@@ -3,7 +3,7 @@ re-queries no model."""
 
 from prefect import task
 
-from trainspotter.backends import ModelSpec, load_backend, spec_fingerprint
+from trainspotter.backends import SCHEMES, ModelSpec, load_backend, spec_fingerprint
 from trainspotter.backends.spec import parse_references
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import query_fields
@@ -26,15 +26,14 @@ def _retry_unless_budget(task, task_run, state) -> bool:
     return True
 
 
-# The library code a feature row depends on: editing any of it recomputes cached chunks.
-EXTRACT_CODE = ("trainspotter.features.extract", "trainspotter.features.features",
+# The library code a feature row depends on: editing any of it recomputes cached chunks. The
+# feature modules, then each backend scheme's own (backends.spec.SCHEMES: a new backend adds
+# its modules there, not here); tests/unit/test_cache_keys.py checks it covers their imports.
+FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.features", "trainspotter.features.catalog",
                 "trainspotter.features.perturb", "trainspotter.features.probability",
-                "trainspotter.features.ez", "trainspotter.features.references",
-                "trainspotter.features.twin_positions", "trainspotter.backends",
-                "trainspotter.backends.base",
-                "trainspotter.backends.hf", "trainspotter.backends.spec", "trainspotter.backends.openai_compat",
-                "trainspotter.backends.api.modes", "trainspotter.backends.api.positions",
-                "trainspotter.backends.api.probe", "trainspotter.backends.api.transport")
+                "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.features.model_based",
+                "trainspotter.features.twin_positions", "trainspotter.features.orientation")
+EXTRACT_CODE = FEATURE_CODE + tuple(dict.fromkeys(m for scheme in SCHEMES.values() for m in scheme.code))
 
 
 def chunk_cache_key(context, parameters) -> str:

@@ -10,7 +10,7 @@ test fed batch by batch is ``trainspotter.auditor``; the result and how to read 
 ``trainspotter.verdict``; several suspect sets under one FDR level, ``trainspotter.multi``.
 
 Note: ``trainspotter.audit`` is the *function* (the package keeps it that way); import
-names from this module with ``from trainspotter.audit import Auditor, PRESETS``.
+names from this module with ``from trainspotter.audit import Auditor, TEST_PRESETS``.
 """
 
 from __future__ import annotations
@@ -27,17 +27,18 @@ from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
 from trainspotter.backends.spec import References, Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
 from trainspotter.errors import BudgetExhausted, FieldError, InputError
-from trainspotter.features.features import FEATURE_SETS, FeatureConfig
+from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
-from trainspotter.matching import MatchResult, match_pairs
+from trainspotter.matching import match_pairs
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS  # named TestConfig overrides
+from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS,  # named TestConfig overrides
+                                  check_test_preset)
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
-from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Guard, Verdict, explain, explain_baseline
+from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
 
-__all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "PRESETS",
+__all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
            "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain", "explain_baseline",
            "model_extract", "read_passages", "read_sides"]
 
@@ -60,7 +61,7 @@ class AuditConfig(BaseModel):
     batch_pairs: int = Field(16, ge=1)  # pairs queried per batch; the test stops between pairs
     seed: int = 0
     ledger: bool = False  # continue the stored e-process of audit `name` (recurring audits)
-    preset: str = DEFAULT_PRESET  # named test settings, see PRESETS
+    preset: str = DEFAULT_PRESET  # named test settings, see TEST_PRESETS
     test: TestConfig = Field(default_factory=TestConfig)
     # The blind check (trainspotter.stats.blind) runs on every available pair before any
     # query. When it fires the verdict is "inconclusive" whatever the model says, so
@@ -104,8 +105,7 @@ class AuditConfig(BaseModel):
 
     @model_validator(mode="after")
     def _features_need(self) -> "AuditConfig":
-        if self.features.relative_only and not self.reference:
-            raise FieldError("features", "the calibrated (reference-relative) feature set needs a reference model")
+        check_references(self.features, len(self.reference))
         if self.features.twin_positions and self.twins is None:
             raise FieldError("features", "the twins feature set reads where a passage differs from its twin: it "
                                          "needs twins (--twins DIR)")
@@ -115,9 +115,11 @@ class AuditConfig(BaseModel):
     def _apply_preset(self) -> "AuditConfig":
         """Fill the test fields the caller did not set from the preset (idempotent: the
         filled fields count as set, so a dumped and reloaded config stays the same)."""
-        if self.preset not in PRESETS:
-            raise FieldError("preset", f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        unset = {k: v for k, v in PRESETS[self.preset].items() if k not in self.test.model_fields_set}
+        try:
+            check_test_preset(self.preset)
+        except ValueError as e:
+            raise FieldError("preset", str(e)) from None
+        unset = {k: v for k, v in TEST_PRESETS[self.preset].items() if k not in self.test.model_fields_set}
         if unset:
             self.test = self.test.model_copy(update=unset)
         return self
@@ -277,7 +279,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         else:
             result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
         if match is not None:
-            result = _with_match(result, match, config)
+            result = with_match(result, match, min_pairs_to_reject(config.test), config.test.alpha)
         return seal(result, config, suspect, heldout, run_id=run_id)
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
@@ -337,26 +339,6 @@ def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]
     log.info("matching: %d of %d suspect passages matched (AUROC %.2f; blind e = %.3g before matching)",
              match.matched, match.suspect_total, match.auroc, blind.e_value)
     return [suspect[i] for i, _ in match.pairs], [heldout[j] for _, j in match.pairs], match
-
-
-def matched_verdict(verdict: Verdict, guard: Guard | None, matched: int, needed: int) -> tuple[Verdict, Guard | None]:
-    """A matched audit's verdict from ``decide``'s: fewer matched pairs than ``needed`` to ever reach
-    1/α make it inconclusive ("overlap") unless the blind check did (audit and shift suite use it)."""
-    return ("inconclusive", "overlap") if matched < needed and guard != "blind" else (verdict, guard)
-
-
-def _with_match(result: AuditResult, match: MatchResult, config: AuditConfig) -> AuditResult:
-    """The result of a matched audit: its explanation says what it rests on, and an audit whose
-    matched pairs are too few to ever reach 1/α is inconclusive ("overlap"), not "no evidence"."""
-    needed = min_pairs_to_reject(config.test)
-    update = {"match": match, "explanation": f"{match.describe()} {result.explanation}"}
-    if matched_verdict(result.verdict, result.guard, match.matched, needed)[1] == "overlap":
-        update |= {"verdict": "inconclusive", "reject": False, "guard": "overlap", "explanation": (
-            f"Inconclusive: only {match.matched} of {match.suspect_total} suspect passages have a held-out "
-            f"passage of the same text-only propensity, and the test needs at least {needed} pairs to ever "
-            f"reach 1/α = {1 / config.test.alpha:g}. Find held-out text closer to the suspect set (the same "
-            f"source and period); for data not yet released, twins (`trainspotter twins make`) avoid the problem.")}
-    return result.model_copy(update=update)
 
 
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],

@@ -36,7 +36,7 @@ class UsageMeter:
         from trainspotter.backends import load_backend  # imports torch: only when auditing
 
         parsed = [parse_spec(s) for s in specs if s]
-        self.backends = [load_backend(s) for s in dict.fromkeys(parsed) if s.scheme == "openai"]
+        self.backends = [load_backend(s) for s in dict.fromkeys(parsed) if s.remote]
         self.before = [b.usage() for b in self.backends]
 
     def report(self, pairs_queried: int, pairs_skipped: int) -> dict:

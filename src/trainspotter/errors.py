@@ -5,7 +5,7 @@ class InputError(ValueError):
     """Bad user input: the message names the file, the line/row and the problem."""
 
 
-class FieldError(ValueError):
+class FieldError(InputError):
     """A config check on several fields (a model validator) that names the ``field`` to change:
     the CLI names the option that sets it (``flows.cli_common.input_error``)."""
 

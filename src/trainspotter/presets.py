@@ -1,11 +1,13 @@
 """Named settings of the sequential test (TestConfig field overrides) for an audit, and the
-built-in testbeds' one-line descriptions.
+built-in testbeds' one-line descriptions, each with the one check of a name against it.
 
 Kept apart from trainspotter.audit and trainspotter.evaluation.testbed (which import torch)
 so the CLI can name them in ``--help`` cheaply. Explicit strategy/payoff/lambda_max win.
 """
 
-PRESETS: dict[str, dict] = {
+from trainspotter.errors import InputError
+
+TEST_PRESETS: dict[str, dict] = {  # named test settings (--preset); testbeds are TESTBEDS below
     "badi": {"strategy": "ons", "payoff": "mmd", "lambda_max": 0.8},  # the paper (BADI Sec. 4, App. C)
     "default": {"strategy": "mixture", "payoff": "diff", "lambda_max": 0.8},
 }
@@ -18,11 +20,27 @@ UNGUARDED_MIN_PAIRS = 200
 
 def describe(name: str) -> str:
     """'badi (ons strategy, mmd payoff, λ_max 0.8)' for help texts."""
-    p = PRESETS[name]
+    p = TEST_PRESETS[name]
     return f"{name} ({p['strategy']} strategy, {p['payoff']} payoff, λ_max {p['lambda_max']:g})"
 
 
-TESTBEDS = {  # preset name -> what it models (trainspotter.evaluation.testbed.PRESETS)
+def check_test_preset(name: str) -> str:
+    """``name`` if it names test settings, else ValueError naming the choices (the one check:
+    AuditConfig, ShiftConfig and the CLI's --preset go through it)."""
+    if name not in TEST_PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TEST_PRESETS)}")
+    return name
+
+
+def check_testbed(name: str) -> str:
+    """``name`` if it names a built-in testbed, else InputError naming the choices (the one
+    check of a testbed name: configs' validators, the testbed and demo verbs)."""
+    if name not in TESTBEDS:
+        raise InputError(f"unknown testbed {name!r}; choose one of {', '.join(TESTBEDS)}")
+    return name
+
+
+TESTBEDS = {  # testbed name -> what it models (its recipe: trainspotter.evaluation.testbed.PRESETS)
     "tiny": "small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
             "passages (members memorised; strong signal)",
     "mini": "seconds-scale version of tiny, for tests",

@@ -119,9 +119,9 @@ def model_identity(spec, api: dict | None = None) -> dict:
     ``system_fingerprints``, that gave the answers). Never an API key."""
     from urllib.parse import urlparse
 
-    if spec.scheme == "openai":
+    if spec.remote:
         mine = {k: v for k, v in (api or {}).items() if k.startswith(f"{spec.model}@")}
-        return {"scheme": "openai", "model": spec.model, "host": urlparse(spec.where).hostname,
+        return {"scheme": spec.scheme, "model": spec.model, "host": urlparse(spec.where).hostname,
                 "fingerprint": spec.fingerprint, "server": mine}
     from trainspotter.backends.hf import _file_digest
     from trainspotter.backends.spec import resolve_spec

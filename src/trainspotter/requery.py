@@ -34,14 +34,14 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
     texts = {(s, p["id"]): p["text"] for s in SIDES for p in record["passages"][s]}
     with tempfile.TemporaryDirectory() as tmp:
         def fresh(spec):
-            if spec.scheme != "openai":
+            if not spec.remote:  # a remote scheme's answers come from a fresh cache, not the audit's
                 return spec
             return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
 
         target = load_backend(fresh(config.model))
         df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked],
                      target, [load_backend(fresh(r)) for r in config.reference], config.access, config.features)
-    if config.model.scheme == "openai":
+    if config.model.remote:
         weights = _server_builds(record, getattr(target, "system_fingerprints", set()))
     elif model_identity(config.model) == record["model"]:
         weights = "; the weight files' sha256 are unchanged"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from trainspotter.auditor import Auditor
 
 __all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline",
-           "format_e", "Context"]
+           "format_e", "Context", "matched_verdict", "with_match"]
 
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
 # Which guard made a rejection "inconclusive": the blind check (texts alone), the placebo check
@@ -322,3 +322,23 @@ def explain_baseline(model_reject: bool, e_value: float, alpha: float, baseline:
                        "looking at the data, which this one was not, so it is no evidence on its own; "
                        "continue the audit on more pairs (--name NAME --ledger) or fix n in advance.")
     return head + " Here they agree."
+
+
+def matched_verdict(verdict: Verdict, guard: Guard | None, matched: int, needed: int) -> tuple[Verdict, Guard | None]:
+    """A matched audit's verdict from ``decide``'s: fewer matched pairs than ``needed`` to ever reach
+    1/α make it inconclusive ("overlap") unless the blind check did (audit and shift suite use it)."""
+    return ("inconclusive", "overlap") if matched < needed and guard != "blind" else (verdict, guard)
+
+
+def with_match(result: AuditResult, match: MatchResult, needed: int, alpha: float) -> AuditResult:
+    """The result of a matched audit: its explanation says what it rests on, and an audit whose
+    matched pairs are too few (``needed``: the fewest pairs that can reach 1/α) is inconclusive
+    ("overlap"), not "no evidence"."""
+    update = {"match": match, "explanation": f"{match.describe()} {result.explanation}"}
+    if matched_verdict(result.verdict, result.guard, match.matched, needed)[1] == "overlap":
+        update |= {"verdict": "inconclusive", "reject": False, "guard": "overlap", "explanation": (
+            f"Inconclusive: only {match.matched} of {match.suspect_total} suspect passages have a held-out "
+            f"passage of the same text-only propensity, and the test needs at least {needed} pairs to ever "
+            f"reach 1/α = {1 / alpha:g}. Find held-out text closer to the suspect set (the same "
+            f"source and period); for data not yet released, twins (`trainspotter twins make`) avoid the problem.")}
+    return result.model_copy(update=update)

@@ -129,7 +129,8 @@ def test_e_values_keep_their_side_of_the_threshold():
 
 def test_features_list_is_short_and_names_each_sets_columns():
     from trainspotter.features.extract import feature_columns
-    from trainspotter.features.features import FEATURE_SETS, catalog
+    from trainspotter.features.catalog import catalog
+    from trainspotter.features.features import FEATURE_SETS
 
     out = invoke("features", "list")
     assert out.exit_code == 0, out.output

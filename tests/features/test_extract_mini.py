@@ -233,9 +233,9 @@ def test_features_list_json():
 
 def test_two_references_cost_one_pass_each_and_combine_as_defined(models, passages):
     """K = 2 references: each scores every original once per batch; the first reference's
-    features are the one-reference ones; the *_refs_* columns are the references.py formulas
-    on the models' own log-probs (gray) and black-box estimates (black)."""
-    from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
+    features are the one-reference ones; the *_refs_* columns are the published formulas,
+    written out here on the models' own log-probs (not the product's functions)."""
+    from scipy.stats import norm
 
     target = models[0]
     refs = [CountingBackend(models[1]), CountingBackend(models[0])]  # the target itself as a 2nd reference
@@ -248,14 +248,23 @@ def test_two_references_cost_one_pass_each_and_combine_as_defined(models, passag
         f"{a}_refs_{n}" for a in ("gray", "black") for n in ("diff", "lira", "token_lira", "rmia")]
     pd.testing.assert_frame_equal(both[one.columns], one)
     texts = [p["text"] for p in ps]
-    t_lp = [s.logprobs for s in target.score(texts)]
-    r_lp = [[s.logprobs for s in m.score(texts)] for m in (models[1], models[0])]
+    t_lp = [np.asarray(s.logprobs, float) for s in target.score(texts)]
+    r_lp = [[np.asarray(s.logprobs, float) for s in m.score(texts)] for m in (models[1], models[0])]
     for i in range(len(ps)):
-        rs = [r_lp[0][i], r_lp[1][i]]
-        assert both.loc[i, "gray_refs_diff"] == pytest.approx(refs_diff(t_lp[i], rs), rel=1e-9)
-        assert both.loc[i, "gray_refs_lira"] == pytest.approx(refs_lira(t_lp[i], rs), abs=1e-9)
-        assert both.loc[i, "gray_refs_token_lira"] == pytest.approx(refs_token_lira(t_lp[i], rs), abs=1e-9)
-        assert both.loc[i, "gray_refs_rmia"] == pytest.approx(refs_rmia(t_lp[i], rs), rel=1e-9)
+        l_t, l_k = t_lp[i].mean(), np.array([r_lp[0][i].mean(), r_lp[1][i].mean()])
+        # Watson et al. 2022: log PPL_t − mean log PPL_k (lower = member)
+        assert both.loc[i, "gray_refs_diff"] == pytest.approx(l_k.mean() - l_t, rel=1e-9)
+        # Carlini et al. 2022 Eq. 4, offline, this passage's own σ (ddof 1); σ = 0 -> the limit
+        sd = l_k.std(ddof=1)
+        lira = norm.cdf((l_t - l_k.mean()) / sd) if sd > 0 else 0.5 * (1 + np.sign(l_t - l_k.mean()))
+        assert both.loc[i, "gray_refs_lira"] == pytest.approx(lira, abs=1e-9)
+        tok = np.vstack([r_lp[0][i], r_lp[1][i]])
+        tsd = tok.std(axis=0, ddof=1)
+        tails = np.where(tsd > 0, norm.cdf((t_lp[i] - tok.mean(axis=0)) / np.where(tsd > 0, tsd, 1)),
+                         0.5 * (1 + np.sign(t_lp[i] - tok.mean(axis=0))))
+        assert both.loc[i, "gray_refs_token_lira"] == pytest.approx(tails.mean(), abs=1e-9)
+        # Zarifzadeh et al. 2024 Eq. 3, offline a = 1: ℓ_t − log mean_k exp(ℓ_k)
+        assert both.loc[i, "gray_refs_rmia"] == pytest.approx(l_t - np.log(np.exp(l_k).mean()), rel=1e-9)
     # the target as its own reference: the gap to the mean reference is half the RefL gap
     np.testing.assert_allclose(both["gray_refs_diff"], both["gray_ref_diff"] / 2, rtol=1e-9)
     np.testing.assert_allclose(both["black_refs_diff"], both["black_ref_diff"] / 2, rtol=1e-9)

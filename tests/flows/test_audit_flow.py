@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainspotter.audit import DEFAULT_PRESET, PRESETS
+from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.evaluation.testbed import PRESETS as TESTBEDS
 
 
@@ -38,7 +38,7 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
     params = run.data.params
     assert params["model"] == "testbed:mini" and params["reference"] == "testbed:mini/reference"
     assert params["test.alpha"] == "0.05" and params["preset"] == DEFAULT_PRESET
-    assert all(params[f"test.{k}"] == str(v) for k, v in PRESETS[DEFAULT_PRESET].items())
+    assert all(params[f"test.{k}"] == str(v) for k, v in TEST_PRESETS[DEFAULT_PRESET].items())
     assert run.info.status == "FINISHED"
     inputs = {d.dataset.name: d.tags[0].value for d in run.inputs.dataset_inputs}
     assert inputs == {"suspect": "suspect", "heldout": "heldout", "features": "features"}

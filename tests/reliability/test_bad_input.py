@@ -226,11 +226,6 @@ def test_bad_input_is_one_clear_line(case, f, own_artifacts):
     rejected(make_args(f), expected, f, own_artifacts)
 
 
-def test_readme_counts_the_battery():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"`tests/reliability/` runs {len(CASES)} kinds of bad input" in readme
-
-
 def _extract(f, *files):
     return ["extract", *files, "--model", "testbed:mini", "--out", f / "out" / "x.parquet"]
 

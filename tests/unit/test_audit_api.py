@@ -55,13 +55,13 @@ print(json.dumps({{"result": r.model_dump(),
 
 
 def test_presets_fill_only_unset_test_fields():
-    from trainspotter.audit import DEFAULT_PRESET, PRESETS, AuditConfig
+    from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS, AuditConfig
     from trainspotter.stats.sequential import TestConfig
 
     base = {"suspect": "s", "heldout": "h", "model": "hf:m"}
     c = AuditConfig(**base)
     assert c.preset == DEFAULT_PRESET
-    assert {k: getattr(c.test, k) for k in PRESETS[DEFAULT_PRESET]} == PRESETS[DEFAULT_PRESET]
+    assert {k: getattr(c.test, k) for k in TEST_PRESETS[DEFAULT_PRESET]} == TEST_PRESETS[DEFAULT_PRESET]
     paper = AuditConfig(**base, preset="badi", test=TestConfig(alpha=0.01, payoff="ks"))
     assert (paper.test.strategy, paper.test.payoff, paper.test.lambda_max, paper.test.alpha) == \
         ("ons", "ks", 0.8, 0.01)  # explicit payoff and alpha win over the preset
@@ -136,7 +136,7 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
 
 
 @pytest.mark.parametrize("option, expected", [
-    (["--preset", "nope"], "error: option --preset: 'nope' is not one of badi, default"),
+    (["--preset", "nope"], "error: option --preset: unknown preset 'nope'; choose one of badi, default"),
     (["--payoff", "nope"], "error: option --payoff 'nope': expected one of mmd, ks, diff, mmd-std"),
     (["--lambda-max", "1.5"], "error: option --lambda-max: Input should be less than 1"),
 ])

@@ -164,3 +164,30 @@ def test_code_digest_reads_module_files_once_per_process(tmp_path, monkeypatch):
     assert C.code_digest("digest_pkg.a") != first  # the edit is seen by a new process
     with pytest.raises(ValueError, match="no Python source"):
         C.code_digest("digest_pkg.missing")
+
+
+# Library modules a feature row imports that do not shape its values: error types, the
+# artifacts root and fingerprints, packaged asset paths, file layout, the API's budget, answer
+# cache (content-addressed) and error types, and bare package __init__ files.
+NOT_FEATURE_CODE = {"trainspotter.errors", "trainspotter.config", "trainspotter.assets", "trainspotter.layout",
+                    "trainspotter.features", "trainspotter.backends.budget", "trainspotter.backends.cache",
+                    "trainspotter.backends.api.errors"}
+
+
+def test_extract_key_covers_every_module_a_feature_row_imports():
+    """EXTRACT_CODE (feature modules + each scheme's code) lists every library module that the
+    extraction or any scheme's backend imports, but those in NOT_FEATURE_CODE."""
+    from trainspotter.backends import SCHEMES
+    from trainspotter.tasks.extract import EXTRACT_CODE
+
+    used: set[str] = set()
+    for root in ("trainspotter.features.extract", *(s.backend.partition(":")[0] for s in SCHEMES.values())):
+        _library_imports(root, used)
+    assert used - set(EXTRACT_CODE) <= NOT_FEATURE_CODE, sorted(used - set(EXTRACT_CODE) - NOT_FEATURE_CODE)
+    assert "trainspotter.features.orientation" in EXTRACT_CODE and "trainspotter.backends.api.config" in EXTRACT_CODE
+
+
+def test_pvalue_key_covers_the_pvalue_modules():
+    from trainspotter.tasks.benchmark import PVALUE_CODE
+
+    assert _library_imports("trainspotter.stats.pvalue", set()) <= set(PVALUE_CODE)

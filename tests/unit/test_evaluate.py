@@ -71,7 +71,9 @@ def test_simulate_alternative_and_null():
     null = simulate(df, TestConfig(), trials=20, n_max=None, null=True, seed=1)
     assert null["pairs"] == 150 and null["tpr"] is None  # two halves of 300 held-out rows
     assert null["fpr"] <= 0.2
-    assert simulate(df, TestConfig(), trials=5, n_max=40, seed=3) == simulate(df, TestConfig(), trials=5, n_max=40, seed=3)
+    # BADI App. D.5 written out: Power(t) is the share of trials stopped by pair t, ending at the TPR
+    assert alt["power_curve"] == pytest.approx([np.mean((stops > 0) & (stops <= t)) for t in range(1, 151)])
+    assert alt["tpr"] == pytest.approx(np.mean(stops > 0)) and null["fpr"] == pytest.approx(np.mean(np.array(null["stop_times"]) > 0))
 
 
 def test_simulate_levels_from_one_pass_equal_single_level_runs():

@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from trainspotter.errors import InputError
-from trainspotter.evaluation import model_based
+from trainspotter.features import model_based
 from trainspotter.features.extract import feature_columns
 from trainspotter.evaluation.mia import (BANK_IN, BANK_LL, METHODS, PETAL_PREFIX, Extraction, as_petal, bank_arrays,
                                          cross_fit, crossfit_folds, merge_extractions, method_columns, method_scores,

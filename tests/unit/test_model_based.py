@@ -1,4 +1,4 @@
-"""Model-based MIA methods (trainspotter.evaluation.model_based): each against a hand
+"""Model-based MIA methods (trainspotter.features.model_based): each against a hand
 computation on tiny arrays, the NaN rules, and behaviour on a simulated reference bank."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from trainspotter.evaluation.model_based import (lira_offline, lira_online, model_calibration, model_fpr,
+from trainspotter.features.model_based import (lira_offline, lira_online, model_calibration, model_fpr,
                                                   model_loss, rmia)
 
 T, F = True, False

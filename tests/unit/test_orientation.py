@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import binomtest
 
 from trainspotter.features.orientation import direction
-from trainspotter.presets import PRESETS
+from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.newton_scorer import NewtonScorer
 from trainspotter.stats.oriented_qp import oriented_qp
 from trainspotter.stats.sequential import SequentialTest, TestConfig
@@ -45,7 +45,8 @@ def test_oriented_qp_meets_the_kkt_conditions():
 
 
 def test_every_catalogued_feature_has_the_direction_the_attacks_use():
-    from trainspotter.features.features import FeatureConfig, catalog
+    from trainspotter.features.catalog import catalog
+    from trainspotter.features.features import FeatureConfig
 
     assert all(direction(s.name) != 0 for s in catalog(FeatureConfig(), "both"))
     # the score functions of trainspotter.evaluation.mia: −log PPL, −ref_diff, zlib, Min-K%(++), EZ, …
@@ -67,7 +68,7 @@ def test_pollution_costs_power_not_validity():
     rng = np.random.default_rng(3)
     df = pd.concat([_table(400, 0, rng).assign(set="suspect"), _table(400, 0, rng).assign(set="heldout")])
     members = _table(400, 1.0, rng)
-    config = TestConfig(**PRESETS["default"])
+    config = TestConfig(**TEST_PRESETS["default"])
     oriented = pollution(df, config, (0.5,), trials=200, pollutant=members, batch_size=200)["ratios"]["0.5"]
     k = round(oriented["rejection_rate"] * 200)
     assert binomtest(k, 200, 0.05, alternative="greater").pvalue > 0.001, oriented["rejection_rate"]

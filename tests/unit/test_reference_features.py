@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from trainspotter.features.extract import feature_columns
-from trainspotter.features.features import FEATURE_SETS, FeatureConfig, catalog, token_level_row
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import FEATURE_SETS, FeatureConfig, token_level_row
 from trainspotter.features.orientation import direction
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 
@@ -89,3 +90,42 @@ def test_token_level_row_adds_them_only_with_two_references():
     assert not any("_refs_" in k for k in one)
     assert {k: v for k, v in two.items() if k in one} == one  # the first reference's features unchanged
     assert two["gray_refs_diff"] == pytest.approx(-5 / 12)
+
+
+def _bank_table(target_ll, refs_ll):
+    """A benchmark features table (evaluation.mia's bank columns), every reference OUT."""
+    import pandas as pd
+
+    from trainspotter.evaluation.mia import BANK_IN, BANK_LL
+
+    return pd.DataFrame({"gray_ppl": np.exp(-target_ll), **{f"{BANK_LL}{j}": refs_ll[:, j] for j in range(refs_ll.shape[1])},
+                         **{f"{BANK_IN}{j}": 0 for j in range(refs_ll.shape[1])}})
+
+
+def test_every_reference_feature_is_its_benchmark_twin():
+    """Each audit feature with a model-based twin (references.BENCHMARK_TWINS) equals it on the
+    passages' ℓ, computed through the audit's row code (token_level_row) and, where a benchmark
+    row computes the twin, through that row (evaluation.mia.method_scores) too. The catalogue's
+    refs_* features are exactly the twins plus refs_token_lira (refs_lira per token)."""
+    from trainspotter.evaluation.mia import METHODS, method_scores
+    from trainspotter.features.references import BENCHMARK_TWINS
+
+    names = {s.name.split("_refs_")[1] for s in catalog() if "_refs_" in s.name}
+    assert names == set(BENCHMARK_TWINS) | {"token_lira"}
+    rng = np.random.default_rng(3)
+    n, k = 40, 3
+    tokens = [rng.normal(-3, 1, (k + 1, int(rng.integers(3, 9)))) for _ in range(n)]
+    rows = [token_level_row("gray", "x", t[0], FeatureConfig(), references_logprobs=list(t[1:])) for t in tokens]
+    target_ll = np.array([t[0].mean() for t in tokens])
+    refs_ll = np.array([t[1:].mean(axis=1) for t in tokens])
+    for name, twin in BENCHMARK_TWINS.items():
+        feature = np.array([r[f"gray_refs_{name}"] for r in rows])
+        np.testing.assert_allclose(feature, twin(target_ll, refs_ll), rtol=1e-12, atol=1e-12, err_msg=name)
+        if twin.method:  # the benchmark's row measures the audit's feature (up to its sign)
+            np.testing.assert_allclose(feature, twin.sign * method_scores(twin.method, _bank_table(target_ll, refs_ll)),
+                                       rtol=1e-12, atol=1e-12, err_msg=name)
+            assert direction(f"gray_refs_{name}") == twin.sign
+    # the offline LiRA row pools σ over passages, the feature does not: the row says so
+    assert "global σ" in METHODS["lira_offline"].label and dict(BENCHMARK_TWINS["lira"].kwargs)["variance"] == "per_example"
+    pooled = METHODS["lira_offline"].score(_bank_table(target_ll, refs_ll))
+    assert not np.allclose(np.exp(pooled), [r["gray_refs_lira"] for r in rows])

@@ -149,10 +149,16 @@ def test_reference_specs_load_and_score_their_own_weights(refs):
     assert len({parse_spec(f"testbed:{NAME}/{m}").fingerprint for m in ("target", "out-0", "in-0")}) == 3
 
 
-def test_a_spec_to_a_model_not_built_names_the_command(refs):
+def test_a_spec_to_a_model_not_built_names_the_command(refs, tmp_path, monkeypatch):
     with pytest.raises(InputError, match=f"reference model in-4 of testbed '{NAME}' is not built; "
                                          f"run `trainspotter testbed build {NAME} --references 5`"):
         resolve_spec(f"testbed:{NAME}/in-4")
+    # read from the files alone (trainspotter.layout), never from evaluation's recipes
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
+    with pytest.raises(InputError, match="testbed 'tiny' is not built; run `trainspotter testbed build tiny`"):
+        resolve_spec("testbed:tiny/out-0")
+    (tmp_path / "testbeds" / "tiny").mkdir(parents=True)
+    (tmp_path / "testbeds" / "tiny" / "manifest.json").write_text(json.dumps({"config": {"mode": "finetune"}}))
     with pytest.raises(InputError, match="testbed 'tiny' has no reference models"):
         resolve_spec("testbed:tiny/out-0")
 

@@ -12,7 +12,8 @@ from trainspotter.backends.base import TokenScores
 from trainspotter.evaluation import learning_based
 from trainspotter.evaluation.mia import METHODS, method_scores
 from trainspotter.evaluation.tddbench import PARADIGMS, partitions, render_tddbench, summarise
-from trainspotter.features.features import FeatureConfig, catalog, prediction_row
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import FeatureConfig, prediction_row
 from trainspotter.features.orientation import direction
 
 TDDBENCH_21 = ["Metric-loss", "Metric-conf", "Metric-corr", "Metric-ent", "Metric-ment", "Learn-original",
@@ -105,7 +106,7 @@ def test_qrm_is_the_residual_to_the_population_quantile_line():
 def test_query_ref_averages_online_lira_over_x_and_its_variants():
     """Two candidates, bank of 2 OUT + 2 IN; one perturbation kind. LiRA online on x and on the
     variant (ℓ_target(x̃) = ℓ(x) − pert_diff, the bank's ℓ from bank_qll_case_<j>), averaged."""
-    from trainspotter.evaluation import model_based
+    from trainspotter.features import model_based
 
     target = np.array([-1.0, -2.0])
     refs = np.array([[-1.5, -1.7, -1.1, -1.0], [-2.1, -2.3, -1.6, -2.2]])

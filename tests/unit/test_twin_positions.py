@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from trainspotter.features.extract import feature_columns
-from trainspotter.features.features import FEATURE_SETS, catalog
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import FEATURE_SETS
 from trainspotter.features.orientation import direction
 from trainspotter.features.twin_positions import changed_mask, twin_row
 from trainspotter.tasks.extract import chunk_cache_key

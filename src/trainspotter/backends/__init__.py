@@ -29,10 +29,10 @@ import threading
 from functools import lru_cache
 
 from trainspotter.backends.base import Backend, TokenScores
-from trainspotter.backends.spec import (ModelSpec, References, Spec, api_config, parse_api_spec, parse_local_spec, parse_spec,
-                                        resolve_spec)
+from trainspotter.backends.spec import (SCHEMES, ModelSpec, References, Scheme, Spec, parse_api_spec, parse_local_spec,
+                                        parse_spec, resolve_spec)
 
-__all__ = ["Backend", "HFBackend", "ModelSpec", "References", "Spec", "TokenScores", "check_server", "load_backend",
+__all__ = ["Backend", "HFBackend", "ModelSpec", "References", "SCHEMES", "Scheme", "Spec", "TokenScores", "check_server", "load_backend",
            "parse_api_spec", "parse_local_spec", "parse_spec", "resolve_spec", "spec_fingerprint"]
 
 _LOADING = threading.Lock()
@@ -59,26 +59,18 @@ def load_backend(spec: str | ModelSpec, batch_size: int = 8) -> Backend:
 
 @lru_cache(maxsize=4)
 def _load_backend(spec: ModelSpec, batch_size: int) -> Backend:
-    if spec.scheme == "openai":
-        from trainspotter.backends.openai_compat import OpenAIBackend
-
-        return OpenAIBackend(api_config(spec))
-    from trainspotter.backends.hf import HFBackend
-
-    opts = spec.options
-    return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
-                     batch_size=opts.get("batch_size", batch_size))
+    return SCHEMES[spec.scheme].load(spec, batch_size)
 
 
 def check_server(spec: str | ModelSpec) -> None:
-    """For an ``openai:`` spec, that something listens at its URL (one TCP connection, no
-    request): ``Unreachable`` (an APIRequestError) at once when the connection is refused or
-    the host name does not resolve. Local specs: nothing to check."""
+    """The scheme's cheap check before any flow starts (``Scheme.check``): for an ``openai:``
+    spec, that something listens at its URL (one TCP connection, no request): ``Unreachable``
+    (an APIRequestError) at once when the connection is refused or the host name does not
+    resolve. Local specs: nothing to check."""
     spec = parse_spec(spec)
-    if spec.scheme == "openai":
-        from trainspotter.backends.api.errors import check_reachable
-
-        check_reachable(spec.where, spec.model)
+    check = SCHEMES[spec.scheme].check
+    if check is not None:
+        check(spec)
 
 
 def spec_fingerprint(spec: str | ModelSpec) -> str:

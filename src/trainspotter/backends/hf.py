@@ -198,3 +198,13 @@ class HFBackend:
             for row, i in zip(gen.cpu(), idx):
                 out[i] = row[width:width + lengths[i]].tolist()
         return out
+
+
+def from_spec(spec, batch_size: int = 8) -> HFBackend:
+    """The ``hf:`` and ``testbed:`` schemes' backend (``backends.spec.SCHEMES``): the resolved
+    weights with the spec's device, dtype (float32 unless given) and batch size."""
+    from trainspotter.backends.spec import resolve_spec
+
+    opts = spec.options
+    return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
+                     batch_size=opts.get("batch_size", batch_size))

@@ -240,3 +240,11 @@ def _summary(d: dict) -> str:
     if d.get("system_fingerprints"):
         parts.append(f"server build {', '.join(d['system_fingerprints'])}")
     return ", ".join(parts)
+
+
+def from_spec(spec, batch_size: int = 8) -> OpenAIBackend:
+    """The ``openai:`` scheme's backend (``backends.spec.SCHEMES``); the spec's own ``batch``
+    option sets prompts per request, ``batch_size`` is for local models only."""
+    from trainspotter.backends.spec import api_config
+
+    return OpenAIBackend(api_config(spec))

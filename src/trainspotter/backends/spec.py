@@ -2,11 +2,20 @@
 backends/__init__.py). ``parse_spec`` reads a spec string once into a ``ModelSpec``
 (syntax and options, nothing on disk); ``resolve_spec`` finds what it points to,
 ``api_config`` the API backend's settings. Every problem is one InputError naming the spec.
+
+``SCHEMES`` is the one registry of backend schemes: each ``Scheme`` says how to parse, resolve,
+fingerprint and load a spec, whether it answers over a network (``remote``) and which library
+modules compute its answers (the extraction cache key). Nothing else tests a scheme by name, so
+a new backend is its module plus one ``Scheme`` entry (docs/architecture.md, "Registries").
+A ``testbed:`` spec is resolved from the files under the artifacts root (``trainspotter.layout``),
+never through ``evaluation`` (which builds them).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +26,7 @@ from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from trainspotter.backends.api.config import APIConfig
 from trainspotter.errors import InputError
+from trainspotter.layout import load_manifest, load_reference_manifest, references_dir, testbed_dir
 
 _LOCAL_PARAMS = {"device": str, "dtype": str, "batch_size": int}
 DTYPES = ("float32", "float16", "bfloat16")
@@ -48,16 +58,31 @@ class ModelSpec:
         out on purpose (cpu and cuda agree to float rounding) and so is batch_size (padding
         is masked). For an API: model + endpoint + what shapes the features (tokenizer files,
         mode, top-k); never the key, and no request is sent."""
-        if self.scheme == "openai":
-            from trainspotter.backends.api.config import api_fingerprint, tokenizer_identity
-            from trainspotter.config import fingerprint
+        return SCHEMES[self.scheme].fingerprint(self)
 
-            c = api_config(self)
-            return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer),
-                               c.mode, c.top_logprobs)
-        from trainspotter.backends.hf import model_fingerprint
+    @property
+    def remote(self) -> bool:
+        """Answers come over a network (metered, checked reachable, recorded by host)."""
+        return SCHEMES[self.scheme].remote
 
-        return model_fingerprint(resolve_spec(self), self.options.get("dtype", "float32"))
+
+@dataclass(frozen=True)
+class Scheme:
+    """One backend scheme (``SCHEMES``): everything the library needs to know of it."""
+
+    name: str
+    syntax: str  # for help texts and messages: "hf:PATH"
+    parse: Callable[[str], ModelSpec]  # the spec string -> ModelSpec (InputError naming the spec)
+    resolve: Callable[[ModelSpec], Path]  # the local files it reads (for an API: its tokenizer)
+    fingerprint: Callable[[ModelSpec], str]  # what its answers depend on (ModelSpec.fingerprint)
+    backend: str  # "module:function", function(spec, batch_size) -> Backend; imported on first load
+    code: tuple[str, ...]  # library modules computing its answers (tasks.extract.EXTRACT_CODE)
+    remote: bool = False  # answers over a network: usage metered, reachability checked, host recorded
+    check: Callable[[ModelSpec], None] | None = None  # cheap check before any flow starts (no request)
+
+    def load(self, spec: ModelSpec, batch_size: int):
+        module, _, function = self.backend.partition(":")
+        return getattr(importlib.import_module(module), function)(spec, batch_size)
 
 
 def parse_spec(spec: str | ModelSpec) -> ModelSpec:
@@ -65,8 +90,9 @@ def parse_spec(spec: str | ModelSpec) -> ModelSpec:
     if isinstance(spec, ModelSpec):
         return spec
     if not isinstance(spec, str):
-        raise InputError(f"model spec {spec!r}: expected a string such as hf:PATH, testbed:NAME or openai:MODEL@URL")
-    return _parse_api(spec) if spec.startswith("openai:") else _parse_local(spec)
+        raise InputError(f"model spec {spec!r}: expected a string such as {schemes_help()}")
+    scheme = SCHEMES.get(spec.partition(":")[0]) if ":" in spec else None
+    return scheme.parse(spec) if scheme else _parse_local(spec)
 
 
 # A config field holding a model spec: a string is parsed once, where the config is made (the
@@ -99,7 +125,9 @@ def _parse_local(spec: str) -> ModelSpec:
     if kind == "hf":
         return ModelSpec(spec, "hf", base, rest, options=opts)
     if kind != "testbed":
-        raise InputError(f"model spec {base!r}: unknown backend {kind!r} (expected hf, testbed or openai)")
+        names = list(SCHEMES)
+        raise InputError(f"model spec {base!r}: unknown backend {kind!r} "
+                         f"(expected {', '.join(names[:-1])} or {names[-1]})")
     name, _, role = rest.partition("/")
     if not re.fullmatch(r"target|reference|(out|in)-(0|[1-9]\d*)", role or "target"):
         raise InputError(f"model spec {base!r}: role must be target or reference (or out-N, in-N: "
@@ -153,39 +181,44 @@ def resolve_spec(spec: str | ModelSpec) -> Path:
     """Local path a spec points to (for openai: specs, the local tokenizer); raises
     InputError naming the problem (a local spec's query options included)."""
     s = parse_spec(spec)
-    if s.scheme == "openai":
-        if isinstance(s.tokenizer, ModelSpec):
-            return resolve_spec(s.tokenizer)
-        path = Path(s.tokenizer).expanduser()
-        if not path.exists():
-            raise InputError(f"model spec {s.text!r}: tokenizer {path} does not exist")
-        return path
-    if s.scheme == "hf":
-        path = Path(s.where).expanduser()
-    elif s.role in ("target", "reference"):
-        from trainspotter.evaluation.testbed import testbed_dir
+    return SCHEMES[s.scheme].resolve(s)
 
-        path = testbed_dir(s.where) / s.role
-        if not path.exists():
-            raise InputError(f"model spec {s.base!r}: testbed {s.where!r} is not built; "
-                             f"run `trainspotter testbed build {s.where}`")
-    else:
-        path = _reference_model(s)
+
+def _existing(s: ModelSpec, path: Path) -> Path:
     if not path.exists():
         raise InputError(f"model spec {s.base!r}: {path} does not exist")
     return path
 
 
+def _resolve_api(s: ModelSpec) -> Path:
+    """An openai: spec's local tokenizer (the files that define its positions)."""
+    if isinstance(s.tokenizer, ModelSpec):
+        return resolve_spec(s.tokenizer)
+    path = Path(s.tokenizer).expanduser()
+    if not path.exists():
+        raise InputError(f"model spec {s.text!r}: tokenizer {path} does not exist")
+    return path
+
+
+def _resolve_testbed(s: ModelSpec) -> Path:
+    """A built testbed's target or reference model, or one of its reference models out-N/in-N."""
+    if s.role not in ("target", "reference"):
+        return _existing(s, _reference_model(s))
+    path = testbed_dir(s.where) / s.role
+    if not path.exists():
+        raise InputError(f"model spec {s.base!r}: testbed {s.where!r} is not built; "
+                         f"run `trainspotter testbed build {s.where}`")
+    return _existing(s, path)
+
+
 def _reference_model(s: ModelSpec) -> Path:
     """A testbed's reference model ``out-N``/``in-N``: complete only once the reference
     manifest lists it for the current build of the testbed (a killed build is not)."""
-    from trainspotter.evaluation.references import load_reference_manifest, references_dir
-    from trainspotter.evaluation.testbed import PRESETS, load_manifest
-
     base = load_manifest(s.where)
-    preset = PRESETS.get(s.where)
-    mode = base["config"]["mode"] if base else preset.mode if preset else "pretrain"  # unknown: not built
-    if mode != "pretrain":
+    if base is None:
+        raise InputError(f"model spec {s.base!r}: testbed {s.where!r} is not built; "
+                         f"run `trainspotter testbed build {s.where}`")
+    if base["config"]["mode"] != "pretrain":
         raise InputError(f"model spec {s.base!r}: testbed {s.where!r} has no reference models "
                          f"(only pre-training testbeds have out-N and in-N)")
     manifest = load_reference_manifest(s.where)
@@ -196,9 +229,53 @@ def _reference_model(s: ModelSpec) -> Path:
     return references_dir(s.where) / s.role
 
 
+def _local_fingerprint(s: ModelSpec) -> str:
+    from trainspotter.backends.hf import model_fingerprint
+
+    return model_fingerprint(resolve_spec(s), s.options.get("dtype", "float32"))
+
+
+def _api_fingerprint(s: ModelSpec) -> str:
+    from trainspotter.backends.api.config import api_fingerprint, tokenizer_identity
+    from trainspotter.config import fingerprint
+
+    c = api_config(s)
+    return fingerprint(api_fingerprint(c.model, c.base_url), tokenizer_identity(c.tokenizer), c.mode, c.top_logprobs)
+
+
+def _check_api(s: ModelSpec) -> None:
+    from trainspotter.backends.api.errors import check_reachable
+
+    check_reachable(s.where, s.model)
+
+
+_COMMON = ("trainspotter.backends", "trainspotter.backends.base", "trainspotter.backends.spec")
+_LOCAL = _COMMON + ("trainspotter.backends.hf",)
+# The one registry of backend schemes, in the order error messages list them (the parsers are
+# looked up when called, so a test may wrap them).
+SCHEMES: dict[str, Scheme] = {s.name: s for s in [
+    Scheme("hf", "hf:PATH", lambda spec: _parse_local(spec), lambda s: _existing(s, Path(s.where).expanduser()), _local_fingerprint,
+           "trainspotter.backends.hf:from_spec", _LOCAL),
+    Scheme("testbed", "testbed:NAME", lambda spec: _parse_local(spec), _resolve_testbed, _local_fingerprint, "trainspotter.backends.hf:from_spec",
+           _LOCAL),
+    Scheme("openai", "openai:MODEL@URL with ?tokenizer=SPEC", lambda spec: _parse_api(spec), _resolve_api, _api_fingerprint,
+           "trainspotter.backends.openai_compat:from_spec",
+           _COMMON + ("trainspotter.backends.openai_compat", "trainspotter.backends.api.config",
+                      "trainspotter.backends.api.modes", "trainspotter.backends.api.positions",
+                      "trainspotter.backends.api.probe", "trainspotter.backends.api.transport"),
+           remote=True, check=_check_api),
+]}
+
+
+def schemes_help() -> str:
+    """'hf:PATH, testbed:NAME or openai:MODEL@URL with ?tokenizer=SPEC' (help texts, messages)."""
+    forms = [s.syntax for s in SCHEMES.values()]
+    return ", ".join(forms[:-1]) + " or " + forms[-1]
+
+
 def api_config(spec: ModelSpec) -> APIConfig:
     """The API backend's settings of an openai: spec, its tokenizer resolved to a path."""
-    if spec.scheme != "openai":
+    if spec.scheme != "openai":  # this scheme's own settings
         raise InputError(f"model spec {spec.text!r}: expected openai:MODEL@http(s)://HOST[:PORT]/PATH[?k=v&...]")
     return APIConfig(model=spec.model, base_url=spec.where, tokenizer=str(resolve_spec(spec)), **spec.options)
 

@@ -30,6 +30,7 @@ from trainspotter.errors import InputError
 from trainspotter.evaluation.metrics import method_metrics, roc
 from trainspotter.evaluation.mia import BANK_IN, BANK_LL, BANK_QLL, METHODS, Extraction, merge_extractions, method_scores
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
+from trainspotter.presets import check_testbed
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.strategies import STRATEGIES
 
@@ -71,6 +72,11 @@ class BenchmarkConfig(BaseModel):
     seed: int = 0
     features: FeatureConfig = FeatureConfig()
     out: str | None = None  # default $TRAINSPOTTER_ARTIFACTS/benchmark-results/<testbed>/ (flows/benchmark.default_out)
+
+    @field_validator("testbed")
+    @classmethod
+    def _testbed(cls, v):
+        return check_testbed(v)
 
     @field_validator("methods")
     @classmethod

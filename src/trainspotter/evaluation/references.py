@@ -45,7 +45,9 @@ from trainspotter.config import code_digest, fingerprint
 from trainspotter.errors import InputError
 from trainspotter.evaluation.lm_training import save_model
 from trainspotter.evaluation.testbed import (PRESETS, TestbedConfig, build_lock, build_testbed, epoch_order,
-                                             load_manifest, passage_blocks, pretrain_scratch, testbed_dir)
+                                             passage_blocks, pretrain_scratch)
+from trainspotter.layout import load_manifest, load_reference_manifest, references_dir  # noqa: F401  (re-exported)
+from trainspotter.presets import check_testbed
 
 KINDS = ("out", "in")
 CANDIDATES = ("member", "nonmember")  # the IN models' extra passages: half of these
@@ -60,23 +62,6 @@ class ReferenceConfig(BaseModel):
     # (0.5, 8 models), 0.600 (0.9) and 0.620 (1.0): a model trained on less text has a loss
     # level of its own, which hides the members' small gain.
     corpus_fraction: float = Field(1.0, gt=0, le=1)
-
-
-def references_dir(name: str, root: Path | None = None) -> Path:
-    return testbed_dir(name, root) / "refs"
-
-
-def load_reference_manifest(name: str, root: Path | None = None) -> dict | None:
-    """``refs/manifest.json`` with only the models built for the current build of the base
-    testbed (None when the base is not built); ``models`` maps ``out-i``/``in-i`` to entries."""
-    base = load_manifest(name, root)
-    path = references_dir(name, root) / "manifest.json"
-    if base is None or not path.exists():
-        return None
-    manifest = json.loads(path.read_text())
-    manifest["models"] = {m: e for m, e in manifest["models"].items()
-                          if e["base_fingerprint"] == base["fingerprint"]}
-    return manifest
 
 
 def build_references(name_or_config: str | TestbedConfig, k: int, root: Path | None = None,
@@ -119,9 +104,7 @@ def check_request(name_or_config: str | TestbedConfig, k: int) -> TestbedConfig:
     (checked before anything is built)."""
     config = name_or_config
     if not isinstance(config, TestbedConfig):
-        if config not in PRESETS:
-            raise InputError(f"unknown testbed {config!r}; choose one of {', '.join(PRESETS)}")
-        config = PRESETS[config]
+        config = PRESETS[check_testbed(config)]
     if config.mode != "pretrain" or config.twins:  # (IN models of a twins testbed would need the public versions)
         fits = ", ".join(n for n, c in PRESETS.items() if c.mode == "pretrain" and not c.twins)
         raise InputError(f"testbed {config.name!r}: reference models are built for pre-training testbeds "

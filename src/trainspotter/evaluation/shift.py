@@ -48,7 +48,7 @@ from pydantic import BaseModel, Field, field_validator
 from scipy.stats import binomtest
 
 from trainspotter.data import Passage
-from trainspotter.presets import DEFAULT_PRESET, PRESETS, UNGUARDED_MIN_PAIRS
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS, check_test_preset
 from trainspotter.stats.blind import TextRows, blind_stops
 from trainspotter.stats.sequential import TestConfig
 from trainspotter.stats.simulation import stream_stops
@@ -81,6 +81,11 @@ class ShiftConfig(BaseModel):
     seed: int = 0
     out: str | None = None
 
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v):
+        return check_test_preset(v)
+
     @field_validator("kinds")
     @classmethod
     def _kinds(cls, v):
@@ -97,7 +102,7 @@ class ShiftConfig(BaseModel):
         return v
 
     def test(self) -> TestConfig:
-        return TestConfig(alpha=self.alpha, seed=self.seed, **PRESETS[self.preset])
+        return TestConfig(alpha=self.alpha, seed=self.seed, **TEST_PRESETS[self.preset])
 
 
 # ---------------------------------------------------------------- the pools

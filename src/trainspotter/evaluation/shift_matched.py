@@ -8,7 +8,7 @@ texts, seeded per trial: cross-fitted text-only propensity, greedy matching with
 of 0.2 SD of its logit (Rosenbaum & Rubin 1983; Austin 2011); then, on the matched pairs only
 and in their order, the blind check, the placebo checks (the reference model's own features,
 the suite's ``placebo_*`` columns) and every audit's test, and the verdict the audit gives
-(``trainspotter.verdict.decide`` on the matched pairs, then ``trainspotter.audit.matched_verdict``:
+(``trainspotter.verdict.decide`` on the matched pairs, then ``trainspotter.verdict.matched_verdict``:
 too few matched pairs to ever reach 1/α is "inconclusive" ("overlap")).
 
 The streams of a batch of trials have different lengths (the matched pairs); each is padded
@@ -31,7 +31,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.audit import matched_verdict
+from trainspotter.verdict import matched_verdict
 from trainspotter.data import Passage
 from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of, trial_draws
 from trainspotter.matching import Encoded, match_pairs

@@ -49,8 +49,9 @@ from pydantic import BaseModel, Field
 
 from trainspotter import __version__
 from trainspotter.assets import wikipedia_leads
-from trainspotter.config import artifacts_root, fingerprint
+from trainspotter.config import fingerprint
 from trainspotter.errors import InputError
+from trainspotter.layout import load_manifest, testbed_dir  # noqa: F401  (re-exported)
 from trainspotter.evaluation.lm_training import (finetune, load_smollm2, save_model, scratch_model,
                                                  train_causal_lm, train_tokenizer)
 
@@ -142,15 +143,6 @@ PRESETS["mini-pretrain"] = TestbedConfig(
     corpus_passages=400, pretrain_epochs=2)
 PRESETS["mini-pretrain-twins"] = PRESETS["mini-pretrain"].model_copy(update={"name": "mini-pretrain-twins",
                                                                             "twins": 2})
-
-
-def testbed_dir(name: str, root: Path | None = None) -> Path:
-    return (root or artifacts_root()) / "testbeds" / name
-
-
-def load_manifest(name: str, root: Path | None = None) -> dict | None:
-    path = testbed_dir(name, root) / "manifest.json"
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def split_path(name: str, split: str, root: Path | None = None) -> Path:

@@ -30,7 +30,8 @@ import pandas as pd
 from trainspotter.backends.base import Backend, TokenScores, per_prefix
 from trainspotter.errors import InputError
 from trainspotter.features.ez import error_zone
-from trainspotter.features.features import (FeatureConfig, catalog, match_rate, prediction_row, suffix_length,
+from trainspotter.features.catalog import catalog
+from trainspotter.features.features import (FeatureConfig, check_references, match_rate, prediction_row, suffix_length,
                                             token_level_row)
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
@@ -230,8 +231,7 @@ def extract(passages: list[dict], target: Backend, reference: Backend | Sequence
         raise InputError(f"access {access!r}: expected gray, black or both")
     if not passages:
         raise InputError("no passages to extract features from")
-    if config.relative_only and not references:
-        raise InputError("reference-relative features (the calibrated set) need a reference model")
+    check_references(config, len(references))
     if config.twin_positions and not any(p.get("twin") for p in passages):
         raise InputError("the changed-position features (the twins set) need each passage's twin: audit --twins DIR")
     for j, p in enumerate(passages):

@@ -11,15 +11,29 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from trainspotter.stats.streams import per_stream, stream_rows
 
-__all__ = ["PAYOFFS", "poly2_feature_map", "MMDWitness", "KSWitness", "DiffPayoff", "make_payoff",
-           "payoff_from_dict"]
+__all__ = ["PAYOFFS", "PAYOFF_REGISTRY", "Payoff", "PayoffEntry", "payoffs_help", "poly2_feature_map", "MMDWitness",
+           "KSWitness", "DiffPayoff", "make_payoff", "payoff_from_dict"]
 
-PAYOFFS = ("mmd", "ks", "diff", "mmd-std")
+
+class Payoff(Protocol):
+    """What the sequential test needs of a payoff (module docstring): u_t of round t from the
+    state of rounds < t, then the update with round t; a state that survives a ledger."""
+
+    name: str
+
+    def payoff(self, x, y) -> np.ndarray: ...
+
+    def update(self, x, y) -> None: ...
+
+    def to_dict(self) -> dict: ...
 
 
 @functools.lru_cache(maxsize=64)
@@ -296,18 +310,41 @@ class DiffPayoff:
         return cls(d["dim"], d["batch"], d["scale"])
 
 
-_PAYOFF_CLASSES = {"mmd": MMDWitness, "ks": KSWitness, "diff": DiffPayoff,
-                   "mmd-std": functools.partial(MMDWitness, standardise=True)}
+@dataclass(frozen=True)
+class PayoffEntry:
+    """One payoff: how to make it (``dim``, ``batch``), how to restore its saved state, and
+    its help text (CLI choices and help are derived from ``PAYOFF_REGISTRY``)."""
+
+    make: Callable[..., Payoff]
+    load: Callable[[dict], Payoff]
+    help: str = ""
 
 
-def make_payoff(name: str, dim: int = 1, batch: int | None = None):
-    """Payoff by name: "mmd" (the paper's kernel-MMD witness), "mmd-std" (the same
-    witness on past-standardised inputs), "ks" (App. D.3) or "diff"."""
-    if name not in _PAYOFF_CLASSES:
+# The one list of payoffs; adding one is one entry here (plus its class).
+PAYOFF_REGISTRY: dict[str, PayoffEntry] = {
+    "mmd": PayoffEntry(MMDWitness, MMDWitness.from_dict, "the paper's kernel-MMD witness"),
+    "ks": PayoffEntry(KSWitness, KSWitness.from_dict, "one-sided KS"),
+    "diff": PayoffEntry(DiffPayoff, DiffPayoff.from_dict),
+    # from_dict restores ``standardise`` from the saved state
+    "mmd-std": PayoffEntry(functools.partial(MMDWitness, standardise=True), MMDWitness.from_dict,
+                           "the same witness on standardised scores"),
+}
+PAYOFFS = tuple(PAYOFF_REGISTRY)
+
+
+def payoffs_help() -> str:
+    """'mmd (the paper's ...), ks (one-sided KS), diff or mmd-std (...)' for help texts."""
+    items = [f"{n} ({e.help})" if e.help else n for n, e in PAYOFF_REGISTRY.items()]
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def make_payoff(name: str, dim: int = 1, batch: int | None = None) -> Payoff:
+    """Payoff by name (``PAYOFF_REGISTRY``): "mmd" (the paper's kernel-MMD witness), "mmd-std"
+    (the same witness on past-standardised inputs), "ks" (App. D.3) or "diff"."""
+    if name not in PAYOFF_REGISTRY:
         raise ValueError(f"unknown payoff {name!r}; choose one of {', '.join(PAYOFFS)}")
-    return _PAYOFF_CLASSES[name](dim=dim, batch=batch)
+    return PAYOFF_REGISTRY[name].make(dim=dim, batch=batch)
 
 
-def payoff_from_dict(d: dict):
-    name = "mmd" if d["name"] == "mmd-std" else d["name"]  # from_dict restores ``standardise``
-    return _PAYOFF_CLASSES[name].from_dict(d)
+def payoff_from_dict(d: dict) -> Payoff:
+    return PAYOFF_REGISTRY[d["name"]].load(d)

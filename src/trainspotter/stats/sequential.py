@@ -35,7 +35,7 @@ import pydantic
 from trainspotter.data import SET_LABELS, pair_indices
 from trainspotter.errors import InputError
 from trainspotter.features.orientation import directions
-from trainspotter.presets import DEFAULT_PRESET, PRESETS
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.stats.eprocess import EProcess
 from trainspotter.stats.payoffs import PAYOFFS, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
@@ -45,7 +45,7 @@ __all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", 
            "split_features"]
 
 SET_COLUMN = "set"
-_DEFAULT = PRESETS[DEFAULT_PRESET]
+_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]
 
 
 def signs_of(config: "TestConfig", columns: list[str] | None) -> list[int] | None:

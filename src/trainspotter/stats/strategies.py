@@ -11,9 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["STRATEGIES", "ONS", "Kelly", "Mixture", "make_strategy", "strategy_from_dict"]
-
-STRATEGIES = ("ons", "kelly", "mixture")
+__all__ = ["STRATEGIES", "STRATEGY_REGISTRY", "ONS", "Kelly", "Mixture", "make_strategy", "strategy_from_dict"]
 
 
 def _check_lambda_max(lambda_max: float) -> float:
@@ -134,15 +132,18 @@ class Mixture:
         return obj
 
 
-_STRATEGY_CLASSES = {"ons": ONS, "kelly": Kelly, "mixture": Mixture}
+# The one list of strategies (name -> class with lambda_max, batch and from_dict); the CLI's
+# choices and the benchmark's defaults are derived from it.
+STRATEGY_REGISTRY = {"ons": ONS, "kelly": Kelly, "mixture": Mixture}
+STRATEGIES = tuple(STRATEGY_REGISTRY)
 
 
 def make_strategy(name: str, lambda_max: float = 0.8, batch: int | None = None):
     """Strategy by name: "ons" (paper default), "kelly" (Eq. 14) or "mixture"."""
-    if name not in _STRATEGY_CLASSES:
+    if name not in STRATEGY_REGISTRY:
         raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
-    return _STRATEGY_CLASSES[name](lambda_max=lambda_max, batch=batch)
+    return STRATEGY_REGISTRY[name](lambda_max=lambda_max, batch=batch)
 
 
 def strategy_from_dict(d: dict):
-    return _STRATEGY_CLASSES[d["name"]].from_dict(d)
+    return STRATEGY_REGISTRY[d["name"]].from_dict(d)

@@ -25,9 +25,12 @@ would spoil the variance that LiRA pools over all candidates.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr, ndtr
 
-__all__ = ["model_loss", "model_calibration", "lira_online", "lira_offline", "model_fpr", "rmia"]
+__all__ = ["model_loss", "model_calibration", "lira_online", "lira_offline", "model_fpr", "rmia",
+           "rmia_log_ratio", "VARIANCES"]
+
+VARIANCES = ("global", "per_example")  # how LiRA estimates σ (``_std``); a benchmark row names its own
 
 _MIN_STD = 1e-12  # floor on σ (Carlini et al.'s code adds 1e-30): identical references stay finite
 
@@ -123,14 +126,16 @@ def lira_online(target, refs, in_mask, variance: str = "global") -> np.ndarray:
             - _log_normal(target, mu_out, _std(refs, out, variance)))
 
 
-def lira_offline(target, refs, in_mask, variance: str = "global") -> np.ndarray:
+def lira_offline(target, refs, in_mask, variance: str = "global", log: bool = True) -> np.ndarray:
     """LiRA offline (Carlini et al. 2022, Sec. IV, offline variant): the one-sided test against
     the OUT Gaussian, Λ = Pr[Z < ℓ] for Z ~ N(μ_out, σ²_out), returned as log Λ =
-    log Φ((ℓ − μ_out)/σ_out) (same order, and no saturation at Λ = 1 for far-out members).
+    log Φ((ℓ − μ_out)/σ_out) (same order, and no saturation at Λ = 1 for far-out members),
+    or as Λ itself with ``log=False`` (bounded in [0, 1]: the audit's ``refs_lira``).
     Variance as ``lira_online``. NaN where x has no OUT reference."""
     target, refs, in_mask = _bank(target, refs, in_mask)
     out = ~in_mask
-    return log_ndtr((target - _mean(refs, out)) / _std(refs, out, variance))
+    z = (target - _mean(refs, out)) / _std(refs, out, variance)
+    return log_ndtr(z) if log else ndtr(z)
 
 
 def model_fpr(target, refs, in_mask) -> np.ndarray:
@@ -169,6 +174,15 @@ def _log_px(refs, online: bool, a: float) -> np.ndarray:
     return np.log(0.5 * ((1 + a) * p.mean(axis=1) + (1 - a)))
 
 
+def rmia_log_ratio(target, refs, in_mask, a: float = 1.0) -> np.ndarray:
+    """RMIA's likelihood ratio in logs (Zarifzadeh et al. 2024, Eq. 3): log p(x|θ) − log p(x),
+    p(x|θ) = exp(ℓ) the target's per-token average likelihood and p(x) from the references
+    (``_log_px``: online when ``in_mask`` has a True, else offline with ``a``). With a = 1 and
+    OUT references only it is ℓ_target − log((1/m) Σ_j exp(ℓ_j)): the audit's ``refs_rmia``."""
+    target, refs, in_mask = _bank(target, refs, in_mask)
+    return target - _log_px(refs, bool(in_mask.any()), a)
+
+
 def rmia(target, refs, in_mask, pop_target, pop_refs, gamma: float = 1.0, a: float = 1.0) -> np.ndarray:
     """RMIA, Model-robust (Zarifzadeh et al. 2024, Sec. 3): Score(x) = Pr_z[LR(x, z) ≥ γ] with
     LR(x, z) = (p(x|θ)/p(x)) / (p(z|θ)/p(z)), z over the population samples (never trained on
@@ -194,8 +208,8 @@ def rmia(target, refs, in_mask, pop_target, pop_refs, gamma: float = 1.0, a: flo
     if gamma <= 0 or not 0 <= a <= 1:
         raise ValueError(f"RMIA needs γ > 0 and 0 ≤ a ≤ 1; got γ = {gamma}, a = {a}")
     online = bool(in_mask.any())
-    log_lr_x = target - _log_px(refs, online, a)
-    log_lr_z = np.sort(pop_target - _log_px(pop_refs, online, a))
+    log_lr_x = rmia_log_ratio(target, refs, in_mask, a)
+    log_lr_z = np.sort(rmia_log_ratio(pop_target, pop_refs, np.full(pop_refs.shape, online), a))
     # LR(x, z) ≥ γ  ⇔  log LR(z) ≤ log LR(x) − log γ: count such z in the sorted population
     counts = np.searchsorted(log_lr_z, log_lr_x - np.log(gamma), side="right")
     return np.where(np.isnan(log_lr_x), np.nan, counts / len(log_lr_z))
