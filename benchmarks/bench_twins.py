@@ -2,7 +2,7 @@
 decision against today's unpaired audit on the same members, and its false "trained on" rate
 (issue 35).
 
-Testbed `tiny-pretrain-twins` (built if missing, ~8 CPU-minutes): every passage rewritten twice
+Testbed `tiny-pretrain-twins` (built if missing: 45 min on 2 busy shared CPUs): every passage rewritten twice
 by the keyed lexical rewriter, one version drawn public; the target was pre-trained with the
 members' public versions mixed in once, the reference without them. Features: the `twins` set
 (gray box, with the reference), extracted once for every version, each with its twin's text:
@@ -63,6 +63,9 @@ def features(passages: list[dict], target, reference):
     from trainspotter.features.extract import extract
     from trainspotter.features.features import FEATURE_SETS
 
+    if not all("twin" in p for p in passages):  # held-out text has no twin (extract refuses the twins set)
+        df = extract(passages, target, reference, "gray", FEATURE_SETS["lean"])
+        return np.column_stack([df[LEAN].to_numpy(dtype=float), np.full((len(df), len(CHANGED)), np.nan)])
     df = extract(passages, target, reference, "gray", FEATURE_SETS["twins"])
     return df[LEAN + CHANGED].to_numpy(dtype=float)
 
@@ -88,7 +91,13 @@ def main() -> None:
     parser.add_argument("--subsets", default=",".join(SUBSETS), help="comma-separated names of SUBSETS")
     parser.add_argument("--render", action="store_true", help="only rewrite twins.md from twins.json")
     parser.add_argument("--cache", type=Path, help="an .npz of the extracted features: read if there, else written")
+    parser.add_argument("--rewriter", type=json.loads, help="JSON: KeyedLexicalRewriter settings for a variant "
+                        "testbed (TESTBED-NAME, from --name); results under results/twins/NAME/")
+    parser.add_argument("--name", default="variant", help="the variant's name (with --rewriter)")
     args = parser.parse_args()
+    global OUT
+    if args.rewriter is not None:
+        OUT = OUT / args.name
     if args.render:
         return render(json.loads((OUT / "twins.json").read_text()))
     from trainspotter.backends import load_backend
@@ -99,9 +108,18 @@ def main() -> None:
     from trainspotter.twins import load_twins
 
     start = time.time()
-    out = build_testbed(PRESETS[TESTBED])
-    manifest = load_manifest(TESTBED)
-    target, reference = load_backend(f"testbed:{TESTBED}"), load_backend(f"testbed:{TESTBED}/reference")
+    config, bed = PRESETS[TESTBED], TESTBED
+    if args.rewriter is not None:  # a variant: another rewriter (or shared keys: {"keys": "shared"})
+        from trainspotter.twins import KeyedLexicalRewriter
+
+        spec = dict(args.rewriter)
+        keys = spec.pop("keys", "per split")
+        rewriter = KeyedLexicalRewriter(**spec).describe() | ({"keys": keys} if keys == "per split" else {})
+        bed = f"{TESTBED}-{args.name}"
+        config = config.model_copy(update={"name": bed, "twins_rewriter": rewriter})
+    out = build_testbed(config)
+    manifest = load_manifest(bed)
+    target, reference = load_backend(f"testbed:{bed}"), load_backend(f"testbed:{bed}/reference")
     sides = {split: load_twins(out / f"twins-{split}").sides(seed=0) for split in ("member", "nonmember")}
     heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
     cached = bool(args.cache and args.cache.exists())
@@ -166,7 +184,8 @@ def main() -> None:
     rows = TextRows(texts)
     blind, _ = blind_stops(rows, rows, ix0, iy0, config)
     results["blind check on twins (H0)"] = summary(blind, n0, 0.05, True)
-    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": TESTBED,
+    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed,
+              "rewriter": manifest["config"].get("twins_rewriter"),
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": 0.05,
               "subsets": {k: SUBSETS[k] for k in args.subsets.split(",")}, "twins": manifest["twins"],
               "extract_seconds": round(extracted, 1), "features_cached": cached, "test_seconds": seconds,
@@ -176,19 +195,36 @@ def main() -> None:
     render(report)
 
 
+def _rewriter(settings: dict | None) -> str:
+    if not settings:
+        return "v1: rate 0.5, 1 sense, shared keys"
+    return (f"v{settings.get('version', 1)}: rate {settings.get('rate')}, {settings.get('senses')} senses, "
+            f"SemCor count ≥ {settings.get('min_count', 0)}, inflections, phrases {settings.get('phrases')}, "
+            f"{'per-split' if settings.get('keys') == 'per split' else 'shared'} keys")
+
+
+def _quality(made: dict) -> str:
+    out = f", MiniLM similarity {made['similarity']:.3f}" if made.get("similarity") is not None else ""
+    if made.get("twin_edit_rate") is not None:
+        out += f"; public against private version, audited tokens: edit rate {made['twin_edit_rate']:.3f}"
+    return out
+
+
 def render(report: dict) -> None:
     """benchmarks/results/twins/twins.md from the report (``--render``: from twins.json)."""
     made, res = report["twins"], report["results"]
     rate = lambda r: f"{r['rate']:.3f} ({r['rejected']}/{r['trials']})"  # noqa: E731
     lines = [
-        "# Twins on tiny-pretrain-twins: which features, paired against unpaired, and the false \"trained on\" rate",
+        f"# Twins on {report['testbed']}: which features, paired against unpaired, and the false \"trained on\" "
+        "rate",
         "",
         f"`benchmarks/bench_twins.py`, {report['when']}, {report['trials']} trials each, α = {report['alpha']}, "
         f"gray box with the reference, the same trials (orders, draws) for every feature subset. Twins (k = 2, "
-        f"keyed lexical rewriter): {made['member']['passages']} members and {made['nonmember']['passages']} "
-        f"non-members ({made['member']['dropped']} and {made['nonmember']['dropped']} dropped: a version too short, "
-        f"or the versions equal within the 64 audited tokens); mean edit rate {made['member']['edit_rate']:.3f} of "
-        f"the words. Features extracted once ({report['extract_seconds']} s"
+        f"keyed lexical rewriter {_rewriter(report.get('rewriter'))}): {made['member']['passages']} members and "
+        f"{made['nonmember']['passages']} non-members ({made['member']['dropped']} and "
+        f"{made['nonmember']['dropped']} dropped: a version too short, or the versions equal within the 64 audited "
+        f"tokens); members' variant 0 against the original passage: mean edit rate {made['member']['edit_rate']:.3f} "
+        f"of the words{_quality(made['member'])}. Features extracted once ({report['extract_seconds']} s"
         f"{', read back from its cache for this run' if report.get('features_cached') else ''}) with the `twins` "
         f"set; each subset is columns of it.",
         "",

@@ -30,9 +30,11 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
              out: Path = typer.Option(..., "--out", help="New folder for public.jsonl, private.jsonl, keys.json "
                                                          "and manifest.json."),
              k: int = typer.Option(2, "-k", "--k", help="Variants per passage (≥ 2): one public, k-1 private."),
-             rate: float = typer.Option(0.5, help="Keyed lexical rewriter: the share of rewritable words each "
-                                                  "variant's key rewrites."),
-             senses: int = typer.Option(1, min=1, help="Keyed lexical rewriter: alternatives from the word's N most "
+             rate: Optional[float] = typer.Option(None, help="Keyed lexical rewriter: the share of rewritable words "
+                                                             "each variant's key rewrites (default: each key picks "
+                                                             "uniformly among a word and its alternatives, so two "
+                                                             "variants differ as often as they can)."),
+             senses: int = typer.Option(2, min=1, help="Keyed lexical rewriter: alternatives from the word's N most "
                                                        "frequent WordNet senses (more: more edits, less faithful)."),
              max_edit_rate: float = typer.Option(0.5, help="A variant changing more of the passage's words is "
                                                            "redrawn."),
@@ -49,7 +51,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
 
     if k < 2:
         raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
-    if not 0.0 < rate <= 1.0:
+    if rate is not None and not 0.0 < rate <= 1.0:
         raise InputError(f"option --rate: {rate} is not in (0, 1]")
     if not 0.0 < max_edit_rate <= 1.0:
         raise InputError(f"option --max-edit-rate: {max_edit_rate} is not in (0, 1]")

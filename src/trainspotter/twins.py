@@ -15,12 +15,11 @@ A poor rewriter costs power, never validity. What breaks validity: choosing the 
 by anything but the draw (its quality, a model's score), and private versions that leak (a model
 that saw them no longer treats public and private alike under H0... nor under H1).
 
-The keyed lexical rewriter carries STAMP's watermark idea (each variant its own secret key, so a
-model trained on the public variant learns that key's preferences; Sander et al., NeurIPS 2024,
-"Watermarking makes language models radioactive") without a generative model: for every word
-with WordNet alternatives, HMAC-SHA256(key, word) decides whether the word is rewritten in this
-variant (with probability ``rate``) and which alternative wins, the same wherever the word occurs
-in the dataset. A model trained on the public variant sees a dataset-wide preference.
+The rewriters live in ``trainspotter.rewrite`` (re-exported here): the keyed lexical rewriter
+carries STAMP's watermark idea (each variant its own secret key) without a generative model:
+for every word with WordNet alternatives (inflected words too) and every phrase of a small table
+("while"/"whilst", "is not"/"isn't", ...), HMAC-SHA256(key, unit) picks the variant's form, the
+same wherever the unit occurs in the dataset.
 
 A twins folder (``make_twins``, ``write_twins``):
 
@@ -49,108 +48,22 @@ import hashlib
 import hmac
 import json
 import random
-import re
 import secrets
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
+from trainspotter.rewrite import WORD as _WORD  # noqa: F401  (re-exported: the tests read it)
+from trainspotter.rewrite import KeyedLexicalRewriter, Rewriter
+from trainspotter.rewrite import mac as _mac
 
 FORMAT, VERSION = "trainspotter-twins", 1
 FILES = ("public.jsonl", "private.jsonl", "keys.json")  # hashed in manifest.json
 MANIFEST = "manifest.json"
 KEY_BYTES = 32
-_WORD = re.compile(r"(?<![-'’\w])[^\W\d_]+(?![-'’\w])")  # letters (any script), not part of a-b or don't
 
 __all__ = ["KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
            "read_sides", "verify_commitment", "write_twins"]
-
-
-class Rewriter(ABC):
-    """Rewrites a passage keeping its meaning; ``rewrite(text, key)`` depends on the text and the
-    variant's secret key only (deterministic), so one key means one consistent rewrite of a
-    whole dataset. ``settings()``: what manifest.json records about it (never a key)."""
-
-    name: str = "rewriter"
-
-    @abstractmethod
-    def rewrite(self, text: str, key: bytes) -> str: ...
-
-    def settings(self) -> dict:
-        return {}
-
-    def describe(self) -> dict:
-        return {"name": self.name, **self.settings()}
-
-
-def _mac(key: bytes, message: str) -> bytes:
-    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).digest()
-
-
-def _unit(digest: bytes) -> float:
-    """The first 8 bytes of a digest as a number in [0, 1)."""
-    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
-
-
-class KeyedLexicalRewriter(Rewriter):
-    """Each word that WordNet lists in its base form with single-word alternatives in its
-    ``senses`` most frequent senses (not a stop word, at least ``min_length`` letters, lower case:
-    proper nouns and sentence-initial words stay) is, under key K, rewritten with probability ``rate`` to the alternative
-    ``alts[HMAC(K, "pick" ‖ word) mod len(alts)]``, where ``rewritten`` is decided by
-    ``HMAC(K, "rate" ‖ word) < rate``: the same decision for every occurrence in every passage.
-    Alternatives are the other WordNet 3.0 lemma names of those synsets (all parts of speech; the
-    synonym perturbation's reader, ``features.perturb``), alphabetic ASCII, one word."""
-
-    name = "keyed-lexical"
-
-    def __init__(self, rate: float = 0.5, min_length: int = 3, senses: int = 1):
-        if not 0.0 < rate <= 1.0:
-            raise ValueError(f"rate must be in (0, 1], got {rate}")
-        self.rate, self.min_length, self.senses = rate, min_length, senses
-
-    def settings(self) -> dict:
-        return {"rate": self.rate, "min_length": self.min_length, "senses": self.senses, "wordnet": "3.0"}
-
-    def alternatives(self, word: str) -> tuple[str, ...]:
-        return _alternatives(word, self.min_length, self.senses)
-
-    def rewrite(self, text: str, key: bytes) -> str:
-        def sub(m: re.Match) -> str:
-            word = m.group()
-            alts = self.alternatives(word) if word.islower() else ()
-            if not alts or _unit(_mac(key, "rate\0" + word)) >= self.rate:
-                return word
-            return alts[int.from_bytes(_mac(key, "pick\0" + word)[:8], "big") % len(alts)]
-
-        return _WORD.sub(sub, text)
-
-
-_ALTS: dict[tuple[str, int, int], tuple[str, ...]] = {}
-
-
-def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return ENGLISH_STOP_WORDS
-
-
-def _alternatives(word: str, min_length: int, senses: int) -> tuple[str, ...]:
-    """Single-word WordNet alternatives of ``word`` (lower case, base form, not a stop word) in its
-    ``senses`` most frequent senses."""
-    if (word, min_length, senses) in _ALTS:
-        return _ALTS[word, min_length, senses]
-    from trainspotter.features.perturb import _wordnet
-
-    alts: tuple[str, ...] = ()
-    if len(word) >= min_length and word not in _stop_words():
-        # Senses in which the word itself is a lemma (a base form: its alternative keeps the grammar
-        # more often), the most frequent first (WordNet's order); the first ``senses`` of them.
-        own = [s for s in _wordnet().synsets(word) if word in s.lemma_names()][:senses]
-        names = {n for s in own for n in s.lemma_names()}
-        alts = tuple(sorted(n for n in names if n != word and n.isascii() and n.isalpha() and n.islower()))
-    _ALTS[word, min_length, senses] = alts
-    return alts
 
 
 def edit_rate(original: str, variant: str) -> float:

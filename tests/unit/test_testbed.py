@@ -302,4 +302,32 @@ def test_twins_testbed_trains_members_public_versions_only(tmp_path):
 
 def test_twins_at_zero_keeps_the_fingerprint_of_earlier_builds():
     assert "twins" not in PRESETS["tiny-pretrain"].model_dump()
+    assert "twins_rewriter" not in PRESETS["tiny-pretrain"].model_dump()
+    # the fingerprints (with version 0.1.0) of these presets before twins_rewriter existed
+    from trainspotter.config import fingerprint
+
+    assert fingerprint(PRESETS["tiny-pretrain"], "0.1.0") == "d60fe42179b9a00d"
+    assert fingerprint(PRESETS["tiny"], "0.1.0") == "a7e24244ecefc07e"
     assert PRESETS["tiny-pretrain-twins"].model_dump()["twins"] == 2
+
+
+def test_the_twins_rewriter_is_in_the_fingerprint():
+    """A twins testbed records its rewriter's settings (with its version) and how its keys are
+    drawn, so a testbed made by another rewriter is rebuilt, never silently reused."""
+    from trainspotter.config import fingerprint
+    from trainspotter.errors import InputError
+    from trainspotter.evaluation.testbed import TestbedConfig, rewriter_of
+    from trainspotter.twins import KeyedLexicalRewriter
+
+    twins = PRESETS["tiny-pretrain-twins"]
+    assert twins.model_dump()["twins_rewriter"] == KeyedLexicalRewriter().describe() | {"keys": "per split"}
+    assert twins.twins_rewriter["version"] == 2
+    older = twins.model_copy(update={"twins_rewriter": KeyedLexicalRewriter(rate=0.5, senses=1).describe()})
+    assert fingerprint(older) != fingerprint(twins)
+    rewriter, per_split = rewriter_of(older)
+    assert rewriter.describe() == older.twins_rewriter and not per_split  # no "keys": shared, as before
+    with pytest.raises(InputError, match="not one this version"):  # a version-1 description is refused
+        rewriter_of(twins.model_copy(update={"twins_rewriter": {"name": "keyed-lexical", "rate": 0.5}}))
+    # a copy that sets twins without the rewriter gets it when built (build_testbed validates again)
+    copied = PRESETS["mini-pretrain"].model_copy(update={"twins": 2})
+    assert TestbedConfig.model_validate(copied.model_dump()).twins_rewriter == twins.twins_rewriter

@@ -18,8 +18,8 @@ from trainspotter.assets import wikipedia_leads
 from trainspotter.audit import AuditConfig, audit
 from trainspotter.data import make_pairs
 from trainspotter.errors import InputError
-from trainspotter.twins import (_WORD, KeyedLexicalRewriter, Rewriter, commitment, load_twins, make_twins,
-                                verify_commitment, write_twins)
+from trainspotter.twins import (_WORD, KeyedLexicalRewriter, Rewriter, commitment, edit_rate, load_twins,
+                                make_twins, verify_commitment, write_twins)
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +35,83 @@ def _mapping(original: str, variant: str) -> list[tuple[str, str]]:
 
 
 def test_one_key_rewrites_each_word_the_same_way_across_the_dataset(leads):
-    rewriter, key = KeyedLexicalRewriter(), b"k" * 32
+    rewriter, key = KeyedLexicalRewriter(phrases=False), b"k" * 32  # words only: one word for one word
     seen: dict[str, set[str]] = {}
     for p in leads:
         for w, v in _mapping(p["text"], rewriter.rewrite(p["text"], key)):
             seen.setdefault(w, set()).add(v)
     assert all(len(v) == 1 for v in seen.values()), {w: v for w, v in seen.items() if len(v) > 1}
     changed = {w for w, v in seen.items() if v != {w}}
-    assert len(changed) >= 50  # not vacuous: many words are rewritten, each always to the same word
+    assert len(changed) >= 100  # not vacuous: many words are rewritten, each always to the same word
     recurring = [w for w in changed if sum(w in _WORD.findall(p["text"]) for p in leads) >= 3]
-    assert len(recurring) >= 5  # ... including words that occur in several passages
+    assert len(recurring) >= 10  # ... including words that occur in several passages
+
+
+def test_one_key_rewrites_each_phrase_the_same_way_across_passages():
+    """The same phrase or function word gets the same alternative under one key in every passage,
+    and over 64 keys each of its forms turns up (uniform over the word and its alternatives)."""
+    texts = [f"Passage {n}: the {w} grew while the river ran, because it is not clear; however, they stayed."
+             for n, w in enumerate(["town", "city", "village", "port"])]
+    forms = []
+    for key in (bytes([j]) * 32 for j in range(64)):
+        out = [KeyedLexicalRewriter().rewrite(t, key) for t in texts]
+        tails = {o.split(":", 1)[1].split(" grew ", 1)[1] for o in out}
+        assert len(tails) == 1, out  # every passage's rewrite of the shared words agrees
+        forms.append(tails.pop())
+    assert {"while", "whilst"} <= {f.split()[0] for f in forms}
+    assert any("it's not" in f for f in forms) and any("it is not" in f for f in forms)  # "it is" first
+    assert {w for f in forms for w in ("however", "nevertheless", "nonetheless") if w in f} == {
+        "however", "nevertheless", "nonetheless"}
+
+
+def test_inflected_words_keep_their_inflection():
+    """Plural nouns and verbs in -ed/-ing get alternatives in the same form; irregular or
+    ambiguous forms (a doubled consonant, a noun-or-verb in -s) are left out."""
+    rewriter = KeyedLexicalRewriter()
+    assert rewriter.alternatives("building") == ("construction", "edifice")  # a lemma: as before
+    assert rewriter.alternatives("buildings") == ("constructions", "edifices")
+    assert "commenced" in rewriter.alternatives("began") and "commenced" in rewriter.alternatives("started")
+    assert "kids" in rewriter.alternatives("children") and "halted" in rewriter.alternatives("stopped")
+    assert rewriter.alternatives("leaves") == ()  # leaf or leave: no tagger to tell
+    assert rewriter.alternatives("men") == ()  # read as man (no alternative), not as "men" = workforce
+    assert rewriter.alternatives("the") == () and rewriter.alternatives("Building") == ()
+
+
+def test_edit_rate_of_a_fixed_text_with_every_unit_rewritten():
+    """rate=1: every unit with an alternative is rewritten, whatever the key. In this 16-word text
+    the units are "while", "countries", "declined", "because", "trade", "is not", "however",
+    "commonly" and "wrote": 10 of the 16 words change, "is not" becomes one word, so at most the
+    other 6 words are kept and the edit rate is ≥ 1 − 2·6/(16 + 15) = 0.613 by difflib's ratio."""
+    text = "Whole towns grew while countries declined because trade is not easy; however, monks commonly wrote books."
+    rewriter = KeyedLexicalRewriter(rate=1.0)
+    assert len(text.split()) == 16
+    for key in (b"a" * 32, b"b" * 32, b"c" * 32):
+        variant = rewriter.rewrite(text, key)
+        assert "whilst" in variant and "since" in variant and "isn't" in variant and "however" not in variant
+        assert edit_rate(text, variant) >= 1 - 12 / 31 - 1e-9, variant
 
 
 def test_different_keys_choose_differently_and_rewrite_about_rate_of_the_words(leads):
     import secrets
 
-    rewriter = KeyedLexicalRewriter(rate=0.5)
     k1, k2 = secrets.token_bytes(32), secrets.token_bytes(32)
+    rewriter = KeyedLexicalRewriter(rate=0.5, phrases=False)
     rewritable = sorted({w for p in leads for w in _WORD.findall(p["text"]) if w.islower()
                          and rewriter.alternatives(w)})
+    assert len(rewritable) > 300
     chosen = {key: {w: rewriter.rewrite(w, key) for w in rewritable} for key in (k1, k2)}
     for key in (k1, k2):  # each rewritable word is rewritten with probability `rate`, drawn by the key
         n = sum(chosen[key][w] != w for w in rewritable)
         assert binomtest(n, len(rewritable), 0.5).pvalue > 0.001, (n, len(rewritable))
-    assert sum(chosen[k1][w] != chosen[k2][w] for w in rewritable) > len(rewritable) / 4
+    # the default (uniform over the word and its m alternatives): rewritten w.p. m/(m+1); a normal
+    # approximation of the Poisson-binomial count, |z| < 3.3 (false failure ~0.001)
+    uniform = KeyedLexicalRewriter(phrases=False)
+    p = [len(uniform.alternatives(w)) / (len(uniform.alternatives(w)) + 1) for w in rewritable]
+    n = sum(uniform.rewrite(w, k1) != w for w in rewritable)
+    assert abs(n - sum(p)) < 3.3 * sum(q * (1 - q) for q in p) ** 0.5, (n, sum(p))
+    # two keys disagree at a word w.p. 1 - sum of squares = m/(m+1) under the default
+    differ = sum(uniform.rewrite(w, k1) != uniform.rewrite(w, k2) for w in rewritable)
+    assert abs(differ - sum(p)) < 3.3 * sum(q * (1 - q) for q in p) ** 0.5, (differ, sum(p))
     assert sum(rewriter.rewrite(p["text"], k1) != rewriter.rewrite(p["text"], k2) for p in leads) > 0.9 * len(leads)
 
 
@@ -69,7 +122,9 @@ def test_variants_of_a_passage_differ_and_edits_are_bounded(leads):
         texts = [" ".join(twins.variants[i][j].split()) for j in range(3)]
         assert len(set(texts)) == 3
         assert all(q["edit_rate"] <= 0.3 for q in twins.quality[i].values())
-    assert 0.01 < twins.manifest["quality"]["0"]["edit_rate"] < 0.3
+    # version 1 changed 0.07 of the words on these passages; version 2 measured 0.10-0.11
+    assert 0.085 < twins.manifest["quality"]["0"]["edit_rate"] < 0.3
+    assert twins.manifest["rewriter"]["version"] == 2
 
 
 class Tag(Rewriter):

@@ -45,7 +45,7 @@ from typing import Literal
 
 import torch
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from trainspotter import __version__
 from trainspotter.assets import wikipedia_leads
@@ -91,6 +91,11 @@ class TestbedConfig(BaseModel):
     # files hold the public versions, members are trained on theirs, and twins-SPLIT/ holds each
     # split's twins folder; 0: no twins (left out of the dump and the fingerprint)
     twins: int = Field(0, ge=0, exclude_if=lambda k: k == 0)
+    # the twins' rewriter: KeyedLexicalRewriter's settings (``describe()``, its version included)
+    # and how the keys are drawn; filled in when ``twins`` > 0, so the fingerprint changes with the
+    # rewriter (a testbed made by another rewriter is rebuilt, never reused); None without twins
+    # (left out of the dump and the fingerprint, which stay as they were)
+    twins_rewriter: dict | None = Field(None, exclude_if=lambda r: r is None)
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
     target_batch_size: int = 16
@@ -100,6 +105,16 @@ class TestbedConfig(BaseModel):
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
+
+
+    @model_validator(mode="after")
+    def _rewriter(self) -> TestbedConfig:
+        if self.twins and self.twins_rewriter is None:
+            from trainspotter.rewrite import KeyedLexicalRewriter
+
+            # keys per split: the non-members' twins are another dataset's, as in an audit
+            self.twins_rewriter = KeyedLexicalRewriter().describe() | {"keys": "per split"}
+        return self
 
 
 PRESETS = {
@@ -135,14 +150,14 @@ PRESETS.update({f"tiny-pretrain-2k-x{k}": PRESETS["tiny-pretrain-2k"].model_copy
     update={"name": f"tiny-pretrain-2k-x{k}", "member_repeats": k}) for k in (2, 4)})
 # Twins of every passage (k = 2), the members' public versions seen once in pre-training: the
 # twins audit's ground truth (issue 35); the same corpus and recipe as tiny-pretrain.
-PRESETS["tiny-pretrain-twins"] = PRESETS["tiny-pretrain"].model_copy(update={"name": "tiny-pretrain-twins",
-                                                                            "twins": 2})
+PRESETS["tiny-pretrain-twins"] = TestbedConfig.model_validate(PRESETS["tiny-pretrain"].model_dump()
+                                                       | {"name": "tiny-pretrain-twins", "twins": 2})
 # A seconds-scale variant of the pre-training recipe for tests.
 PRESETS["mini-pretrain"] = TestbedConfig(
     name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
     corpus_passages=400, pretrain_epochs=2)
-PRESETS["mini-pretrain-twins"] = PRESETS["mini-pretrain"].model_copy(update={"name": "mini-pretrain-twins",
-                                                                            "twins": 2})
+PRESETS["mini-pretrain-twins"] = TestbedConfig.model_validate(PRESETS["mini-pretrain"].model_dump()
+                                                       | {"name": "mini-pretrain-twins", "twins": 2})
 
 
 def split_path(name: str, split: str, root: Path | None = None) -> Path:
@@ -163,6 +178,8 @@ def build_testbed(config: TestbedConfig, root: Path | None = None, force: bool =
     """Build (or reuse, when the cached one has the same config) a testbed; returns its dir.
     Processes that ask for the same testbed at once wait for one build (a file lock), at
     most ``lock_timeout`` seconds; then InputError names the lock file."""
+    if config.twins and config.twins_rewriter is None:  # (a model_copy skips the validator)
+        config = TestbedConfig.model_validate(config.model_dump())
     out = testbed_dir(config.name, root)
     key = fingerprint(config, __version__)
     with build_lock(out.parent / f".{config.name}.lock", f"testbed {config.name!r}", lock_timeout):
@@ -282,16 +299,19 @@ def _twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]],
     the public version's tokens (what a member is trained on); each split's twins folder holds
     every version's first ``chunk_tokens`` tokens, as the split files do. Passages with a
     version shorter than that, or whose versions agree on those tokens, are dropped from their
-    split. Returns the splits and, per split,
-    the passages kept and the rewriter's mean edit rate."""
-    from trainspotter.twins import KeyedLexicalRewriter, Twins, commitment, make_twins, write_twins
+    split. The rewriter and the keys (shared, or per split) are ``config.twins_rewriter``'s.
+    Returns the splits and, per split, the passages kept and the rewriter's mean edit rate."""
+    from trainspotter.twins import Twins, commitment, edit_rate, make_twins, write_twins
 
     L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
+    rewriter, per_split = rewriter_of(config)
     keys = [rng.randbytes(32) for _ in range(config.twins)]
     kept, made = {}, {}
     for split, ids in chosen.items():
+        if per_split:  # each split its own keys (another dataset's), from the seed and the split
+            keys = [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(config.twins)]
         twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
-                           KeyedLexicalRewriter(), keys=keys, rng=rng)
+                           rewriter, keys=keys, rng=rng, similarity=True)
         tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
                   for i, v in twins.variants.items()}
         by_id = {records[i]["id"]: i for i in ids}
@@ -309,8 +329,28 @@ def _twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]],
         write_twins(cut, out / f"twins-{split}")
         kept[split] = [by_id[r] for r in ok]
         made[split] = {"passages": len(ok), "dropped": len(ids) - len(ok),
-                       "edit_rate": twins.manifest["quality"]["0"].get("edit_rate")}
+                       "edit_rate": twins.manifest["quality"]["0"].get("edit_rate"),
+                       "similarity": twins.manifest["quality"]["0"].get("similarity"),
+                       # where an audit looks: the public against the private version, audited tokens
+                       "twin_edit_rate": round(sum(edit_rate(cut.variants[r][0], cut.variants[r][1])
+                                                   for r in ok) / max(len(ok), 1), 4)}
     return kept, made
+
+
+def rewriter_of(config: TestbedConfig):
+    """The keyed lexical rewriter that ``config.twins_rewriter`` describes, and whether each split
+    has its own keys; a description this code cannot reproduce (another version) is refused."""
+    from trainspotter.rewrite import KeyedLexicalRewriter
+
+    spec = dict(config.twins_rewriter or {})
+    per_split = spec.pop("keys", "shared") == "per split"
+    rewriter = KeyedLexicalRewriter(
+        rate=None if spec.get("rate", "uniform") == "uniform" else float(spec["rate"]),
+        **{k: spec[k] for k in ("min_length", "senses", "min_count", "phrases") if k in spec})
+    if rewriter.describe() != spec:
+        raise InputError(f"testbed {config.name!r}: twins_rewriter {spec} is not one this version's keyed lexical "
+                         f"rewriter reproduces ({rewriter.describe()})")
+    return rewriter, per_split
 
 
 def _times(k: int) -> str:

@@ -2,7 +2,7 @@
 differs from its twin (issue 35; ``trainspotter.twins``).
 
 A twins audit pairs each passage's public version A (suspect) with its private twin B
-(held-out). The keyed lexical rewriter changes few words (~7%), so a whole-passage feature
+(held-out). The keyed lexical rewriter changes few words (~13% between versions), so a whole-passage feature
 (perplexity, Min-K%, RefL) averages the signal at the changed words with the noise of the
 context the two versions share. Here a passage's feature is computed only at its *changed
 tokens*: the positions of its target-tokenizer token ids that are not in a matching block of
