@@ -11,6 +11,14 @@ import pytest
 
 ARTIFACTS = Path(tempfile.mkdtemp(prefix="trainspotter-tests-"))
 os.environ["TRAINSPOTTER_ARTIFACTS"] = str(ARTIFACTS)
+# Under pytest-xdist (scripts/test.sh runs two workers) each worker has its own artifacts folder,
+# but the testbeds are shared: the first process to need one builds it, under the testbed's
+# build lock, and every other waits for it instead of training the same models again. The
+# controller, which loads this file before it starts the workers, names the shared folder.
+SHARED_TESTBEDS = Path(os.environ.setdefault("TRAINSPOTTER_TEST_TESTBEDS", str(ARTIFACTS / "testbeds")))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    SHARED_TESTBEDS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "testbeds").symlink_to(SHARED_TESTBEDS, target_is_directory=True)
 for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
     os.environ.pop(var, None)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
