@@ -152,6 +152,11 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
                 and param.default is None and _tracking_default())
     if verb == "serve" and name == "model_name":
         return stated == "SPEC" and param.default is None  # serve_cmd: model_name or spec
+    if verb == "twins make" and name == "rate":  # None: the rewriter's own rule, the uniform choice
+        from trainspotter.twins import KeyedLexicalRewriter
+
+        return (stated.startswith("each key picks uniformly") and param.default is None
+                and KeyedLexicalRewriter().rate is None)
     if verb == "serve" and name == "host":
         return stated == "loopback" and ipaddress.ip_address(param.default).is_loopback
     return False

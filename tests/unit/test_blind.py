@@ -10,11 +10,11 @@ import pytest
 from scipy.stats import binomtest
 
 from trainspotter.features.text import SURFACE, surface_stats
-from trainspotter.presets import PRESETS
+from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.blind import BlindTest, NaiveBayes, TextRows, blind_check, blind_stops
 from trainspotter.stats.sequential import TestConfig
 
-DEFAULT = TestConfig(**PRESETS["default"])
+DEFAULT = TestConfig(**TEST_PRESETS["default"])
 
 
 def test_surface_statistics_by_hand():

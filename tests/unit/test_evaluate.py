@@ -41,12 +41,12 @@ def test_power_curve_by_hand():
 @pytest.mark.parametrize("preset", ["badi", "default"])
 @pytest.mark.parametrize("scorer", ["online", "paper"])
 def test_batch_run_equals_single_runs(scorer, preset):
-    from trainspotter.presets import PRESETS
+    from trainspotter.presets import TEST_PRESETS
 
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(2, 3, 60, 2))
     X[:, :, 0] += 1.0
-    cfg = TestConfig(seed=4, scorer=scorer, **PRESETS[preset])
+    cfg = TestConfig(seed=4, scorer=scorer, **TEST_PRESETS[preset])
     out = run_batch(X, Y, cfg)
     single = SequentialTest(2, cfg)
     if scorer == "paper":  # random initial layer: give the single run trial 1's

@@ -40,7 +40,7 @@ LAYERS = [
     ("backends", {"backends"}),
     ("features", {"features"}),
     ("stats", {"stats"}),
-    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "ledger", "record",
+    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "rewrite", "ledger", "record",
                "verify", "requery", "report"}),
     ("evaluation", {"evaluation"}),
 ]

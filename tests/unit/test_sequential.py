@@ -184,9 +184,9 @@ def test_config_validation():
 def test_the_library_default_test_is_the_audits():
     """TestConfig() (so run_test and simulate without a config) is the default preset that
     `trainspotter audit`, `test` and `simulate` use, not the paper's ONS/MMD."""
-    from trainspotter.presets import DEFAULT_PRESET, PRESETS
+    from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 
-    assert {k: getattr(TestConfig(), k) for k in ("strategy", "payoff", "lambda_max")} == PRESETS[DEFAULT_PRESET]
+    assert {k: getattr(TestConfig(), k) for k in ("strategy", "payoff", "lambda_max")} == TEST_PRESETS[DEFAULT_PRESET]
     assert (TestConfig().strategy, TestConfig().payoff) == ("mixture", "diff")
     S, H = _pairs(60, 3, shift=0.8, seed=5)
     assert run_test(_table(S, H))["config"] == TestConfig().model_dump()

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 
 from trainspotter.evaluation.shift_matched import matched_trials, matched_verdicts, summarise_matched
-from trainspotter.presets import PRESETS
+from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
 from trainspotter.stats.simulation import stream_stops
 
 VOCAB = [f"w{i}" for i in range(400)]
-CONFIG = TestConfig(alpha=0.05, seed=0, **PRESETS["default"])
+CONFIG = TestConfig(alpha=0.05, seed=0, **TEST_PRESETS["default"])
 
 
 def pool(n: int, words: list[str], seed: int, shift: float, placebo_shift: float) -> pd.DataFrame:
