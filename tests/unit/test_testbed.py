@@ -316,7 +316,8 @@ def test_the_twins_rewriter_is_in_the_fingerprint():
     drawn, so a testbed made by another rewriter is rebuilt, never silently reused."""
     from trainspotter.config import fingerprint
     from trainspotter.errors import InputError
-    from trainspotter.evaluation.testbed import TestbedConfig, rewriter_of
+    from trainspotter.evaluation.testbed import TestbedConfig
+    from trainspotter.evaluation.testbed_twins import rewriter_of
     from trainspotter.twins import KeyedLexicalRewriter
 
     twins = PRESETS["tiny-pretrain-twins"]

@@ -1,0 +1,78 @@
+"""Twins testbeds (issue 35): every split passage rewritten ``config.twins`` times by the keyed
+lexical rewriter its config describes, one version drawn public; ``evaluation.testbed`` trains
+the members on their public versions and calls ``build_twins`` for the split files and folders."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainspotter.errors import InputError
+
+if TYPE_CHECKING:
+    from trainspotter.evaluation.testbed import TestbedConfig
+
+__all__ = ["build_twins", "rewriter_of"]
+
+
+def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]], tokenizer,
+                chosen: dict[str, list[int]], out: Path) -> tuple[dict[str, list[int]], dict]:
+    """Twins of every split passage (``config.twins`` variants, keyed lexical rewriter), made
+    from the whole passage with keys and a draw from the testbed's seed. ``encoded[i]`` becomes
+    the public version's tokens (what a member is trained on); each split's twins folder holds
+    every version's first ``chunk_tokens`` tokens, as the split files do. Passages with a
+    version shorter than that, or whose versions agree on those tokens, are dropped from their
+    split. The rewriter and the keys (shared, or per split) are ``config.twins_rewriter``'s.
+    Returns the splits and, per split, the passages kept and the rewriter's mean edit rate."""
+    from trainspotter.twins import Twins, commitment, edit_rate, make_twins, write_twins
+
+    L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
+    rewriter, per_split = rewriter_of(config)
+    keys = [rng.randbytes(32) for _ in range(config.twins)]
+    kept, made = {}, {}
+    for split, ids in chosen.items():
+        if per_split:  # each split its own keys (another dataset's), from the seed and the split
+            keys = [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(config.twins)]
+        twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
+                           rewriter, keys=keys, rng=rng, similarity=True)
+        tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
+                  for i, v in twins.variants.items()}
+        by_id = {records[i]["id"]: i for i in ids}
+        # every version long enough, and the versions still different within the audited tokens
+        ok = [r for r in twins.ids if all(len(t) >= L for t in tokens[r].values())
+              and len({tuple(t[:L]) for t in tokens[r].values()}) == config.twins]
+        for r in ok:
+            encoded[by_id[r]] = tokens[r][twins.public[r]]
+        public = {r: twins.public[r] for r in ok}
+        manifest = twins.manifest | {"passages": len(ok), "commitment": twins.manifest["commitment"] | {
+            "digest": commitment([(r, public[r]) for r in ok], twins.salt)}}
+        cut = Twins(ok, {r: {j: tokenizer.decode(t[:L]) for j, t in tokens[r].items()} for r in ok},
+                    public, twins.k, manifest, twins.quality, twins.keys, twins.salt)
+        shutil.rmtree(out / f"twins-{split}", ignore_errors=True)  # a rebuild draws again
+        write_twins(cut, out / f"twins-{split}")
+        kept[split] = [by_id[r] for r in ok]
+        made[split] = {"passages": len(ok), "dropped": len(ids) - len(ok),
+                       "edit_rate": twins.manifest["quality"]["0"].get("edit_rate"),
+                       "similarity": twins.manifest["quality"]["0"].get("similarity"),
+                       # where an audit looks: the public against the private version, audited tokens
+                       "twin_edit_rate": round(sum(edit_rate(cut.variants[r][0], cut.variants[r][1])
+                                                   for r in ok) / max(len(ok), 1), 4)}
+    return kept, made
+
+
+def rewriter_of(config: TestbedConfig):
+    """The keyed lexical rewriter that ``config.twins_rewriter`` describes, and whether each split
+    has its own keys; a description this code cannot reproduce (another version) is refused."""
+    from trainspotter.rewrite import KeyedLexicalRewriter
+
+    spec = dict(config.twins_rewriter or {})
+    per_split = spec.pop("keys", "shared") == "per split"
+    rewriter = KeyedLexicalRewriter(
+        rate=None if spec.get("rate", "uniform") == "uniform" else float(spec["rate"]),
+        **{k: spec[k] for k in ("min_length", "senses", "min_count", "phrases") if k in spec})
+    if rewriter.describe() != spec:
+        raise InputError(f"testbed {config.name!r}: twins_rewriter {spec} is not one this version's keyed lexical "
+                         f"rewriter reproduces ({rewriter.describe()})")
+    return rewriter, per_split
