@@ -16,7 +16,7 @@ from trainspotter.stats.sequential import TestConfig
 SIMULATE_CODE = ("trainspotter.stats.simulation", "trainspotter.stats.sequential",
                  "trainspotter.stats.streams", "trainspotter.stats.payoffs", "trainspotter.stats.strategies",
                  "trainspotter.stats.eprocess", "trainspotter.stats.scoring", "trainspotter.stats.adam_scorer",
-                 "trainspotter.stats.newton_scorer", "trainspotter.stats.quantiles",
+                 "trainspotter.stats.newton_scorer", "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles",
                  "trainspotter.stats.oriented_qp", "trainspotter.features.orientation", "trainspotter.data")
 
 

@@ -53,7 +53,8 @@ REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdic
                "trainspotter.stats.sequential", "trainspotter.stats.blind", "trainspotter.stats.eprocess",
                "trainspotter.stats.payoffs", "trainspotter.stats.strategies", "trainspotter.stats.scoring",
                "trainspotter.stats.newton_scorer", "trainspotter.stats.adam_scorer",
-               "trainspotter.stats.quantiles", "trainspotter.stats.oriented_qp", "trainspotter.stats.pvalue")
+               "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles", "trainspotter.stats.oriented_qp",
+               "trainspotter.stats.pvalue")
 
 
 def canonical(obj) -> bytes:

@@ -205,7 +205,8 @@ class SequentialTest:
         # States saved before ``scorer`` existed were made by the paper scorer, and before
         # ``oriented`` existed by an unconstrained one.
         config = TestConfig(**{"scorer": d["scorer"].get("kind", "paper"), "oriented": False, **d["config"]})
-        obj = cls(d["n_features"], config, d["batch"])
+        obj = cls.__new__(cls)  # not __init__: a fixed scorer cannot be made without the columns' directions
+        obj.config, obj.n_features, obj.batch, obj.keep_history = config, int(d["n_features"]), d["batch"], True
         obj.scorer = scorer_from_dict(d["scorer"])
         obj.payoff = payoff_from_dict(d["payoff"])
         obj.eprocess = EProcess.from_dict(d["eprocess"])
