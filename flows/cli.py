@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
-                                           MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER, SEED,
+                                           MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER_HELP, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, choice, decision, edge_specs, emit_json,
                                            Typer, folded_table, hide_explained_failures, input_error)
@@ -27,7 +27,8 @@ from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_opt
 from trainspotter.assets import AssetMissing
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS, check_testbed, describe
+from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET, UNGUARDED_MIN_PAIRS, check_testbed,
+                                  describe)
 from trainspotter.verdict import format_e
 
 app = Typer(help="Was this dataset used to train that language model? "
@@ -146,11 +147,12 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
           preset: Optional[str] = typer.Option(
               None, help="Named test settings: " + " or ".join(map(describe, TEST_PRESETS)) + "; badi is the "
-                         f"paper's. Default: {DEFAULT_PRESET}. Explicit --strategy, --payoff, --lambda-max win."),
+                         f"paper's. Default: {DEFAULT_PRESET} ({TWINS_PRESET} with --twins). Explicit --strategy, "
+                         "--payoff, --lambda-max, --scorer win."),
           strategy: Optional[Strategy] = choice(Strategy, "strategy", None, STRATEGY_HELP + " (default: from the preset)."),
           payoff: Optional[Payoff] = choice(Payoff, "payoff", None, PAYOFF_HELP + " (default: from the preset)."),
           lambda_max: Optional[float] = typer.Option(None, help=LAMBDA_MAX_HELP + " (default: from the preset)."),
-          scorer: Scorer = SCORER,
+          scorer: Optional[Scorer] = choice(Scorer, "scorer", None, SCORER_HELP + " (default: from the preset)."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
           seed: int = SEED,
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
@@ -199,7 +201,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     model, reference, named = edge_specs(model, reference, placebo if placebo_check else None)
     placebo = named[0] if named else None
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
-                "lambda_max": lambda_max}
+                "lambda_max": lambda_max, "scorer": scorer and scorer.value}
     try:
         from trainspotter.audit import AuditConfig, check_inputs
         from trainspotter.multi import AuditSetsConfig, check_sets
@@ -208,9 +210,9 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         config = AuditConfig(name=name, **sides, model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
-                             preset=preset or DEFAULT_PRESET, shift_check=shift_check.value, placebo=placebo,
+                             **({"preset": preset} if preset else {}), shift_check=shift_check.value, placebo=placebo,
                              placebo_check=placebo_check, assume_exchangeable=assume_exchangeable,
-                             test=TestConfig(alpha=alpha, seed=seed, scorer=scorer.value,
+                             test=TestConfig(alpha=alpha, seed=seed,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
         raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",

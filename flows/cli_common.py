@@ -106,8 +106,10 @@ def choices(enum: type[Enum], option: str, value: str | None) -> list[str] | Non
     return items
 
 
-SCORER = choice(Scorer, "scorer", "online", "Online scoring model: online (Newton step on running statistics, "
-                                            "constant cost per pair) or paper (30 Adam epochs over all past pairs).")
+SCORER_HELP = ("Scoring model: online (Newton step on running statistics, constant cost per pair), paper (30 "
+               "Adam epochs over all past pairs) or fixed (no weights learned: each feature's known member-like "
+               "direction, scaled by its past pair differences)")
+SCORER = choice(Scorer, "scorer", "online", SCORER_HELP + ".")
 
 
 # ------------------------------------------------------------------ output that fits the terminal

@@ -31,16 +31,16 @@ from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_re
 from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.matching import match_pairs
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
-from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS,  # named TestConfig overrides
-                                  check_test_preset)
+from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET,  # named TestConfig overrides
+                                  UNGUARDED_MIN_PAIRS, check_test_preset)
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult, blind_check
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
-           "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain", "explain_baseline",
-           "model_extract", "read_passages", "read_sides"]
+           "TWINS_PRESET", "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain",
+           "explain_baseline", "model_extract", "read_passages", "read_sides"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,10 @@ class AuditConfig(BaseModel):
     @model_validator(mode="after")
     def _apply_preset(self) -> "AuditConfig":
         """Fill the test fields the caller did not set from the preset (idempotent: the
-        filled fields count as set, so a dumped and reloaded config stays the same)."""
+        filled fields count as set, so a dumped and reloaded config stays the same). An audit
+        of twins without a preset named takes TWINS_PRESET."""
+        if self.twins is not None and "preset" not in self.model_fields_set:
+            self.preset = TWINS_PRESET
         try:
             check_test_preset(self.preset)
         except ValueError as e:

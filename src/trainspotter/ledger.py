@@ -68,12 +68,24 @@ def new_ledger(name: str, setup: dict) -> dict:
 
 
 def check_setup(ledger: dict, setup: dict) -> None:
-    """Continuing with other features or another test config would change the game mid-way."""
-    old = ledger["setup"]
-    changed = sorted(k for k in set(old) | set(setup) if old.get(k) != setup.get(k))
+    """Continuing with other features or another test config would change the game mid-way.
+    The error names each setting that differs (``test.scorer``) with both values."""
+    changed = _differences(ledger["setup"], setup)
     if changed:
-        raise InputError(f"audit {ledger['name']!r}: {', '.join(changed)} differ from the stored "
-                         f"ledger; continue with the same settings or start a new audit name")
+        said = "; ".join(f"{key}: stored {old!r}, now {new!r}" for key, old, new in changed)
+        raise InputError(f"audit {ledger['name']!r}: settings differ from the stored ledger ({said}); continue "
+                         f"with the stored settings or start a new audit name")
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append((prefix + key, a, b))
+    return out
 
 
 def save_ledger(ledger: dict, root: Path | None = None) -> Path:

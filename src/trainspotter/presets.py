@@ -10,8 +10,12 @@ from trainspotter.errors import InputError
 TEST_PRESETS: dict[str, dict] = {  # named test settings (--preset); testbeds are TESTBEDS below
     "badi": {"strategy": "ons", "payoff": "mmd", "lambda_max": 0.8},  # the paper (BADI Sec. 4, App. C)
     "default": {"strategy": "mixture", "payoff": "diff", "lambda_max": 0.8},
+    # a twins audit's default (issue 35): the default's bet in the features' known directions
+    # (trainspotter.stats.fixed_scorer; benchmarks/results/twins/twins.md)
+    "twins": {"strategy": "mixture", "payoff": "diff", "lambda_max": 0.8, "scorer": "fixed"},
 }
 DEFAULT_PRESET = "default"  # the one place to change the default (after a benchmark)
+TWINS_PRESET = "twins"  # the default of an audit of twins (``AuditConfig.twins``)
 # Without a placebo model, the fewest pairs available to the blind check for "trained on"
 # (trainspotter.audit; benchmarks/results/shift.md: below it, shifted audits without a
 # reference said "trained on" in more than α of trials).
@@ -21,7 +25,8 @@ UNGUARDED_MIN_PAIRS = 200
 def describe(name: str) -> str:
     """'badi (ons strategy, mmd payoff, λ_max 0.8)' for help texts."""
     p = TEST_PRESETS[name]
-    return f"{name} ({p['strategy']} strategy, {p['payoff']} payoff, λ_max {p['lambda_max']:g})"
+    scorer = f", {p['scorer']} scorer" if "scorer" in p else ""
+    return f"{name} ({p['strategy']} strategy, {p['payoff']} payoff, λ_max {p['lambda_max']:g}{scorer})"
 
 
 def check_test_preset(name: str) -> str:

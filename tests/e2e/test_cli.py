@@ -218,7 +218,7 @@ def test_audit_scorer_and_features_options_reach_the_audit(mini_testbed, tmp_pat
     assert params["test.scorer"] == "paper" and params["features.relative_only"] == "True"
     bad = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout",
               str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--scorer", "adam")
-    assert bad.returncode == 2 and "error: option --scorer 'adam': expected one of online, paper" in bad.stderr
+    assert bad.returncode == 2 and "error: option --scorer 'adam': expected one of online, paper, fixed" in bad.stderr
 
 
 def test_extract_features_option_picks_the_set_and_explicit_flags_win(mini_testbed, tmp_path):

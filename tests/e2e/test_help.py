@@ -139,12 +139,12 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
 
 def _descriptive(verb: str, name: str, stated: str, param) -> bool:
     """Defaults stated in words, each checked against what the code does."""
-    from trainspotter.presets import DEFAULT_PRESET
+    from trainspotter.presets import DEFAULT_PRESET, TWINS_PRESET
 
-    if verb == "audit" and name in ("strategy", "payoff", "lambda_max"):
+    if verb == "audit" and name in ("strategy", "payoff", "lambda_max", "scorer"):
         return stated == "from the preset" and param.default is None  # AuditConfig fills it from --preset
-    if verb == "audit" and name == "preset":
-        return stated == DEFAULT_PRESET and param.default is None
+    if verb == "audit" and name == "preset":  # AuditConfig: TWINS_PRESET for twins, else DEFAULT_PRESET
+        return stated == f"{DEFAULT_PRESET} ({TWINS_PRESET} with --twins)" and param.default is None
     if verb == "extract" and name in ("perturbations", "sequence"):
         return stated == "from --features" and param.default is None  # extract_cmd: the set's flag
     if name == "tracking_uri":
@@ -178,7 +178,7 @@ def _tracking_default() -> bool:
 
 
 STATED = [re.compile(r"\(default: (?P<value>[^;)]*)(?:; --suite shift: (?P<shift>[^)]*))?"),
-          re.compile(r"\bDefault: (?P<value>[^\s.]+)\."),
+          re.compile(r"\bDefault: (?P<value>[^\s.]+(?: \([^)]*\))?)\."),
           re.compile(r"\((?P<value>[^()]*) by default\)")]
 
 

@@ -44,7 +44,7 @@ def test_changed_settings_refuse_to_continue(mini_testbed):
     from trainspotter.stats.sequential import TestConfig
 
     audit_flow(_config("strict", 5))
-    with pytest.raises(InputError, match="test differ from the stored ledger"):
+    with pytest.raises(InputError, match=r"settings differ from the stored ledger \(test.alpha: stored 0.05, now 0.01\)"):
         audit_flow(_config("strict", 5, test=TestConfig(alpha=0.01)))
 
 

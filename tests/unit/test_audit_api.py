@@ -70,6 +70,17 @@ def test_presets_fill_only_unset_test_fields():
         AuditConfig(**base, preset="nope")
 
 
+def test_an_audit_of_twins_takes_the_twins_preset_unless_one_is_named():
+    from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET, AuditConfig
+
+    twins = AuditConfig(twins="tw", model="hf:m")
+    assert twins.preset == TWINS_PRESET and twins.test.scorer == "fixed" == TEST_PRESETS[TWINS_PRESET]["scorer"]
+    assert AuditConfig.model_validate(twins.model_dump(mode="json")).test == twins.test
+    named = AuditConfig(twins="tw", model="hf:m", preset=DEFAULT_PRESET)
+    assert (named.preset, named.test.scorer) == (DEFAULT_PRESET, "online")  # how an older twins ledger continues
+    assert AuditConfig(suspect="s", heldout="h", model="hf:m").test.scorer == "online"
+
+
 def test_non_finite_feature_in_a_later_batch_names_passage_and_column():
     from trainspotter.audit import Auditor
     from trainspotter.stats.sequential import TestConfig

@@ -255,7 +255,8 @@ def _fake_model(passages, batch_no):
     def h(w):
         return hashlib.sha256(w.encode()).digest()[0] / 255
 
-    return [{"loss": -sum(map(h, p["text"].split())) / len(p["text"].split()), "zlib": float(len(p["text"]))}
+    return [{"gray_ppl": -sum(map(h, p["text"].split())) / len(p["text"].split()),
+             "gray_zlib_ratio": float(len(p["text"]))}
             for p in passages]
 
 
