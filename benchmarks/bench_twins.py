@@ -24,6 +24,10 @@ preset, α = 0.05):
   versions too: the same rewriting on both sides), each side in its own random order — the
   audit a user runs without twins. The blind check runs on the H0 streams.
 
+Every row runs with two scorers (``SCORED``): the default preset's learned one (online) and the
+twins preset's fixed directions (``stats.fixed_scorer``). Beside them, STAMP's fixed-n paired
+t-test (``STAMP``) on the same trials: power and H0 rate at each n of ``STAMP_NS``.
+
 Writes benchmarks/results/twins/{twins.md,twins.json}.
 
     python benchmarks/bench_twins.py [--trials 1000]
@@ -57,6 +61,14 @@ CHANGED = ["gray_twin_lp", "gray_twin_ref_diff"]
 SUBSETS = {"lean": LEAN, "calibrated": CALIBRATED, "changed positions": CHANGED,
            "changed ref-relative only": ["gray_twin_ref_diff"], "calibrated + changed": CALIBRATED + CHANGED,
            "lean + changed (twins set)": LEAN + CHANGED}
+# The scorers compared on every subset: the default preset's learned one, and the twins preset's
+# fixed directions (trainspotter.stats.fixed_scorer); the rows' keys end in " (fixed)" for the latter.
+SCORED = {"online": "", "fixed": " (fixed)"}
+# STAMP's test (Rastogi et al. 2025): a one-sided paired t-test of the target's log-likelihood of
+# each public version against its private twin, at a fixed n; here on log perplexity (the target
+# alone, as STAMP) and on the reference-calibrated gray_ref_diff (the best single paired feature).
+STAMP = {"log perplexity": ("gray_ppl", -1), "gray_ref_diff": ("gray_ref_diff", -1)}
+STAMP_NS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 700, 800)
 
 
 def features(passages: list[dict], target, reference):
@@ -79,8 +91,8 @@ def summary(stops: np.ndarray, n: int, alpha: float, h0: bool) -> dict:
         censored = np.where(stops > 0, stops, n)
         out |= {"mean_pairs_to_decision": float(censored.mean()),
                 "median_pairs_to_decision": float(np.median(censored)),
-                "pairs_for_95pct": int(np.sort(censored)[math.ceil(0.95 * len(censored)) - 1])
-                if hits >= 0.95 * len(stops) else None}
+                **{f"pairs_for_{q}pct": int(np.sort(censored)[math.ceil(q / 100 * len(censored)) - 1])
+                   if hits >= q / 100 * len(stops) else None for q in (80, 95)}}
     return out
 
 
@@ -148,8 +160,9 @@ def main() -> None:
     def cols(X, names):
         return X[:, [all_columns.index(c) for c in names]]
 
-    def stops_of(S, H, ix, iy, names):
-        return stream_stops(cols(S, names), cols(H, names), ix, iy, [config], [config.alpha], names)[0][0, 0]
+    def stops_of(S, H, ix, iy, names, scorer="online"):
+        test = config.model_copy(update={"scorer": scorer})
+        return stream_stops(cols(S, names), cols(H, names), ix, iy, [test], [config.alpha], names)[0][0, 0]
 
     # the same trials (orders, draws) for every subset
     n1 = len(F["member", "public"])
@@ -163,23 +176,27 @@ def main() -> None:
     ix0, iy0 = np.where(sw, order0 + n0, order0), np.where(sw, order0, order0 + n0)
     seconds = {}
     for name in args.subsets.split(","):
-        t0 = time.time()
-        names = SUBSETS[name]
-        results[f"twins, members: {name}"] = summary(
-            stops_of(F["member", "public"], F["member", "private"], order1, order1, names), n1, 0.05, False)
-        results[f"twins, non-members (H0): {name}"] = summary(stops_of(both, both, ix0, iy0, names), n0, 0.05, True)
-        # control for the H1 rows: non-members under the testbed's one draw, reordered like the members
-        results[f"twins, non-members, testbed's draw: {name}"] = summary(
-            stops_of(pub, pri, order0, order0, names), n0, 0.05, True)
-        seconds[name] = round(time.time() - t0, 1)
-        print(name, results[f"twins, members: {name}"]["rate"], results[f"twins, non-members (H0): {name}"]["rate"],
-              f"{seconds[name]} s", flush=True)
+        for scorer, suffix in SCORED.items():
+            t0, names, row = time.time(), SUBSETS[name], name + suffix
+            results[f"twins, members: {row}"] = summary(
+                stops_of(F["member", "public"], F["member", "private"], order1, order1, names, scorer), n1, 0.05,
+                False)
+            results[f"twins, non-members (H0): {row}"] = summary(stops_of(both, both, ix0, iy0, names, scorer), n0,
+                                                                 0.05, True)
+            # control for the H1 rows: non-members under the testbed's one draw, reordered like the members
+            results[f"twins, non-members, testbed's draw: {row}"] = summary(
+                stops_of(pub, pri, order0, order0, names, scorer), n0, 0.05, True)
+            seconds[row] = round(time.time() - t0, 1)
+            print(row, results[f"twins, members: {row}"]["rate"], results[f"twins, non-members (H0): {row}"]["rate"],
+                  f"{seconds[row]} s", flush=True)
+    results["stamp"] = stamp_ttests(F, all_columns, order1, ix0, n0, T)
     # unpaired: members' public versions vs held-out, each side its own order (lean)
     n = min(n1, len(F["heldout"]))
     ix = np.stack([rng.permutation(n1)[:n] for _ in range(T)])
     iy = np.stack([rng.permutation(len(F["heldout"]))[:n] for _ in range(T)])
-    results["unpaired, members: lean"] = summary(stops_of(F["member", "public"], F["heldout"], ix, iy, LEAN), n,
-                                                 0.05, False)
+    for scorer, suffix in SCORED.items():
+        results[f"unpaired, members: lean{suffix}"] = summary(
+            stops_of(F["member", "public"], F["heldout"], ix, iy, LEAN, scorer), n, 0.05, False)
     texts = [p["text"] for p in sides["nonmember"][0]] + [q["text"] for q in sides["nonmember"][1]]
     rows = TextRows(texts)
     blind, _ = blind_stops(rows, rows, ix0, iy0, config)
@@ -195,6 +212,35 @@ def main() -> None:
     render(report)
 
 
+def stamp_ttests(F: dict, columns: list[str], order1: np.ndarray, ix0: np.ndarray, n0: int, T: int) -> dict:
+    """STAMP's fixed-n paired t-test (``STAMP``) on the first n pairs of each trial's order, for n
+    in ``STAMP_NS``: the members' power (the same orders as the e-process rows) and the H0 rate on
+    the fresh draws; and the one test on every member pair (n = all)."""
+    from scipy.stats import ttest_1samp
+
+    out = {}
+    for name, (column, sign) in STAMP.items():
+        j = columns.index(column)
+        if column == "gray_ppl":  # the log-likelihood: −log perplexity
+            value = {k: -np.log(v[:, j]) for k, v in F.items() if isinstance(k, tuple)}
+            sign = 1
+        else:
+            value = {k: v[:, j] for k, v in F.items() if isinstance(k, tuple)}
+        d1 = sign * (value["member", "public"] - value["member", "private"])  # > 0: the public version fits better
+        both = np.concatenate([value["nonmember", "public"], value["nonmember", "private"]])
+        # H0 trials: the fresh draw's suspect side is ix0 (an index into both), its twin the other half
+        d0 = sign * (both[ix0] - both[np.where(ix0 >= n0, ix0 - n0, ix0 + n0)])
+        row = {"all": {"n": int(len(d1)), "p": float(ttest_1samp(d1, 0.0, alternative="greater").pvalue)}}
+        for n in STAMP_NS:
+            if n > min(len(d1), n0):
+                break
+            p1 = ttest_1samp(d1[order1[:, :n]], 0.0, axis=1, alternative="greater").pvalue
+            p0 = ttest_1samp(d0[:, :n], 0.0, axis=1, alternative="greater").pvalue
+            row[str(n)] = {"power": float((p1 <= 0.05).mean()), "h0": float((p0 <= 0.05).mean())}
+        out[name] = row
+    return out
+
+
 def _rewriter(settings: dict | None) -> str:
     if not settings:
         return "v1: rate 0.5, 1 sense, shared keys"
@@ -208,6 +254,33 @@ def _quality(made: dict) -> str:
     if made.get("twin_edit_rate") is not None:
         out += f"; public against private version, audited tokens: edit rate {made['twin_edit_rate']:.3f}"
     return out
+
+
+def _fixed(row: dict | None) -> str:
+    return "" if row is None else (f"; with the fixed scorer {row['rate']:.3f}, {row['mean_pairs_to_decision']:.1f} "
+                                   f"pairs on average ({row.get('pairs_for_95pct') or '–'} for 95%)")
+
+
+def _stamp(stamp: dict | None, res: dict) -> list[str]:
+    """The STAMP t-test section: power and H0 rate at each fixed n, n for 80% power, beside the
+    e-process's pairs for 80% of its trials."""
+    if not stamp:
+        return []
+    ns = [n for n in map(str, STAMP_NS) if all(n in row for row in stamp.values())]
+    lines = ["", "## STAMP's paired t-test on the same twins (fixed n)", "",
+             "One-sided paired t-test (α = 0.05) of the public version's against its private twin's value, on the "
+             "first n pairs of each members' trial order (power) and of each fresh H0 draw (rate); n = all: the one "
+             "test on every member pair.", "",
+             "| t-test on | " + " | ".join(f"n = {n}" for n in ns) + " | n = all: p | n for 80% power |",
+             "|---|" + "---:|" * (len(ns) + 2)]
+    for name, row in stamp.items():
+        at80 = next((n for n in ns if row[n]["power"] >= 0.8), None)
+        lines.append(f"| {name} | " + " | ".join(f"{row[n]['power']:.2f} (H0 {row[n]['h0']:.3f})" for n in ns)
+                     + f" | {row['all']['p']:.2g} | {at80 or '> ' + ns[-1]} |")
+    best = min((r.get("pairs_for_80pct") or math.inf, k) for k, r in res.items() if k.startswith("twins, members"))
+    lines += ["", f"The e-process needs no n in advance; its fewest pairs for 80% of the members' trials: {best[0]} "
+              f"({best[1].removeprefix('twins, members: ')})."]
+    return lines
 
 
 def render(report: dict) -> None:
@@ -228,24 +301,35 @@ def render(report: dict) -> None:
         f"{', read back from its cache for this run' if report.get('features_cached') else ''}) with the `twins` "
         f"set; each subset is columns of it.",
         "",
-        "| features | members: \"trained on\" | mean pairs to decision (censored) | non-members, fresh draw per "
-        "trial (H0) | p (rate > α), one-sided | non-members, the testbed's one draw |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| features | scorer | members: \"trained on\" | mean pairs to decision (censored) | 80% by | 95% by | "
+        "non-members, fresh draw per trial (H0) | p (rate > α), one-sided | non-members, the testbed's one draw |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, columns in report["subsets"].items():
-        h1, h0 = res[f"twins, members: {name}"], res[f"twins, non-members (H0): {name}"]
-        control = res.get(f"twins, non-members, testbed's draw: {name}")
-        lines.append(f"| {name} (`{'`, `'.join(columns)}`) | {rate(h1)} | {h1['mean_pairs_to_decision']:.1f} | "
-                     f"{rate(h0)} | {h0['p_above_alpha']:.3g} | {rate(control) if control else '–'} |")
+        for scorer, suffix in SCORED.items():
+            if f"twins, members: {name}{suffix}" not in res:
+                continue
+            h1, h0 = res[f"twins, members: {name}{suffix}"], res[f"twins, non-members (H0): {name}{suffix}"]
+            control = res.get(f"twins, non-members, testbed's draw: {name}{suffix}")
+            lines.append(f"| {name} (`{'`, `'.join(columns)}`) | {scorer} | {rate(h1)} | "
+                         f"{h1['mean_pairs_to_decision']:.1f} | {h1.get('pairs_for_80pct') or '–'} | "
+                         f"{h1.get('pairs_for_95pct') or '–'} | {rate(h0)} | {h0['p_above_alpha']:.3g} | "
+                         f"{rate(control) if control else '–'} |")
     unpaired, blind = res["unpaired, members: lean"], res["blind check on twins (H0)"]
     lines += ["", f"Unpaired audit of the same members' public versions against held-out passages (lean): "
               f"{rate(unpaired)}, {unpaired['mean_pairs_to_decision']:.1f} pairs on average "
-              f"({unpaired.get('pairs_for_95pct') or '–'} for 95%). Blind check on the fresh-draw twins (H0): "
+              f"({unpaired.get('pairs_for_95pct') or '–'} for 95%)"
+              f"{_fixed(res.get('unpaired, members: lean (fixed)'))}. "
+              f"Blind check on the fresh-draw twins (H0): "
               f"fired in {rate(blind)}.", "",
               "The members' rows reorder one draw (the testbed's: training fixed which versions are public); the "
               "H0 rows draw the twins anew per trial (each passage's versions swap sides with probability 1/2), so "
               "they are independent draws of the design. The last column reorders the non-members' one draw like "
-              "the members' rows: what a members' rate owes to the luck of one draw rather than to training.",
+              "the members' rows: what a members' rate owes to the luck of one draw rather than to training. "
+              "Scorer: online, the default preset's (weights learned from the pairs); fixed, the twins preset's "
+              "(each feature's catalogued direction, scaled by its past pair differences: "
+              "trainspotter.stats.fixed_scorer).",
+              *_stamp(res.get("stamp"), res),
               "", f"Seconds per subset (both sides' tests): {report.get('test_seconds')}; all: {report['seconds']} s "
               f"on {report['cpus']} shared CPUs."]
     (OUT / "twins.md").write_text("\n".join(lines) + "\n")
