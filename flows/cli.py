@@ -80,8 +80,9 @@ def _print_results(results: list[dict], title: str) -> None:
     out.print(_results_table(results, title))
     for r in results:  # each set's name first: what follows is about that set alone
         label = r.get("set", r["name"])
-        out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']}), "
-                  f"plot {r['plot']}")
+        out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']})")
+        # a path on a line of its own, never broken (one that is wider than the terminal wraps there)
+        out.print(f"  plot: {r['plot']}", markup=False, highlight=False, soft_wrap=True)
         # what to do next, how little a black-box "no" says, and what a matched audit assumes
         if r["verdict"] != "trained on" or r.get("match"):
             out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)

@@ -46,9 +46,9 @@ def write_record(result: dict, record: Path | None) -> None:
 
 def print_record(out: Console, result: dict) -> None:
     """Where an audit's sealed record is and the command that checks it."""
-    if result.get("record_digest"):
-        out.print(f"sealed record {result['record_digest'][:16]}… at {result['record']}; check it with: "
-                  f"trainspotter verify {result['record']}", markup=False, highlight=False, soft_wrap=True)
+    if result.get("record_digest"):  # the command on a line of its own: it fits 80 columns unless the path can't
+        out.print(f"sealed record {result['record_digest'][:16]}…; check it with:\n  trainspotter verify "
+                  f"{result['record']}", markup=False, highlight=False, soft_wrap=True)
 
 
 def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit record(s) (record.json of an audit "

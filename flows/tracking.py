@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -24,6 +25,10 @@ from trainspotter.config import artifacts_root, fingerprint
 from trainspotter.report import html_report, sets_html, sets_wealth_plot, wealth_plot
 
 BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
+# The embedded store's first use logs INFO lines ("Creating initial MLflow database tables...",
+# 90 columns) on the terminal: nothing a user acts on. Warnings still show.
+for _name in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 def tracking_uri(uri: str | None = None) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -179,6 +180,21 @@ def test_no_evidence_with_pairs_left_and_no_reference_says_both(constructed):
     assert left > 0 and f"{left} pairs not yet used (a larger --max-pairs" in r["explanation"]
     assert "All " not in r["explanation"]
     assert "--reference" in r["explanation"]
+
+
+def test_the_audit_table_and_its_record_line_fit_80_columns(constructed, tmp_path, monkeypatch):
+    """The line naming the sealed record ran to 111 columns, the plot's path was broken mid-name
+    and a fresh MLflow store logged 90-column INFO lines: every line now fits, except the plot's
+    path, which has a line of its own and is never broken."""
+    monkeypatch.chdir(tmp_path)
+    out, _ = _audit(constructed, "--max-pairs", "20", "--name", "narrow-table", "--record", "r.json",
+                    json_out=False)
+    assert out.exit_code == 0, out.output[-3000:]
+    plot = [line for line in lines(out.output) if line.startswith("  plot: ")]
+    assert len(plot) == 1 and plot[0].endswith("wealth.png") and Path(plot[0].split(": ", 1)[1]).is_file()
+    assert max(len(line) for line in lines(out.output) if line not in plot) <= 80, out.output
+    assert "  trainspotter verify r.json" in lines(out.output)
+    assert (tmp_path / "r.json").is_file()
 
 
 def test_shift_check_continue_states_the_models_e_value(constructed, tmp_path):
