@@ -281,3 +281,28 @@ def test_a_version_1_record_verifies_and_says_its_features_were_not_recomputed(s
     (tmp_path / "r.json").write_text(json.dumps(dict(old, version=3)))
     with pytest.raises(InputError, match="record version 3; this trainspotter reads 1, 2"):
         load_record(tmp_path / "r.json")
+
+
+def test_columns_the_answers_do_not_give_are_named_as_not_recomputed(tmp_path):
+    """An audit with access "both" records black-box columns beside the gray ones: the gray ones
+    are recomputed, the others are named as not recomputed (their answers are not recorded)."""
+    from trainspotter import audit
+
+    for side, seed in (("suspect", 3), ("heldout", 4)):
+        (tmp_path / f"{side}.jsonl").write_text("".join(json.dumps(dict(p, id=f"{side[0]}{i}")) + "\n"
+                                                        for i, p in enumerate(passages(40, seed=seed))))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.safetensors").write_bytes(b"m")
+    target = FakeBackend(1)
+
+    def extract_fn(ps, batch_no):
+        rows = extract(ps, target, [], "gray", FEATURE_SETS["lean"], answers=True).to_dict("records")
+        return [dict(r, black_match_rate=len(p["text"]) / 100) for r, p in zip(rows, ps)]
+
+    record = audit(suspect=str(tmp_path / "suspect.jsonl"), heldout=str(tmp_path / "heldout.jsonl"),
+                   model=f"hf:{tmp_path / 'model'}", batch_pairs=8, assume_exchangeable=True,
+                   extract_fn=extract_fn).record
+    check = _check(json.loads(json.dumps(record)))
+    assert check.ok, check.failure
+    detail = {c.name: c.detail for c in check.checks}["features"]
+    assert "matches bit-for-bit; not recomputed (black-box, their answers are not recorded): black_match_rate" in detail
