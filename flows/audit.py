@@ -66,8 +66,8 @@ def _extract_fn(config: AuditConfig, remote: bool) -> Callable[[list[dict], int]
     def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
         args = (passages, config.model, config.reference, config.access, config.features)
         if remote:  # one batch at a time: the test decides after each whether to query more
-            return extract_batch.submit(*args, chunk=batch_no).result()
-        return extract_batch(*args, chunk=batch_no)
+            return extract_batch.submit(*args, chunk=batch_no, answers=True).result()
+        return extract_batch(*args, chunk=batch_no, answers=True)  # answers: for the sealed record
 
     return extract_fn
 

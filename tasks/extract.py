@@ -29,8 +29,8 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 # The library code a feature row depends on: editing any of it recomputes cached chunks. The
 # feature modules, then each backend scheme's own (backends.spec.SCHEMES: a new backend adds
 # its modules there, not here); tests/unit/test_cache_keys.py checks it covers their imports.
-FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.features", "trainspotter.features.catalog",
-                "trainspotter.features.perturb", "trainspotter.features.probability",
+FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.answers", "trainspotter.features.features",
+                "trainspotter.features.catalog", "trainspotter.features.perturb", "trainspotter.features.probability",
                 "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.features.model_based",
                 "trainspotter.features.twin_positions", "trainspotter.features.orientation")
 EXTRACT_CODE = FEATURE_CODE + tuple(dict.fromkeys(m for scheme in SCHEMES.values() for m in scheme.code))
@@ -39,23 +39,25 @@ EXTRACT_CODE = FEATURE_CODE + tuple(dict.fromkeys(m for scheme in SCHEMES.values
 def chunk_cache_key(context, parameters) -> str:
     """Data fingerprint (ids + texts, and a twins audit's twin texts: the changed-position
     features depend on them) + config slice (models' weights and dtype, access, feature
-    config) + digest of the feature code: a rerun after a crash finds every finished chunk,
-    an edited feature formula finds none."""
+    config) + digest of the feature code + whether the rows carry the model's answers (an
+    audit's, for its sealed record): a rerun after a crash finds every finished chunk, an
+    edited feature formula finds none."""
     return "chunk-" + fingerprint(
         code_digest(*EXTRACT_CODE), spec_fingerprint(parameters["model"]),
         [spec_fingerprint(r) for r in parse_references(parameters.get("reference"))], parameters["access"],
         parameters["features"].model_dump(exclude={"batch_size", "embedding_cache"}),
-        [tuple(query_fields(p).values()) for p in parameters["passages"]])
+        [tuple(query_fields(p).values()) for p in parameters["passages"]], bool(parameters.get("answers")))
 
 
 @task(cache_key_fn=chunk_cache_key, persist_result=True, retries=2, retry_delay_seconds=1,
       retry_condition_fn=_retry_unless_budget, task_run_name="extract[{chunk}]", tags=["model-calls"])
 def extract_chunk(passages: list[dict], model: ModelSpec, reference, access: str,
-                  features: FeatureConfig, chunk: int = 0) -> list[dict]:
+                  features: FeatureConfig, chunk: int = 0, answers: bool = False) -> list[dict]:
     """Feature rows of one chunk of passages (one row per passage, library ``extract``);
-    ``reference``: none, one or several model specs (``parse_references``).
+    ``reference``: none, one or several model specs (``parse_references``); ``answers``: the
+    rows carry the model's answers too (``features.answers``, for a sealed record).
     Only ``query_fields`` go in: the cache key covers nothing else."""
     passages = [query_fields(p) for p in passages]
     references = [load_backend(r) for r in parse_references(reference)]
-    df = extract(passages, load_backend(model), references, access, features)
+    df = extract(passages, load_backend(model), references, access, features, answers=answers)
     return df.to_dict("records")

@@ -193,14 +193,14 @@ def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None
 
 def model_extract(config: AuditConfig) -> ExtractFn:
     """The default ``extract_fn``: library feature extraction on the config's models
-    (loaded once per process), no caching."""
+    (loaded once per process), no caching; the rows carry the model's answers (gray access)."""
     from trainspotter.backends import load_backend
     from trainspotter.features.extract import extract
 
     def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
         references = [load_backend(r) for r in config.reference]
         return extract(passages, load_backend(config.model), references, config.access,
-                       config.features).to_dict("records")
+                       config.features, answers=True).to_dict("records")  # answers: for the record
 
     return extract_fn
 

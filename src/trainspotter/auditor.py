@@ -10,6 +10,7 @@ import pandas as pd
 
 from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
+from trainspotter.features.answers import ANSWERS
 from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.pvalue import di_pvalue
@@ -178,7 +179,7 @@ class Auditor:
 def _first_batch_columns(rows: list[dict]) -> list[str]:
     """Feature columns of the test, fixed on the first batch: those finite there (e.g. EZ is
     NaN throughout when target and reference tokenise differently). Said, not silent."""
-    names = [c for c in rows[0] if c not in ("id", "set")]
+    names = [c for c in rows[0] if c not in ("id", "set", ANSWERS)]  # (answers: what a row came from)
     keep = [c for c in names if all(np.isfinite(float(r.get(c, np.nan))) for r in rows)]
     if len(keep) < len(names):
         log.warning("features not finite on the first batch, left out of the test: %s",

@@ -13,8 +13,10 @@ What it holds (sections, each with its own sha256 in ``sections``):
 - ``start``: where this run's e-process started (a recurring audit: the stored state, the
   passages used before and the chain head of the earlier run), ``end``: the state it left;
 - ``blind``: the blind check's wealth after every pair; ``result``: the verdict and its numbers;
-- ``batches``: per batch of pairs, each pair's ids, text hashes, feature values (with their
-  sha256) and the wealth, stake, payoff and scores after it; hash-chained: batch k's digest is
+- ``batches``: per batch of pairs, each pair's ids, text hashes, feature values and, with gray
+  access, the model's answers they were computed from (``features.answers``: token ids and
+  log-probs of target and references; each with its sha256) and the wealth, stake, payoff and
+  scores after it; hash-chained: batch k's digest is
   sha256(digest of batch k−1 + its pairs), the first batch continuing the chain head of the
   earlier run of a recurring audit (kept in the ledger), or ``GENESIS``.
 
@@ -33,16 +35,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainspotter.errors import InputError
+from trainspotter.features.answers import ANSWERS
 
 if TYPE_CHECKING:
     from trainspotter.audit import AuditConfig
     from trainspotter.verdict import AuditResult
 
-__all__ = ["FORMAT", "GENESIS", "SECTIONS", "batch_digest", "canonical", "file_sha256", "load_private_key",
+__all__ = ["FORMAT", "GENESIS", "READABLE", "SECTIONS", "batch_digest", "canonical", "file_sha256", "load_private_key",
            "load_public_key", "model_identity", "prior_of", "record_digest", "seal", "sha256", "sign",
            "state_sha256", "text_sha256"]
 
-FORMAT, VERSION = "trainspotter-audit-record", 1
+# version 2: each side of a pair may hold the model's answers its features came from (``answers``)
+FORMAT, VERSION = "trainspotter-audit-record", 2
+READABLE = (1, 2)  # the versions ``verify`` reads (a version 1 record: features not recomputed)
 GENESIS = "0" * 64  # the chain's start before a fresh e-process's first batch
 SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "passages", "start", "blind",
             "placebo", "result", "end")
@@ -54,7 +59,11 @@ REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdic
                "trainspotter.stats.payoffs", "trainspotter.stats.strategies", "trainspotter.stats.scoring",
                "trainspotter.stats.newton_scorer", "trainspotter.stats.adam_scorer",
                "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles", "trainspotter.stats.oriented_qp",
-               "trainspotter.stats.pvalue")
+               "trainspotter.stats.pvalue",
+               # the features recomputed from the recorded answers
+               "trainspotter.features.answers", "trainspotter.features.features", "trainspotter.features.ez",
+               "trainspotter.features.twin_positions", "trainspotter.features.references",
+               "trainspotter.features.model_based")
 
 
 def canonical(obj) -> bytes:
@@ -150,9 +159,15 @@ def prior_of(ledger: dict | None) -> dict:
 
 
 def _row(row: dict, texts: dict) -> dict:
-    features = {k: v for k, v in row.items() if k not in ("id", "set")}
-    return {"id": row["id"], "sha256": texts[(row["set"], row["id"])], "features": features,
-            "features_sha256": sha256(features)}
+    """One side of a pair: its passage's id and text hash, its feature values and, where the
+    extraction gave them (gray access), the model's answers they were computed from, each with
+    its sha256."""
+    features = {k: v for k, v in row.items() if k not in ("id", "set", ANSWERS)}
+    out = {"id": row["id"], "sha256": texts[(row["set"], row["id"])], "features": features,
+           "features_sha256": sha256(features)}
+    if row.get(ANSWERS) is not None:
+        out |= {"answers": row[ANSWERS], "answers_sha256": sha256(row[ANSWERS])}
+    return out
 
 
 def _placebo(result: "AuditResult", texts: dict) -> dict:

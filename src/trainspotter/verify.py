@@ -1,7 +1,8 @@
 """Check a sealed audit record (``trainspotter.record``) offline, without the model: every
-text against its sha256, the pair order against the seed, the blind check replayed from the
-texts, the model's e-process replayed pair by pair from the recorded features, the result
-and verdict against the replay, the hash chain, the section digests, the signature.
+text against its sha256, the pair order against the seed, every feature computed again from
+the model's answers the record holds (``trainspotter.recompute``), the blind check replayed
+from the texts, the model's e-process replayed pair by pair from the recorded features, the
+result and verdict against the replay, the hash chain, the section digests, the signature.
 
 Replayed floats match bit-for-bit on the platform that made the record; across machines
 (another BLAS, another CPU) they are accepted within ``TOLERANCE`` (|a − b| ≤ 1e-9 ·
@@ -13,17 +14,17 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.record import (FORMAT, GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION, batch_digest,
-                                 file_sha256, public_hex, record_digest, sha256, state_sha256, text_sha256)
+from trainspotter.recompute import TOLERANCE, check_recomputed, close
+from trainspotter.record import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
+                                 batch_digest, file_sha256, public_hex, record_digest, sha256, state_sha256,
+                                 text_sha256)
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
-TOLERANCE = 1e-9
 SIDES = ("suspect", "heldout")
 
 
@@ -70,20 +71,16 @@ def load_record(path: str | Path) -> dict:
                          f"truncated, or not an audit record") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
-    if record.get("version") != VERSION:
-        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads {VERSION}")
+    if record.get("version") not in READABLE:
+        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads "
+                         f"{', '.join(map(str, READABLE))} (writes {VERSION})")
     missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
     if missing:
         raise InputError(f"{path}: the record has no {', '.join(missing)}")
     return record
 
 
-def _close(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(v, (int, float)) for v in (a, b)):
-        return a == b
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b or abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+_close = close  # (the replays compare floats as the recomputation does)
 
 
 def _pairs(record: dict) -> list[dict]:
@@ -148,13 +145,10 @@ def _check_pair_order(record: dict, config) -> Check:
     return Check("pair order", True, f"{len(pairs)} pairs are the ones seed {config.seed} draws")
 
 
-def _check_features(record: dict) -> Check:
-    for pair in _pairs(record):
-        for s in SIDES:
-            if sha256(pair[s]["features"]) != pair[s]["features_sha256"]:
-                return Check("features", False, f"pair {pair['t']}, {s} {pair[s]['id']!r}: its feature values do "
-                                                f"not match their sha256")
-    return Check("features", True, f"the feature values of {len(_pairs(record))} pairs match their sha256")
+def _check_features(record: dict, config) -> Check:
+    """Every feature value against its sha256 and, where the record holds the model's answers,
+    computed again from them (``trainspotter.recompute``)."""
+    return Check("features", *check_recomputed(record, config))
 
 
 def _replay_blind(record: dict, config):
@@ -354,7 +348,7 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
         config = None
     auditor = None
     if config is not None:
-        checks += [_check_pair_order(record, config), _check_features(record)]
+        checks += [_check_pair_order(record, config), _check_features(record, config)]
         blind, blind_check = _replay_blind(record, config)
         auditor, model_check = _replay_model(record, config)
         checks += [blind_check, model_check]

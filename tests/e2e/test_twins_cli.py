@@ -44,8 +44,10 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
     out = run("verify", str(record), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
-    twins = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["twins"]
-    assert twins["ok"] and "commitment opens" in twins["detail"]  # the draw predates the audit
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # the draw predates the audit
+    # the changed-position features too were computed again from the recorded answers (twin token ids included)
+    assert "twin_ids" in pairs[0]["suspect"]["answers"] and "matches bit-for-bit" in checks["features"]["detail"]
     manifest = folder / "manifest.json"
     manifest.write_text(manifest.read_text() + "\n")  # any change to the committed manifest
     out = run("verify", str(record), "--json")

@@ -1,6 +1,6 @@
 """`trainspotter verify` as a user runs it, on records of real audits of the `mini` testbed:
-a gray audit's signed record verifies (with its placebo check; its model still answers alike), each kind of
-change fails naming it with exit 1, an unreadable record is one error line with exit 2, and a
+a gray audit's signed record verifies (with its placebo check; every feature recomputed from the recorded
+answers; its model still answers alike), each kind of change fails naming it with exit 1, an unreadable record is one error line with exit 2, and a
 recurring audit's two runs verify as one chain."""
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def test_a_gray_audit_record_verifies_and_its_model_answers_alike(gray):
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert all(c["ok"] for c in checks.values())
     assert "bit-for-bit" in checks["model test"]["detail"] and "given public key" in checks["signature"]["detail"]
+    # every feature computed again, offline, from the model's answers in the record (the placebo model's too)
+    assert "recomputed from the model's recorded answers matches bit-for-bit" in checks["features"]["detail"]
+    assert record["version"] == 2 and all("answers" in p[s] for b in record["batches"] for p in b["pairs"]
+                                          for s in ("suspect", "heldout"))
     assert result["verdict"] == "trained on" and "placebo model's features" in checks["placebo check"]["detail"]
     assert "weight files' sha256 are unchanged" in checks["requery"]["detail"]
     # the HTML report (and the run's record.json) carry the digest and the command that checks it
@@ -73,8 +77,23 @@ def _first_pair(record):
     return record["batches"][0]["pairs"][1]
 
 
+def _change_answer(record):
+    """One of the target's log-probs of pair 2's suspect passage, a little higher."""
+    import numpy as np
+
+    from trainspotter.features.answers import decode, encode
+
+    answers = _first_pair(record)["suspect"]["answers"]
+    t = decode(answers)[0]
+    t.logprobs[5] += 0.1
+    answers["target"]["logprobs"] = encode(t, {}, [])["target"]["logprobs"]
+    assert np.isfinite(t.logprobs).all()
+
+
 CHANGES = {
-    "feature": (lambda r: _first_pair(r)["suspect"]["features"].update(gray_ppl=1.5), "pair 2, suspect"),
+    "feature": (lambda r: _first_pair(r)["suspect"]["features"].update(gray_ppl=1.5),
+                ("pair 2, suspect", "feature gray_ppl changed after sealing")),
+    "answer": (_change_answer, ("pair 2, suspect", "answer changed after sealing")),
     "passage": (lambda r: r["passages"]["suspect"][0].update(text="another text"), "passage suspect"),
     "seed": (lambda r: r["config"].update(seed=5), "seed 5"),
     "verdict": (lambda r: r["result"].update(verdict="inconclusive" if r["result"]["verdict"] != "inconclusive"
@@ -93,7 +112,7 @@ def test_a_changed_record_does_not_verify_and_says_what(gray, tmp_path, kind):
     out = run("verify", path, "--json")
     assert out.returncode == 1, out.stderr[-2000:]
     failure = json.loads(out.stdout)["first_failure"]
-    assert words in failure["detail"], failure
+    assert all(w in failure["detail"] for w in ([words] if isinstance(words, str) else words)), failure
     plain = run("verify", path)
     assert plain.returncode == 1 and "does not verify: " + failure["detail"] in " ".join(plain.stdout.split())
 

@@ -116,10 +116,10 @@ def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_
 
     real = audit_module.extract_batch
 
-    def flaky(passages, model, reference, access, features, chunk=0):
+    def flaky(passages, model, reference, access, features, chunk=0, answers=False):
         if chunk == 2:
             raise RuntimeError("model server went away")
-        return real(passages, model, reference, access, features, chunk=chunk)
+        return real(passages, model, reference, access, features, chunk=chunk, answers=answers)
 
     monkeypatch.setattr(audit_module, "extract_batch", flaky)
     config = audit_module.AuditConfig(

@@ -148,6 +148,15 @@ def test_dtype_is_in_the_extract_key_device_and_batch_size_are_not(tmp_path):
     assert _extract_key(tmp_path, f"hf:{model}?dtype=float16") != _extract_key(tmp_path, f"hf:{model}?dtype=bfloat16")
 
 
+def test_rows_with_the_models_answers_have_their_own_extract_key(tmp_path):
+    """An audit's chunks carry the answers (for its sealed record), the extract verb's do not:
+    a chunk cached without them must not be served where they are needed."""
+    params = {"model": f"hf:{_model(tmp_path)}", "reference": None, "access": "gray", "features": FeatureConfig(),
+              "passages": [{"id": "a", "text": "some text"}]}
+    assert chunk_cache_key(None, params) == chunk_cache_key(None, params | {"answers": False})
+    assert chunk_cache_key(None, params | {"answers": True}) != chunk_cache_key(None, params)
+
+
 def test_code_digest_reads_module_files_once_per_process(tmp_path, monkeypatch):
     pkg = tmp_path / "digest_pkg"
     pkg.mkdir()

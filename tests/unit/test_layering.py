@@ -41,7 +41,7 @@ LAYERS = [
     ("features", {"features"}),
     ("stats", {"stats"}),
     ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "rewrite", "ledger", "record",
-               "verify", "requery", "report"}),
+               "recompute", "verify", "requery", "report"}),
     ("evaluation", {"evaluation"}),
 ]
 

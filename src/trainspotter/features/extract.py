@@ -29,6 +29,7 @@ import pandas as pd
 
 from trainspotter.backends.base import Backend, TokenScores, per_prefix
 from trainspotter.errors import InputError
+from trainspotter.features.answers import ANSWERS, aligned, encode, gray_rows, require_logprobs
 from trainspotter.features.ez import error_zone
 from trainspotter.features.catalog import catalog
 from trainspotter.features.features import (FeatureConfig, check_references, match_rate, prediction_row, suffix_length,
@@ -36,7 +37,6 @@ from trainspotter.features.features import (FeatureConfig, check_references, mat
 from trainspotter.features.perturb import perturb
 from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
                                                estimate_logprobs, petal_fit, token_table)
-from trainspotter.features.twin_positions import twin_rows
 
 Access = Literal["gray", "black", "both"]
 
@@ -50,43 +50,6 @@ class _Context:
             config.embedding_cache or default_token_table_path())
         self.t_strings = TokenStrings(target.tokenizer)
         self.r_strings = [TokenStrings(r.tokenizer) for r in references]
-
-
-def _aligned(a: TokenScores, b: TokenScores) -> bool:
-    return a.token_ids.shape == b.token_ids.shape and bool(np.array_equal(a.token_ids, b.token_ids))
-
-
-def _require_logprobs(scores: list[TokenScores], who: str) -> None:
-    missing = sum(int((~np.isfinite(s.logprobs)).sum()) for s in scores)
-    total = sum(s.logprobs.size for s in scores)
-    if not missing:
-        return
-    if missing == total:
-        raise InputError(f"the {who} model returns no log-probabilities (label-only): "
-                         "gray-box features need them; use --access black")
-    raise InputError(f"the {who} model returned no log-probability at {missing} of {total} positions "
-                     "(see its API mode): gray-box features need all of them; use --access black")
-
-
-def _gray_rows(texts, t_orig, t_pert, r_orig, config) -> list[dict]:
-    """``r_orig[k][i]``: reference k's scores of passage i (k = 0 is the first reference)."""
-    _require_logprobs(t_orig + [s for v in t_pert.values() for s in v], "target")
-    for k, scores in enumerate(r_orig):
-        _require_logprobs(scores, "reference" if len(r_orig) == 1 else f"reference {k + 1}")
-    rows = []
-    for i, (text, t) in enumerate(zip(texts, t_orig)):
-        r = r_orig[0][i] if r_orig else None
-        ez = None
-        if r is not None:
-            ez = (error_zone(t.logprobs, r.logprobs, t.argmax, t.token_ids, cap=config.ez_cap)
-                  if _aligned(t, r) else np.nan)
-        rows.append(token_level_row(
-            "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
-            reference_logprobs=r.logprobs if r is not None else None,
-            references_logprobs=[scores[i].logprobs for scores in r_orig],
-            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez)
-            | (prediction_row(t, config) if config.metric_criteria else {}))
-    return rows
 
 
 def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[dict]:
@@ -111,7 +74,7 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
         if config.estimator == "petal":
             if r is None:
                 raise InputError("the petal estimator needs a reference model (the PETAL surrogate)")
-            _require_logprobs([r], "reference (PETAL surrogate)")
+            require_logprobs([r], "reference (PETAL surrogate)")
             fit = petal_fit(r_sim, r.logprobs)
         est = lambda s: estimate_logprobs(s, config.estimator, config.sigmoid_scale, fit)  # noqa: E731
         lp = est(sim(t_pairs[i]))
@@ -120,7 +83,7 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
         ez = None
         if r is not None:
             ez = (error_zone(lp, ref_lp, t.argmax, t.token_ids, cap=config.ez_cap)
-                  if _aligned(t, r) else np.nan)
+                  if aligned(t, r) else np.nan)
         row = token_level_row(
             "black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
             perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez)
@@ -172,7 +135,7 @@ def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: F
     return rows
 
 
-def _batch(passages, target, references, access, config, ctx) -> list[dict]:
+def _batch(passages, target, references, access, config, ctx, answers: bool) -> list[dict]:
     texts = [p["text"] for p in passages]
     n, kinds = len(texts), config.kinds
     variants = [perturb(x, k, config.seed) for k in kinds for x in texts]
@@ -187,9 +150,15 @@ def _batch(passages, target, references, access, config, ctx) -> list[dict]:
             for j, p in enumerate(passages)]
     parts = []
     if access in ("gray", "both"):
-        parts.append(_gray_rows(texts, t_orig, t_pert, r_orig, config))
-        if config.twin_positions:  # a twins audit: passages carry their twin's text (``Twins.sides``)
-            parts.append(twin_rows(passages, target, t_orig, r_orig))
+        # a twins audit: passages carry their twin's text (``Twins.sides``); its token ids are the
+        # target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are
+        twin_ids = [target.encode(p["twin"])[1:] if isinstance(p.get("twin"), str) else None
+                    for p in passages] if config.twin_positions else None
+        parts.append(gray_rows(texts, t_orig, t_pert, r_orig, config, twin_ids))
+        if answers:  # what the rows were computed from (features.answers), for the sealed record
+            parts.append([{ANSWERS: encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
+                                           None if twin_ids is None else twin_ids[i])}
+                          for i, t in enumerate(t_orig)])
     if access in ("black", "both"):
         parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
         if config.sequence:
@@ -219,12 +188,14 @@ def as_references(reference: Backend | Sequence[Backend] | None) -> list[Backend
 
 def extract(passages: list[dict], target: Backend, reference: Backend | Sequence[Backend] | None = None,
             access: Access = "gray", config: FeatureConfig | None = None,
-            progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+            progress: Callable[[int, int], None] | None = None, answers: bool = False) -> pd.DataFrame:
     """One row per passage: ``id``, ``set`` (if the passages carry one) and every feature
     column of ``catalog(config, access)`` that the given models allow (reference
     features need ``reference``: one backend, or a list of K for the ``*_refs_*``
     features). Batched by ``config.batch_size``; model calls per batch as in the module
-    docstring. ``progress(done, total)`` after each batch."""
+    docstring. ``progress(done, total)`` after each batch. ``answers``: with gray access, also
+    the column ``ANSWERS``, each row's model answers (``features.answers``: what the row was
+    computed from, so a sealed record lets ``verify`` compute it again)."""
     config = config or FeatureConfig()
     references = as_references(reference)
     if access not in ("gray", "black", "both"):
@@ -240,13 +211,14 @@ def extract(passages: list[dict], target: Backend, reference: Backend | Sequence
     ctx = _Context(target, references, access, config)
     rows: list[dict] = []
     for start in range(0, len(passages), config.batch_size):
-        rows += _batch(passages[start:start + config.batch_size], target, references, access, config, ctx)
+        rows += _batch(passages[start:start + config.batch_size], target, references, access, config, ctx, answers)
         if progress is not None:
             progress(len(rows), len(passages))
     if ctx.embeddings is not None:
         ctx.embeddings.save()
     head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
-    return pd.DataFrame(rows, columns=head + feature_columns(config, access, len(references)))
+    tail = [ANSWERS] if answers and access != "black" else []
+    return pd.DataFrame(rows, columns=head + feature_columns(config, access, len(references)) + tail)
 
 
 class CountingBackend:

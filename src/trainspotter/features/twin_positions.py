@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["COLUMNS", "changed_mask", "twin_rows", "twin_specs"]
+__all__ = ["COLUMNS", "changed_mask", "twin_row", "twin_specs"]
 
 COLUMNS = ("gray_twin_lp", "gray_twin_ref_diff")
 
@@ -69,19 +69,6 @@ def twin_row(token_ids, logprobs, twin_ids, reference_ids=None, reference_logpro
         row["gray_twin_ref_diff"] = (_mean_at(np.asarray(logprobs) - np.asarray(reference_logprobs), mask)
                                      if aligned else float("nan"))
     return row
-
-
-def twin_rows(passages: list[dict], target, t_orig, r_orig) -> list[dict]:
-    """Rows of a batch: ``passages[i].get("twin")`` is passage i's twin text; its token ids are
-    the target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are."""
-    rows = []
-    for i, (p, t) in enumerate(zip(passages, t_orig)):
-        twin = p.get("twin")
-        twin_ids = target.encode(twin)[1:] if isinstance(twin, str) else None
-        r = r_orig[0][i] if r_orig else None
-        rows.append(twin_row(t.token_ids, t.logprobs, twin_ids, None if r is None else r.token_ids,
-                             None if r is None else r.logprobs))
-    return rows
 
 
 def twin_specs(spec_type, target: tuple, target_reference: tuple) -> list:

@@ -1,0 +1,147 @@
+"""The model's answers a gray-box feature row is computed from, and the row computed from them:
+one function, ``gray_rows``, for extraction and for ``trainspotter verify`` (issue 39: a sealed
+record holds every pair's features *and* the answers they came from, and verify recomputes
+every feature offline, without the model).
+
+Answers of one passage (``encode``; ``extract(..., answers=True)`` puts them under the row's
+``ANSWERS`` key), JSON:
+
+- ``target``: the target's ``TokenScores`` of the passage, the fields the row reads:
+  ``token_ids`` and ``argmax`` (lists of int), ``logprobs``, ``mu``, ``sigma2`` and, when the
+  backend gave them (TDDBench's metric criteria), ``max_logprob``, ``mentr``, ``top_logprobs``,
+  ``projection``;
+- ``perturbed``: per perturbation kind, the target's ``logprobs`` of the perturbed passage;
+- ``references``: per reference model, its ``logprobs`` and its ``token_ids`` (left out when
+  equal to the target's: one tokenizer);
+- ``twin_ids``: in a twins audit, the twin's token ids under the target's tokenizer.
+
+A float array is the base64 of its little-endian float64 bytes (``{"shape": [n, k], "f8": …}``
+for a 2-D one), so the values read back are the very doubles the backend returned and the
+row computed again from them is the same bit for bit with the same numpy (``verify`` accepts
+``verify.TOLERANCE`` where another platform's reductions may round differently).
+Black-box rows (greedy tokens through a local embedding table, generated continuations) are
+not covered: their answers are not recorded.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+import numpy as np
+
+from trainspotter.backends.base import TokenScores
+from trainspotter.errors import InputError
+from trainspotter.features.ez import error_zone
+from trainspotter.features.features import FeatureConfig, prediction_row, token_level_row
+from trainspotter.features.twin_positions import twin_row
+
+__all__ = ["ANSWERS", "aligned", "decode", "encode", "gray_rows", "recompute", "require_logprobs"]
+
+ANSWERS = "answers"  # the key of a row's answers (not a feature column)
+_INTS = ("token_ids", "argmax")
+_FLOATS = ("logprobs", "mu", "sigma2", "max_logprob", "mentr", "top_logprobs", "projection")
+
+
+def aligned(a: TokenScores, b: TokenScores) -> bool:
+    return a.token_ids.shape == b.token_ids.shape and bool(np.array_equal(a.token_ids, b.token_ids))
+
+
+def require_logprobs(scores: list[TokenScores], who: str) -> None:
+    missing = sum(int((~np.isfinite(s.logprobs)).sum()) for s in scores)
+    total = sum(s.logprobs.size for s in scores)
+    if not missing:
+        return
+    if missing == total:
+        raise InputError(f"the {who} model returns no log-probabilities (label-only): "
+                         "gray-box features need them; use --access black")
+    raise InputError(f"the {who} model returned no log-probability at {missing} of {total} positions "
+                     "(see its API mode): gray-box features need all of them; use --access black")
+
+
+def gray_rows(texts: Sequence[str], t_orig: list[TokenScores], t_pert: dict[str, list[TokenScores]],
+              r_orig: list[list[TokenScores]], config: FeatureConfig,
+              twin_ids: Sequence[Sequence[int] | None] | None = None) -> list[dict]:
+    """The gray-box rows of a batch (BADI App. A.2; Min-K%++; EZ-MIA Eq. 1–4; TDDBench's metric
+    criteria; with ``config.twin_positions`` the changed-position columns of
+    ``features.twin_positions``). ``t_pert[kind][i]``: the target's scores of passage i's
+    perturbed variant; ``r_orig[k][i]``: reference k's scores of passage i (k = 0 is the first
+    reference); ``twin_ids[i]``: passage i's twin's token ids (None: no twin)."""
+    require_logprobs(t_orig + [s for v in t_pert.values() for s in v], "target")
+    for k, scores in enumerate(r_orig):
+        require_logprobs(scores, "reference" if len(r_orig) == 1 else f"reference {k + 1}")
+    rows = []
+    for i, (text, t) in enumerate(zip(texts, t_orig)):
+        r = r_orig[0][i] if r_orig else None
+        ez = None
+        if r is not None:
+            ez = (error_zone(t.logprobs, r.logprobs, t.argmax, t.token_ids, cap=config.ez_cap)
+                  if aligned(t, r) else np.nan)
+        row = token_level_row(
+            "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
+            reference_logprobs=r.logprobs if r is not None else None,
+            references_logprobs=[scores[i].logprobs for scores in r_orig],
+            perturbed_logprobs={k: v[i].logprobs for k, v in t_pert.items()}, ez=ez)
+        row |= prediction_row(t, config) if config.metric_criteria else {}
+        if config.twin_positions:  # a twins audit: the passage's twin's token ids
+            row |= twin_row(t.token_ids, t.logprobs, None if twin_ids is None else twin_ids[i],
+                            None if r is None else r.token_ids, None if r is None else r.logprobs)
+        rows.append(row)
+    return rows
+
+
+def _floats(a: np.ndarray):
+    data = base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode("ascii")
+    return data if np.ndim(a) == 1 else {"shape": list(np.shape(a)), "f8": data}
+
+
+def _array(v) -> np.ndarray:
+    data, shape = (v["f8"], v["shape"]) if isinstance(v, dict) else (v, None)
+    a = np.frombuffer(base64.b64decode(data.encode("ascii"), validate=True), dtype="<f8").astype(np.float64)
+    return a.reshape(shape) if shape is not None else a
+
+
+def _scores(s: TokenScores, fields: Sequence[str]) -> dict:
+    out = {}
+    for name in fields:
+        value = getattr(s, name)
+        if value is not None:
+            out[name] = [int(x) for x in value] if name in _INTS else _floats(value)
+    return out
+
+
+def encode(t: TokenScores, pert: dict[str, TokenScores], refs: list[TokenScores],
+           twin_ids: Sequence[int] | None = None) -> dict:
+    """One passage's answers (module docstring): what ``gray_rows`` reads of them, no more."""
+    out = {"target": _scores(t, _INTS + _FLOATS),
+           "perturbed": {k: _scores(v, ("logprobs",)) for k, v in pert.items()},
+           "references": [_scores(r, ("logprobs",) if aligned(t, r) else ("token_ids", "logprobs")) for r in refs]}
+    if twin_ids is not None:
+        out["twin_ids"] = [int(x) for x in twin_ids]
+    return out
+
+
+def _token_scores(d: dict, token_ids=None) -> TokenScores:
+    ids = np.asarray(d["token_ids"] if "token_ids" in d else token_ids, dtype=np.int64)
+    logprobs = _array(d["logprobs"])
+    nan = np.full(ids.shape, np.nan)
+    return TokenScores(token_ids=ids, logprobs=logprobs,
+                       argmax=np.asarray(d["argmax"], dtype=np.int64) if "argmax" in d else np.full(ids.shape, -1),
+                       mu=_array(d["mu"]) if "mu" in d else nan, sigma2=_array(d["sigma2"]) if "sigma2" in d else nan,
+                       **{k: _array(d[k]) for k in ("max_logprob", "mentr", "top_logprobs", "projection") if k in d})
+
+
+def decode(answers: dict) -> tuple[TokenScores, dict[str, TokenScores], list[TokenScores], list[int] | None]:
+    """``encode``'s inverse: the target's scores, the perturbed ones, the references', the twin's ids.
+    ValueError (or KeyError, TypeError) on answers that are not ``encode``'s."""
+    t = _token_scores(answers["target"])
+    pert = {k: _token_scores(v, t.token_ids) for k, v in answers["perturbed"].items()}
+    refs = [_token_scores(r, t.token_ids) for r in answers["references"]]
+    return t, pert, refs, answers.get("twin_ids")
+
+
+def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, float]:
+    """The gray-box row of one passage from its recorded answers: ``gray_rows`` on ``decode``d
+    answers, the same call extraction makes."""
+    t, pert, refs, twin_ids = decode(answers)
+    return gray_rows([text], [t], {k: [v] for k, v in pert.items()}, [[r] for r in refs], config, [twin_ids])[0]
