@@ -40,7 +40,9 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert result["verdict"] == "no evidence" and result["pairs_available"] == made["passages"]
     assert result["guard"] is None and not result["blind"]["fired"]
     assert "gray_twin_lp" in result["features"]  # --features twins reads the changed positions
-    pairs = [p for b in json.loads(record.read_text())["batches"] for p in b["pairs"]]
+    sealed = json.loads(record.read_text())
+    assert (sealed["config"]["preset"], sealed["config"]["test"]["scorer"]) == ("twins", "fixed")  # the twins default
+    pairs = [p for b in sealed["batches"] for p in b["pairs"]]
     assert all(p["heldout"]["id"].startswith(p["suspect"]["id"] + "#") for p in pairs)  # paired by passage
     out = run("verify", str(record), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
