@@ -20,15 +20,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from prefect import flow
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter import __version__
-from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, scenario_trials, shift_pools, suite_tests
+from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, guard_of, scenario_trials, shift_pools, suite_tests
 from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
 from trainspotter.flows.shift import _difficulty, _features, _split
 from trainspotter.flows.tracking import git_commit
 from trainspotter.matching import Encoded, match_pairs
+from trainspotter.stats.blind import TextRows
 
 
 def _timings(table, pool_a, pool_b, sizes=(20, 80, 320, 0)) -> dict[str, float]:
@@ -62,7 +64,7 @@ def render(summary: dict, alpha: float) -> str:
     sections = (("null", "## Null shifts: neither model saw either set (every \"trained on\" is false)"),
                 ("alternative", "## Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
                 ("iid", "## IID splits (members: H1; non-members: H0)"))
-    audits = list(AUDITS)
+    audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
     for part, title in sections:
         rows = [s for s in summary["scenarios"] if s["part"] == part]
         if not rows:
@@ -98,12 +100,22 @@ def run(args) -> dict:
     start = time.time()
     config = ShiftConfig(testbed=args.testbed, trials=args.trials, seed=args.seed)
     test = config.test()
-    difficulty = _difficulty(config.testbed)
-    pools = shift_pools(config.testbed, config.seed, None, difficulty=difficulty)
-    iid = {s: _split(config.testbed, s) for s in ("member", "nonmember", "heldout")}
+    cached = Path(args.table) if args.table else None
+    if cached and cached.exists():  # this script's own earlier setup (pools, features), same testbed and seed
+        pools, iid, table = pd.read_pickle(cached)
+    else:
+        difficulty = _difficulty(config.testbed)
+        pools = shift_pools(config.testbed, config.seed, None, difficulty=difficulty)
+        iid = {s: _split(config.testbed, s) for s in ("member", "nonmember", "heldout")}
+        every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
+        table = _features(every, config.testbed)  # the suite's own extraction, cached
+        if cached:
+            pd.to_pickle((pools, iid, table), cached)
     every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
-    table = _features(every, config.testbed)  # the suite's own extraction, cached
-    tests = suite_tests(list(table.columns), test)
+    # only the audits asked for and the placebo checks that guard them: the other tests' streams
+    # would cost as much again and change nothing of these audits' rows
+    keep = set(args.audits) | {guard_of(a) for a in args.audits}
+    tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
     rows = lambda ps: table.loc[[p["id"] for p in ps]]  # noqa: E731
     timing = _timings(table, pools["source"][1], pools["source"][3])
     print("match_pairs seconds per call:", timing, flush=True)
@@ -123,6 +135,14 @@ def run(args) -> dict:
     texts = {p["id"]: p["text"] for p in every}
     at = {pid: k for k, pid in enumerate(texts)}
     everything = Encoded(list(texts.values()))  # each text once; a scenario takes its rows
+    blind_rows = {}  # a pool's blind inputs (TextRows), built once: pools recur across scenarios
+
+    def text_rows(ps):
+        key = tuple(p["id"] for p in ps)
+        if key not in blind_rows:
+            blind_rows[key] = TextRows([p["text"] for p in ps])
+        return blind_rows[key]
+
     per_size = {int(k): int(v) for k, v in (x.split(":") for x in args.size_trials)}
     results = []
     for n in args.sizes:
@@ -133,8 +153,9 @@ def run(args) -> dict:
             t0 = time.time()
             S, H = rows(s), rows(h)
             encoded = everything.rows([at[p["id"]] for p in s + h])
-            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded)
-            default = scenario_trials(S, H, tests, test, trials, n or None, config.seed)
+            both = text_rows(s), text_rows(h)
+            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded, both)
+            default = scenario_trials(S, H, tests, test, trials, n or None, config.seed, text_rows=both)
             summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
             results.append({"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n,
                             "pool_sizes": [len(s), len(h)], "seconds": round(time.time() - t0, 1), **summary})
@@ -144,7 +165,7 @@ def run(args) -> dict:
                   f"{summary['blind']['rate']:.3f}, trained on default {g['default']['rate']:.3f} matched "
                   f"{g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
             header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
-                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds}, separators=(',', ':'))}"
+                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits}, separators=(',', ':'))}"
                       f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on "
                       f"{os.cpu_count()} CPUs shared (1 thread, nice 10) · match_pairs s/call (texts encoded in "
                       f"the call) at n per side: {timing}")
@@ -180,5 +201,10 @@ if __name__ == "__main__":
     ap.add_argument("--size-trials", nargs="*", default=[], help="SIZE:TRIALS overrides, e.g. 80:100 0:10")
     ap.add_argument("--kinds", nargs="+", default=["length", "topic", "period", "source", "position", "difficulty"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--audits", nargs="+", default=list(AUDITS), choices=list(AUDITS),
+                    help="audits to run (the CLI's --shift-check match allows gray only: gray + reference)")
+    ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
-    print(run(ap.parse_args()))
+    args = ap.parse_args()
+    # with the pools and features already pickled (--table) no task runs: skip Prefect's server
+    print((run.fn if args.table and Path(args.table).exists() else run)(args))
