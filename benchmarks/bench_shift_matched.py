@@ -83,7 +83,7 @@ def render(summary: dict, alpha: float) -> str:
                 cells.append("— | — | —" if t is None else
                              f"{t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f}")
             lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
-                         f"| {s['trials']} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
+                         f"| {s['trials']}{' (' + s['run'] + ')' if s.get('run') else ''} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
                          f"| {s['blind_before']['rate']:.3f} | {s['blind']['rate']:.3f} | {placebo} | "
                          + " | ".join(cells) + " |")
         lines.append("")
@@ -177,20 +177,81 @@ def run(args) -> dict:
 
 def merge(paths: list[str], out: str, note: str) -> None:
     """One table from several runs' JSON (e.g. the small sizes and the whole pools run side by
-    side): their scenarios, sizes in order, and each run's header."""
-    runs = [json.loads(Path(p).read_text()) for p in paths]
-    scenarios = sorted((s for r in runs for s in r["scenarios"]), key=lambda s: s["size"] or 10**9)
-    header = " ".join(f"Run {k + 1}: {r['header']}." for k, r in enumerate(runs)) + (f" {note}" if note else "")
-    summary = {"header": header, "scenarios": scenarios, "match_seconds": runs[0]["match_seconds"]}
+    side): their scenarios, sizes in order, and each run's header. A path may be given as
+    ``LABEL=PATH`` (e.g. ``run 3=...``): its rows are labelled so (rows labelled already keep
+    theirs). A row of a later path replaces the row of an earlier one for the same scenario and
+    size (a rerun with more trials), so the table keeps earlier rows only where not re-run."""
+    labelled = [p.split("=", 1) if "=" in p else (None, p) for p in paths]
+    runs = [(label, json.loads(Path(p).read_text())) for label, p in labelled]
+    rows = {}
+    for label, r in runs:
+        for s in r["scenarios"]:
+            rows[(s["part"], s["kind"], s["suspect"], s["heldout"], s["size"])] = {**s, **({"run": label} if label and "run" not in s else {})}
+    scenarios = sorted(rows.values(), key=lambda s: s["size"] or 10**9)
+    header = " ".join((f"{label[:1].upper() + label[1:]}: " if label else "") + r["header"].rstrip(".") + "."
+                      for label, r in runs) + (f" {note}" if note else "")
+    summary = {"header": header, "scenarios": scenarios, "match_seconds": runs[-1][1]["match_seconds"]}
     Path(out, "shift-matched.json").write_text(json.dumps(summary, indent=1))
     Path(out, "shift-matched.md").write_text(render(summary, 0.05))
+
+
+START, END = "<!-- shift-matched: start -->", "<!-- shift-matched: end -->"
+
+
+def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> str:
+    """shift.md's section on the matched audit (the one form the CLI allows, gray + reference):
+    every row of shift-matched.json (one per scenario and size: the latest run's), and the
+    IID cost: the share of the default audit's true "trained on" the matched audit loses."""
+    lines = [START, "## The matched audit (`--shift-check match`, gray + reference): both sides", "",
+             "From `benchmarks/results/shift-matched/shift-matched.md` (made by `benchmarks/bench_shift_matched.py`; "
+             "its header has each run's config and commit): per trial, the draw above, then text-only propensity "
+             "matching (cross-fitted, caliper 0.2 SD of its logit) and, on the matched pairs only, the blind check, "
+             "the placebo check and the test. *default*: \"trained on\" of the audit without matching on the same "
+             "draws; *matched*: with one-sided binomial p of rate ≤ α (α = 0.05; **bold**: p < 0.05); *inconclusive*: "
+             "share of trials with no verdict (any guard, or too few matched pairs: *overlap*); *pairs*: mean pairs to "
+             "decision, censored at the matched pairs.", ""]
+    sections = (("null", "Null shifts (neither model saw either set; every \"trained on\" is false)"),
+                ("alternative", "Alternatives (members of one kind vs unseen text of another; \"trained on\" is right)"),
+                ("iid", "IID splits (members: H1, non-members: H0)"))
+    for part, title in sections:
+        rows = [s for s in summary["scenarios"] if s["part"] == part and audit in s["tests"]]
+        if not rows:
+            continue
+        rows.sort(key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
+        lines += [f"**{title}**", "", "| scenario | suspect | held-out | n | trials | matched | overlap | inconclusive "
+                  "| default | matched | pairs |", "|---" * 11 + "|"]
+        for s in rows:
+            t = s["tests"][audit]
+            lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
+                         f"| {s['trials']} | {s['matched_mean']:.1f} | {t['overlap']:.3f} | {t['inconclusive']:.3f} "
+                         f"| {t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f} |")
+        lines.append("")
+    iid = sorted((s for s in summary["scenarios"] if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"]),
+                 key=lambda s: s["size"] or 10**9)
+    if iid:
+        lines += ["IID cost: share of the default audit's true \"trained on\" (members) that the matched audit "
+                  "does not give on the same draws: " + "; ".join(f"n {s['pairs']}: {s['tests'][audit]['lost']:.3f} "
+                  f"({s['trials']} trials)" for s in iid) + ".", ""]
+    return "\n".join(lines + [END]) + "\n"
+
+
+def write_shift_md(shift_md: str, matched_json: str) -> None:
+    """Put (or replace) the matched audit's section at the end of shift.md."""
+    path, summary = Path(shift_md), json.loads(Path(matched_json).read_text())
+    text = path.read_text()
+    if START in text:
+        text = text[:text.index(START)] + text[text.index(END) + len(END) + 1:]
+    path.write_text(text.rstrip("\n") + "\n\n" + shift_section(summary))
 
 
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE RUN.json...
+    if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE [LABEL=]RUN.json...
         merge(sys.argv[4:], sys.argv[2], sys.argv[3])
+        sys.exit()
+    if sys.argv[1:2] == ["--shift-md"]:  # --shift-md SHIFT.md SHIFT-MATCHED.json
+        write_shift_md(sys.argv[2], sys.argv[3])
         sys.exit()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--testbed", default="tiny-pretrain")
