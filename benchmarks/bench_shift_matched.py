@@ -128,8 +128,8 @@ def run(args) -> dict:
             scenarios.append(("alternative", kind, la, a, lb, b))
     scenarios += [("iid", "iid", "member", iid["member"], "heldout", iid["heldout"]),
                   ("iid", "iid", "nonmember", iid["nonmember"], "heldout", iid["heldout"])]
+    scenarios = [sc for sc in scenarios if sc[0] in args.parts]  # (a part not asked for has no index)
     scenarios.sort(key=lambda sc: args.parts.index(sc[0]))
-    scenarios = [sc for sc in scenarios if sc[0] in args.parts]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     texts = {p["id"]: p["text"] for p in every}
