@@ -117,7 +117,7 @@ def run(args) -> dict:
     keep = set(args.audits) | {guard_of(a) for a in args.audits}
     tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
     rows = lambda ps: table.loc[[p["id"] for p in ps]]  # noqa: E731
-    timing = _timings(table, pools["source"][1], pools["source"][3])
+    timing = _timings(table, pools["source"][1], pools["source"][3], args.timing_sizes)
     print("match_pairs seconds per call:", timing, flush=True)
     scenarios = []
     for kind, (la, a, lb, b) in pools.items():
@@ -129,7 +129,8 @@ def run(args) -> dict:
     scenarios += [("iid", "iid", "member", iid["member"], "heldout", iid["heldout"]),
                   ("iid", "iid", "nonmember", iid["nonmember"], "heldout", iid["heldout"])]
     scenarios = [sc for sc in scenarios if sc[0] in args.parts]  # (a part not asked for has no index)
-    scenarios.sort(key=lambda sc: args.parts.index(sc[0]))
+    order = {k: i for i, k in enumerate(args.kinds)}  # parts, then kinds, in the order asked (iid last)
+    scenarios.sort(key=lambda sc: (args.parts.index(sc[0]), order.get(sc[1].split("-")[0], len(order))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     texts = {p["id"]: p["text"] for p in every}
@@ -264,6 +265,8 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--audits", nargs="+", default=list(AUDITS), choices=list(AUDITS),
                     help="audits to run (the CLI's --shift-check match allows gray only: gray + reference)")
+    ap.add_argument("--timing-sizes", type=int, nargs="*", default=[20, 80, 320, 0],
+                    help="n per side of the match_pairs timings in the header (none: skip them)")
     ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
     args = ap.parse_args()
