@@ -91,7 +91,8 @@ def render(summary: dict, alpha: float) -> str:
     if iid:
         lines += ["IID cost (default audit): share of the default audit's true \"trained on\" (members) that "
                   "the matched audit does not give on the same draws: "
-                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f}" for s in iid) + ".", ""]
+                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f} ({s['trials']} trials"
+                             f"{', ' + s['run'] if s.get('run') else ''})" for s in iid) + ".", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -180,14 +181,16 @@ def merge(paths: list[str], out: str, note: str) -> None:
     """One table from several runs' JSON (e.g. the small sizes and the whole pools run side by
     side): their scenarios, sizes in order, and each run's header. A path may be given as
     ``LABEL=PATH`` (e.g. ``run 3=...``): its rows are labelled so (rows labelled already keep
-    theirs). A row of a later path replaces the row of an earlier one for the same scenario and
-    size (a rerun with more trials), so the table keeps earlier rows only where not re-run."""
+    theirs). A row of a later path replaces the row of an earlier one for the same scenario,
+    size and audits (a rerun with more trials), so the table keeps earlier rows where not re-run
+    (e.g. the other audits' rows when a rerun ran only ``--audits gray``)."""
     labelled = [p.split("=", 1) if "=" in p else (None, p) for p in paths]
     runs = [(label, json.loads(Path(p).read_text())) for label, p in labelled]
     rows = {}
     for label, r in runs:
         for s in r["scenarios"]:
-            rows[(s["part"], s["kind"], s["suspect"], s["heldout"], s["size"])] = {**s, **({"run": label} if label and "run" not in s else {})}
+            key = (s["part"], s["kind"], s["suspect"], s["heldout"], s["size"], tuple(sorted(s["tests"])))
+            rows[key] = {**s, **({"run": label} if label and "run" not in s else {})}
     scenarios = sorted(rows.values(), key=lambda s: s["size"] or 10**9)
     header = " ".join((f"{label[:1].upper() + label[1:]}: " if label else "") + r["header"].rstrip(".") + "."
                       for label, r in runs) + (f" {note}" if note else "")
@@ -201,8 +204,7 @@ START, END = "<!-- shift-matched: start -->", "<!-- shift-matched: end -->"
 
 def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> str:
     """shift.md's section on the matched audit (the one form the CLI allows, gray + reference):
-    every row of shift-matched.json (one per scenario and size: the latest run's), and the
-    IID cost: the share of the default audit's true "trained on" the matched audit loses."""
+    per scenario and size, the row of shift-matched.json with the most trials, and the IID cost: the share of the default audit's true "trained on" the matched audit loses."""
     lines = [START, "## The matched audit (`--shift-check match`, gray + reference): both sides", "",
              "From `benchmarks/results/shift-matched/shift-matched.md` (made by `benchmarks/bench_shift_matched.py`; "
              "its header has each run's config and commit): per trial, the draw above, then text-only propensity "
@@ -215,7 +217,12 @@ def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> st
                 ("alternative", "Alternatives (members of one kind vs unseen text of another; \"trained on\" is right)"),
                 ("iid", "IID splits (members: H1, non-members: H0)"))
     for part, title in sections:
-        rows = [s for s in summary["scenarios"] if s["part"] == part and audit in s["tests"]]
+        best = {}  # per scenario and size, the row with the most trials
+        for s in summary["scenarios"]:
+            key = (s["kind"], s["suspect"], s["size"])
+            if s["part"] == part and audit in s["tests"] and s["trials"] > best.get(key, {"trials": 0})["trials"]:
+                best[key] = s
+        rows = list(best.values())
         if not rows:
             continue
         rows.sort(key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
@@ -227,8 +234,11 @@ def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> st
                          f"| {s['trials']} | {s['matched_mean']:.1f} | {t['overlap']:.3f} | {t['inconclusive']:.3f} "
                          f"| {t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f} |")
         lines.append("")
-    iid = sorted((s for s in summary["scenarios"] if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"]),
-                 key=lambda s: s["size"] or 10**9)
+    iid = {}
+    for s in summary["scenarios"]:
+        if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"] and s["trials"] > iid.get(s["size"], {"trials": 0})["trials"]:
+            iid[s["size"]] = s
+    iid = [iid[k] for k in sorted(iid, key=lambda n: n or 10**9)]
     if iid:
         lines += ["IID cost: share of the default audit's true \"trained on\" (members) that the matched audit "
                   "does not give on the same draws: " + "; ".join(f"n {s['pairs']}: {s['tests'][audit]['lost']:.3f} "
