@@ -9,6 +9,18 @@ Features come from the shift suite's cached extraction (flows/shift.py ``_featur
 Monte Carlo is trainspotter.evaluation.shift_matched. Sizes run outermost (every scenario at
 20, then 40, ...), and the tables are rewritten after every scenario, so a run stopped early
 leaves complete smaller sizes. Size 0: the whole pools (``--whole-trials`` trials).
+
+Runs 3-6 of shift-matched.md (gray + reference, the form the CLI allows), e.g. the whole pools'
+alternatives and IID splits, and the merge into the committed table:
+
+    ... bench_shift_matched.py --out OUT --sizes 0 --whole-trials 100 --audits gray --parts alternative iid \
+        --table artifacts/shift-table.pkl
+    ... bench_shift_matched.py --merge benchmarks/results/shift-matched NOTE OLD.json "run 3=RUN3.json" ...
+    ... bench_shift_matched.py --shift-md benchmarks/results/shift.md benchmarks/results/shift-matched/shift-matched.json
+
+Per trial the cost is ``match_pairs``: five cross-fitted logistic fits (about 75% of it; L-BFGS on
+~50,000 TF-IDF columns) and their designs, about 2-6 s at 1000-2000 passages a side on one
+shared core; the streams of all trials run as one batch.
 """
 
 from __future__ import annotations
