@@ -9,6 +9,18 @@ Features come from the shift suite's cached extraction (flows/shift.py ``_featur
 Monte Carlo is trainspotter.evaluation.shift_matched. Sizes run outermost (every scenario at
 20, then 40, ...), and the tables are rewritten after every scenario, so a run stopped early
 leaves complete smaller sizes. Size 0: the whole pools (``--whole-trials`` trials).
+
+Runs 3-6 of shift-matched.md (gray + reference, the form the CLI allows), e.g. the whole pools'
+alternatives and IID splits, and the merge into the committed table:
+
+    ... bench_shift_matched.py --out OUT --sizes 0 --whole-trials 100 --audits gray --parts alternative iid \
+        --table artifacts/shift-table.pkl
+    ... bench_shift_matched.py --merge benchmarks/results/shift-matched NOTE OLD.json "run 3=RUN3.json" ...
+    ... bench_shift_matched.py --shift-md benchmarks/results/shift.md benchmarks/results/shift-matched/shift-matched.json
+
+Per trial the cost is ``match_pairs``: five cross-fitted logistic fits (about 75% of it; L-BFGS on
+~50,000 TF-IDF columns) and their designs, about 2-6 s at 1000-2000 passages a side on one
+shared core; the streams of all trials run as one batch.
 """
 
 from __future__ import annotations
@@ -20,15 +32,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from prefect import flow
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter import __version__
-from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, scenario_trials, shift_pools, suite_tests
+from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, guard_of, scenario_trials, shift_pools, suite_tests
 from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
 from trainspotter.flows.shift import _difficulty, _features, _split
 from trainspotter.flows.tracking import git_commit
 from trainspotter.matching import Encoded, match_pairs
+from trainspotter.stats.blind import TextRows
 
 
 def _timings(table, pool_a, pool_b, sizes=(20, 80, 320, 0)) -> dict[str, float]:
@@ -62,7 +76,7 @@ def render(summary: dict, alpha: float) -> str:
     sections = (("null", "## Null shifts: neither model saw either set (every \"trained on\" is false)"),
                 ("alternative", "## Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
                 ("iid", "## IID splits (members: H1; non-members: H0)"))
-    audits = list(AUDITS)
+    audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
     for part, title in sections:
         rows = [s for s in summary["scenarios"] if s["part"] == part]
         if not rows:
@@ -81,7 +95,7 @@ def render(summary: dict, alpha: float) -> str:
                 cells.append("— | — | —" if t is None else
                              f"{t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f}")
             lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
-                         f"| {s['trials']} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
+                         f"| {s['trials']}{' (' + s['run'] + ')' if s.get('run') else ''} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
                          f"| {s['blind_before']['rate']:.3f} | {s['blind']['rate']:.3f} | {placebo} | "
                          + " | ".join(cells) + " |")
         lines.append("")
@@ -89,7 +103,8 @@ def render(summary: dict, alpha: float) -> str:
     if iid:
         lines += ["IID cost (default audit): share of the default audit's true \"trained on\" (members) that "
                   "the matched audit does not give on the same draws: "
-                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f}" for s in iid) + ".", ""]
+                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f} ({s['trials']} trials"
+                             f"{', ' + s['run'] if s.get('run') else ''})" for s in iid) + ".", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -98,14 +113,24 @@ def run(args) -> dict:
     start = time.time()
     config = ShiftConfig(testbed=args.testbed, trials=args.trials, seed=args.seed)
     test = config.test()
-    difficulty = _difficulty(config.testbed)
-    pools = shift_pools(config.testbed, config.seed, None, difficulty=difficulty)
-    iid = {s: _split(config.testbed, s) for s in ("member", "nonmember", "heldout")}
+    cached = Path(args.table) if args.table else None
+    if cached and cached.exists():  # this script's own earlier setup (pools, features), same testbed and seed
+        pools, iid, table = pd.read_pickle(cached)
+    else:
+        difficulty = _difficulty(config.testbed)
+        pools = shift_pools(config.testbed, config.seed, None, difficulty=difficulty)
+        iid = {s: _split(config.testbed, s) for s in ("member", "nonmember", "heldout")}
+        every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
+        table = _features(every, config.testbed)  # the suite's own extraction, cached
+        if cached:
+            pd.to_pickle((pools, iid, table), cached)
     every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
-    table = _features(every, config.testbed)  # the suite's own extraction, cached
-    tests = suite_tests(list(table.columns), test)
+    # only the audits asked for and the placebo checks that guard them: the other tests' streams
+    # would cost as much again and change nothing of these audits' rows
+    keep = set(args.audits) | {guard_of(a) for a in args.audits}
+    tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
     rows = lambda ps: table.loc[[p["id"] for p in ps]]  # noqa: E731
-    timing = _timings(table, pools["source"][1], pools["source"][3])
+    timing = _timings(table, pools["source"][1], pools["source"][3], args.timing_sizes)
     print("match_pairs seconds per call:", timing, flush=True)
     scenarios = []
     for kind, (la, a, lb, b) in pools.items():
@@ -116,13 +141,22 @@ def run(args) -> dict:
             scenarios.append(("alternative", kind, la, a, lb, b))
     scenarios += [("iid", "iid", "member", iid["member"], "heldout", iid["heldout"]),
                   ("iid", "iid", "nonmember", iid["nonmember"], "heldout", iid["heldout"])]
-    scenarios.sort(key=lambda sc: args.parts.index(sc[0]))
-    scenarios = [sc for sc in scenarios if sc[0] in args.parts]
+    scenarios = [sc for sc in scenarios if sc[0] in args.parts]  # (a part not asked for has no index)
+    order = {k: i for i, k in enumerate(args.kinds)}  # parts, then kinds, in the order asked (iid last)
+    scenarios.sort(key=lambda sc: (args.parts.index(sc[0]), order.get(sc[1].split("-")[0], len(order))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     texts = {p["id"]: p["text"] for p in every}
     at = {pid: k for k, pid in enumerate(texts)}
     everything = Encoded(list(texts.values()))  # each text once; a scenario takes its rows
+    blind_rows = {}  # a pool's blind inputs (TextRows), built once: pools recur across scenarios
+
+    def text_rows(ps):
+        key = tuple(p["id"] for p in ps)
+        if key not in blind_rows:
+            blind_rows[key] = TextRows([p["text"] for p in ps])
+        return blind_rows[key]
+
     per_size = {int(k): int(v) for k, v in (x.split(":") for x in args.size_trials)}
     results = []
     for n in args.sizes:
@@ -133,8 +167,9 @@ def run(args) -> dict:
             t0 = time.time()
             S, H = rows(s), rows(h)
             encoded = everything.rows([at[p["id"]] for p in s + h])
-            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded)
-            default = scenario_trials(S, H, tests, test, trials, n or None, config.seed)
+            both = text_rows(s), text_rows(h)
+            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded, both)
+            default = scenario_trials(S, H, tests, test, trials, n or None, config.seed, text_rows=both)
             summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
             results.append({"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n,
                             "pool_sizes": [len(s), len(h)], "seconds": round(time.time() - t0, 1), **summary})
@@ -144,7 +179,7 @@ def run(args) -> dict:
                   f"{summary['blind']['rate']:.3f}, trained on default {g['default']['rate']:.3f} matched "
                   f"{g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
             header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
-                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds}, separators=(',', ':'))}"
+                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits}, separators=(',', ':'))}"
                       f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on "
                       f"{os.cpu_count()} CPUs shared (1 thread, nice 10) · match_pairs s/call (texts encoded in "
                       f"the call) at n per side: {timing}")
@@ -156,20 +191,90 @@ def run(args) -> dict:
 
 def merge(paths: list[str], out: str, note: str) -> None:
     """One table from several runs' JSON (e.g. the small sizes and the whole pools run side by
-    side): their scenarios, sizes in order, and each run's header."""
-    runs = [json.loads(Path(p).read_text()) for p in paths]
-    scenarios = sorted((s for r in runs for s in r["scenarios"]), key=lambda s: s["size"] or 10**9)
-    header = " ".join(f"Run {k + 1}: {r['header']}." for k, r in enumerate(runs)) + (f" {note}" if note else "")
-    summary = {"header": header, "scenarios": scenarios, "match_seconds": runs[0]["match_seconds"]}
+    side): their scenarios, sizes in order, and each run's header. A path may be given as
+    ``LABEL=PATH`` (e.g. ``run 3=...``): its rows are labelled so (rows labelled already keep
+    theirs). A row of a later path replaces the row of an earlier one for the same scenario,
+    size and audits (a rerun with more trials), so the table keeps earlier rows where not re-run
+    (e.g. the other audits' rows when a rerun ran only ``--audits gray``)."""
+    labelled = [p.split("=", 1) if "=" in p else (None, p) for p in paths]
+    runs = [(label, json.loads(Path(p).read_text())) for label, p in labelled]
+    rows = {}
+    for label, r in runs:
+        for s in r["scenarios"]:
+            key = (s["part"], s["kind"], s["suspect"], s["heldout"], s["size"], tuple(sorted(s["tests"])))
+            rows[key] = {**s, **({"run": label} if label and "run" not in s else {})}
+    scenarios = sorted(rows.values(), key=lambda s: s["size"] or 10**9)
+    header = " ".join((f"{label[:1].upper() + label[1:]}: " if label else "") + r["header"].rstrip(".") + "."
+                      for label, r in runs) + (f" {note}" if note else "")
+    summary = {"header": header, "scenarios": scenarios, "match_seconds": runs[-1][1]["match_seconds"]}
     Path(out, "shift-matched.json").write_text(json.dumps(summary, indent=1))
     Path(out, "shift-matched.md").write_text(render(summary, 0.05))
+
+
+START, END = "<!-- shift-matched: start -->", "<!-- shift-matched: end -->"
+
+
+def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> str:
+    """shift.md's section on the matched audit (the one form the CLI allows, gray + reference):
+    per scenario and size, the row of shift-matched.json with the most trials, and the IID cost: the share of the default audit's true "trained on" the matched audit loses."""
+    lines = [START, "## The matched audit (`--shift-check match`, gray + reference): both sides", "",
+             "From `benchmarks/results/shift-matched/shift-matched.md` (made by `benchmarks/bench_shift_matched.py`; "
+             "its header has each run's config and commit): per trial, the draw above, then text-only propensity "
+             "matching (cross-fitted, caliper 0.2 SD of its logit) and, on the matched pairs only, the blind check, "
+             "the placebo check and the test. *default*: \"trained on\" of the audit without matching on the same "
+             "draws; *matched*: with one-sided binomial p of rate ≤ α (α = 0.05; **bold**: p < 0.05); *inconclusive*: "
+             "share of trials with no verdict (any guard, or too few matched pairs: *overlap*); *pairs*: mean pairs to "
+             "decision, censored at the matched pairs.", ""]
+    sections = (("null", "Null shifts (neither model saw either set; every \"trained on\" is false)"),
+                ("alternative", "Alternatives (members of one kind vs unseen text of another; \"trained on\" is right)"),
+                ("iid", "IID splits (members: H1, non-members: H0)"))
+    for part, title in sections:
+        best = {}  # per scenario and size, the row with the most trials
+        for s in summary["scenarios"]:
+            key = (s["kind"], s["suspect"], s["size"])
+            if s["part"] == part and audit in s["tests"] and s["trials"] > best.get(key, {"trials": 0})["trials"]:
+                best[key] = s
+        rows = list(best.values())
+        if not rows:
+            continue
+        rows.sort(key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
+        lines += [f"**{title}**", "", "| scenario | suspect | held-out | n | trials | matched | overlap | inconclusive "
+                  "| default | matched | pairs |", "|---" * 11 + "|"]
+        for s in rows:
+            t = s["tests"][audit]
+            lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
+                         f"| {s['trials']} | {s['matched_mean']:.1f} | {t['overlap']:.3f} | {t['inconclusive']:.3f} "
+                         f"| {t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f} |")
+        lines.append("")
+    iid = {}
+    for s in summary["scenarios"]:
+        if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"] and s["trials"] > iid.get(s["size"], {"trials": 0})["trials"]:
+            iid[s["size"]] = s
+    iid = [iid[k] for k in sorted(iid, key=lambda n: n or 10**9)]
+    if iid:
+        lines += ["IID cost: share of the default audit's true \"trained on\" (members) that the matched audit "
+                  "does not give on the same draws: " + "; ".join(f"n {s['pairs']}: {s['tests'][audit]['lost']:.3f} "
+                  f"({s['trials']} trials)" for s in iid) + ".", ""]
+    return "\n".join(lines + [END]) + "\n"
+
+
+def write_shift_md(shift_md: str, matched_json: str) -> None:
+    """Put (or replace) the matched audit's section at the end of shift.md."""
+    path, summary = Path(shift_md), json.loads(Path(matched_json).read_text())
+    text = path.read_text()
+    if START in text:
+        text = text[:text.index(START)] + text[text.index(END) + len(END) + 1:]
+    path.write_text(text.rstrip("\n") + "\n\n" + shift_section(summary))
 
 
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE RUN.json...
+    if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE [LABEL=]RUN.json...
         merge(sys.argv[4:], sys.argv[2], sys.argv[3])
+        sys.exit()
+    if sys.argv[1:2] == ["--shift-md"]:  # --shift-md SHIFT.md SHIFT-MATCHED.json
+        write_shift_md(sys.argv[2], sys.argv[3])
         sys.exit()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--testbed", default="tiny-pretrain")
@@ -180,5 +285,12 @@ if __name__ == "__main__":
     ap.add_argument("--size-trials", nargs="*", default=[], help="SIZE:TRIALS overrides, e.g. 80:100 0:10")
     ap.add_argument("--kinds", nargs="+", default=["length", "topic", "period", "source", "position", "difficulty"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--audits", nargs="+", default=list(AUDITS), choices=list(AUDITS),
+                    help="audits to run (the CLI's --shift-check match allows gray only: gray + reference)")
+    ap.add_argument("--timing-sizes", type=int, nargs="*", default=[20, 80, 320, 0],
+                    help="n per side of the match_pairs timings in the header (none: skip them)")
+    ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
-    print(run(ap.parse_args()))
+    args = ap.parse_args()
+    # with the pools and features already pickled (--table) no task runs: skip Prefect's server
+    print((run.fn if args.table and Path(args.table).exists() else run)(args))

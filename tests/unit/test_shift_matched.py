@@ -69,3 +69,20 @@ def test_padding_never_moves_a_crossing():
         alone = stream_stops(s[["score"]].to_numpy(float), h[["score"]].to_numpy(float), mx[b:b + 1, :m],
                              my[b:b + 1, :m], [CONFIG], [CONFIG.alpha], ["score"])[0][0, 0, 0] if m else 0
         assert res["model"]["gray"][b] == alone
+
+
+def test_blind_inputs_built_once_give_the_same_trials():
+    """The benchmark builds each pool's blind inputs (``TextRows``) once and hands them to both
+    arms: the same crossings, matched pairs and blind stops as when each arm builds its own."""
+    from trainspotter.evaluation.shift import scenario_trials
+    from trainspotter.stats.blind import TextRows
+
+    s = pool(60, VOCAB, seed=7, shift=1.0, placebo_shift=0.0)
+    h = pool(60, VOCAB[:250], seed=8, shift=0.0, placebo_shift=0.0)
+    rows = TextRows(list(s["text"])), TextRows(list(h["text"]))
+    own, given = (matched_trials(s, h, TESTS, CONFIG, trials=4, n_max=40, seed=3, text_rows=r) for r in (None, rows))
+    assert (own["matched"] == given["matched"]).all() and (own["blind_stop"] == given["blind_stop"]).all()
+    assert all((own["model"][k] == given["model"][k]).all() for k in TESTS)
+    own, given = (scenario_trials(s, h, TESTS, CONFIG, trials=4, n_max=40, seed=3, text_rows=r) for r in (None, rows))
+    assert (own["blind_stop"] > 0).any()  # the vocabulary shift is visible: the stops compared are not all 0
+    assert (own["blind_stop"] == given["blind_stop"]).all() and (own["blind_max"] == given["blind_max"]).all()

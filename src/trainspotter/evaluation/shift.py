@@ -250,16 +250,17 @@ def trial_draws(n_s: int, n_h: int, n: int, trials: int, seed: int) -> tuple[np.
 
 def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                     config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
-                    batch_size: int = 200) -> dict:
+                    batch_size: int = 200, text_rows: tuple[TextRows, TextRows] | None = None) -> dict:
     """Monte Carlo on one (suspect pool, held-out pool): each trial pairs a random draw of
     n passages from each pool in random order (n = the smaller pool, capped by ``n_max``: an
     audit of n passages per side); on the same streams each named test (feature columns,
     settings; a column ``placebo_<access>:NAME`` is feature NAME of the reference model) runs
     over all n pairs, and so does the blind check, with the betting of ``config``, on the
     ``text`` column. Returns the pair count, each test's first-crossing times (0 = none) and
-    the blind check's crossing times and largest wealth, one per trial."""
+    the blind check's crossing times and largest wealth, one per trial. ``text_rows``: the
+    blind inputs of both pools' texts, already built (``TextRows``; default: built here)."""
     n = int(min(len(suspect), len(heldout), n_max or math.inf))
-    rows = TextRows(list(suspect["text"])), TextRows(list(heldout["text"]))
+    rows = text_rows or (TextRows(list(suspect["text"])), TextRows(list(heldout["text"])))
     draws = trial_draws(len(suspect), len(heldout), n, trials, seed)
     model = {name: [] for name in tests}
     blind, top = [], []

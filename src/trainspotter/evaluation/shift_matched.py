@@ -47,11 +47,12 @@ __all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matc
 
 def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                    config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
-                   encoded: Encoded | None = None) -> dict:
+                   encoded: Encoded | None = None, text_rows: tuple[TextRows, TextRows] | None = None) -> dict:
     """Monte Carlo of the matched audit on one (suspect pool, held-out pool), ``scenario_trials``'
     draws: per trial, ``match_pairs`` on the drawn texts (seed ``seed * 1_000_003 + trial``), then
     each test of ``tests`` and the blind check on the matched pairs. ``encoded``: the texts of
-    both pools, suspect rows first (``Encoded``; default: encoded here). Returns the draw size,
+    both pools, suspect rows first (``Encoded``; default: encoded here); ``text_rows``: their
+    blind inputs (``TextRows`` per pool; default: built here). Returns the draw size,
     each trial's matched pairs and propensity AUROC, each test's first crossing (0 = none) and
     the blind check's, on the matched pairs, and the pairs' rows (``rows``: suspect, held-out;
     trial b's first ``matched[b]`` columns, the rest padding)."""
@@ -75,7 +76,7 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
     for name, (cols, test) in tests.items():
         S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
         model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], [c.split(":")[-1] for c in cols])[0][0, 0])
-    blind, _ = blind_stops(TextRows(ts), TextRows(th), mx, my, config)
+    blind, _ = blind_stops(*(text_rows or (TextRows(ts), TextRows(th))), mx, my, config)
     return {"pairs": n, "trials": trials, "matched": matched, "auroc": auroc, "model": model,
             "blind_stop": own(blind), "needed": min_pairs_to_reject(config), "rows": (mx, my)}
 
