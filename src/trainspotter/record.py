@@ -61,7 +61,8 @@ REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdic
                "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles", "trainspotter.stats.oriented_qp",
                "trainspotter.stats.pvalue",
                # the features recomputed from the recorded answers
-               "trainspotter.features.answers", "trainspotter.features.features", "trainspotter.features.ez",
+               "trainspotter.features.answers", "trainspotter.features.black_answers", "trainspotter.features.features",
+               "trainspotter.features.ez", "trainspotter.features.probability",
                "trainspotter.features.twin_positions", "trainspotter.features.references",
                "trainspotter.features.model_based")
 
