@@ -98,6 +98,8 @@ def _check_models(tally: _Tally, features: FeatureConfig) -> tuple[str | None, s
     from trainspotter.features.probability import bertscore_f1, default_token_table_path, token_table
 
     table = token_table(features.embedding_cache or default_token_table_path())
+    # every recorded string the table lacks (another machine's verify) embedded in one batch
+    table.ensure(x for _, b in tally.blacks for _, s in black_answers.sides(b) for x in s["true"] + s["pred"])
     problem, sim, f1 = black_answers.check_models(tally.blacks, table.similarity, bertscore_f1)
     seq = any(b.get("sequence") for _, b in tally.blacks)
     done = (f"the black-box token similarities computed again from the recorded token strings with MiniLM "
