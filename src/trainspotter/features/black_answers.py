@@ -42,7 +42,7 @@ from trainspotter.features.features import FeatureConfig, match_rate, token_leve
 from trainspotter.features.probability import estimate_logprobs, petal_fit
 
 __all__ = ["BLACK", "F1_TOLERANCE", "SIM_TOLERANCE", "black_row", "check_models", "decode", "encode",
-           "sequence_columns"]
+           "sequence_columns", "side", "sides"]
 
 BLACK = "black"  # the key of a row's black-box answers inside its answers
 # Largest |recorded − recomputed| accepted for a MiniLM token similarity and a BERTScore F1 computed
@@ -137,7 +137,8 @@ def encode(black: dict) -> dict:
     if "sequence" in black:
         seq = black["sequence"]
         out["sequence"] = None if seq is None else {
-            "suffix": seq["suffix"], "generated": dict(seq["generated"]), "f1": {k: float(v) for k, v in seq["f1"].items()},
+            "suffix": seq["suffix"], "generated": dict(seq["generated"]),
+            "f1": {k: float(v) for k, v in seq["f1"].items()},
             **({"reference": seq["reference"]} if "reference" in seq else {})}
     return out
 
@@ -169,7 +170,8 @@ def sides(black: dict) -> list[tuple[str, dict]]:
             + [(f"references.{j}", r) for j, r in enumerate(black["references"])])
 
 
-def check_models(blacks: Sequence[tuple[str, dict]], similarity: Callable, f1: Callable) -> tuple[str | None, float, float]:
+def check_models(blacks: Sequence[tuple[str, dict]], similarity: Callable,
+                 f1: Callable) -> tuple[str | None, float, float]:
     """The recorded similarities and F1s of ``blacks`` ((where, decoded answers) pairs) against
     ``similarity(true, pred)`` of the recorded strings and ``f1(candidates, references)`` of the
     recorded texts: (the first difference beyond the tolerance, named; else None), the largest
