@@ -29,7 +29,8 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 # The library code a feature row depends on: editing any of it recomputes cached chunks. The
 # feature modules, then each backend scheme's own (backends.spec.SCHEMES: a new backend adds
 # its modules there, not here); tests/unit/test_cache_keys.py checks it covers their imports.
-FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.answers", "trainspotter.features.features",
+FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.answers", "trainspotter.features.black_answers",
+                "trainspotter.features.features",
                 "trainspotter.features.catalog", "trainspotter.features.perturb", "trainspotter.features.probability",
                 "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.features.model_based",
                 "trainspotter.features.twin_positions", "trainspotter.features.orientation")

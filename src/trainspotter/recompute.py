@@ -10,9 +10,15 @@ recorded value it gives must equal the recorded one: bit for bit with the same n
 round differently. The first difference is named: pair, side, passage, feature, and whether
 the answer or the feature value is the one changed since sealing (their sha256 tell).
 
-Not recomputed, and said so: black-box columns (their answers, greedy tokens read through a
-local embedding table and generated continuations, are not recorded), records of audits whose
-``extract_fn`` gave no answers, and version 1 records (made before answers were recorded).
+Black-box columns are recomputed from their answers (``features.black_answers``: greedy token ids,
+their strings, MiniLM similarities, continuations and BERTScore F1s) bit for bit too; then the
+similarities are computed again from the recorded strings with the packaged MiniLM token table
+and the F1s from the recorded texts with BERTScore, within ``black_answers.SIM_TOLERANCE`` /
+``F1_TOLERANCE`` (another encoder run rounds float32 differently). Only their sha256 shows that
+the strings are the target tokenizer's decoding of the ids and the continuations the target's:
+that needs the model. Not recomputed, and said so: records of audits whose ``extract_fn`` gave no
+answers, version 1 records (made before answers were recorded) and black-box columns of
+records made before black-box answers were recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import binascii
 import math
 
 from trainspotter.errors import InputError
+from trainspotter.features import black_answers
 from trainspotter.features.answers import recompute
 from trainspotter.features.features import FeatureConfig
 from trainspotter.record import sha256
@@ -45,6 +52,7 @@ class _Tally:
         self.sides = self.without = 0
         self.exact = True
         self.skipped: set[str] = set()
+        self.blacks: list[tuple[str, dict]] = []  # (where, decoded black-box answers): for check_models
 
 
 def _side(where: str, side: dict, text: str, features: FeatureConfig, tally: _Tally) -> str | None:
@@ -78,8 +86,29 @@ def _side(where: str, side: dict, text: str, features: FeatureConfig, tally: _Ta
         return f"{where}: answer changed after sealing (the answers do not match their sha256)"
     if not features_ok:
         return f"{where}: feature values do not match their sha256 (changed after sealing)"
+    if black_answers.BLACK in answers:
+        tally.blacks.append((where, black_answers.decode(answers[black_answers.BLACK])))
     tally.sides += 1
     return None
+
+
+def _check_models(tally: _Tally, features: FeatureConfig) -> tuple[str | None, str]:
+    """The black-box answers' similarities and F1s computed again by the local models
+    (``black_answers.check_models``): (the problem, or None; what was checked)."""
+    from trainspotter.features.probability import bertscore_f1, default_token_table_path, token_table
+
+    table = token_table(features.embedding_cache or default_token_table_path())
+    # every recorded string the table lacks (another machine's verify) embedded in one batch
+    table.ensure(x for _, b in tally.blacks for _, s in black_answers.sides(b) for x in s["true"] + s["pred"])
+    problem, sim, f1 = black_answers.check_models(tally.blacks, table.similarity, bertscore_f1)
+    seq = any(b.get("sequence") for _, b in tally.blacks)
+    done = (f"the black-box token similarities computed again from the recorded token strings with MiniLM "
+            f"(largest difference {sim:.2g}, tolerance {black_answers.SIM_TOLERANCE:g})"
+            + (f" and the continuations' BERTScore F1 from the recorded texts (largest difference {f1:.2g}, "
+               f"tolerance {black_answers.F1_TOLERANCE:g})" if seq else "")
+            + "; only their sha256 shows that the token strings are the target tokenizer's"
+            + (" and the continuations the target's" if seq else ""))
+    return problem, done
 
 
 def _pairs(pairs: list[dict], label: str, texts: dict, features: FeatureConfig, tally: _Tally) -> str | None:
@@ -107,6 +136,8 @@ def check_recomputed(record: dict, config) -> tuple[bool, str]:
     if problem is None and placebo:
         features = placebo_config.features if placebo_config is not None else config.features
         problem = _pairs(placebo, "placebo pair", texts, features, tally)
+    if problem is None and tally.blacks:
+        problem, models = _check_models(tally, config.features)
     if problem:
         return False, problem
     n = 2 * (len(model) + len(placebo))
@@ -120,6 +151,8 @@ def check_recomputed(record: dict, config) -> tuple[bool, str]:
                       f"no model answers ({why})")
     how = "bit-for-bit" if tally.exact else f"within {TOLERANCE:g}"
     detail = f"every feature of {n} passages recomputed from the model's recorded answers matches {how}"
+    if tally.blacks:
+        detail += f"; {models}"
     if tally.skipped:
         detail += f"; not recomputed (black-box, their answers are not recorded): {', '.join(sorted(tally.skipped))}"
     return True, detail

@@ -13,9 +13,10 @@ What it holds (sections, each with its own sha256 in ``sections``):
 - ``start``: where this run's e-process started (a recurring audit: the stored state, the
   passages used before and the chain head of the earlier run), ``end``: the state it left;
 - ``blind``: the blind check's wealth after every pair; ``result``: the verdict and its numbers;
-- ``batches``: per batch of pairs, each pair's ids, text hashes, feature values and, with gray
-  access, the model's answers they were computed from (``features.answers``: token ids and
-  log-probs of target and references; each with its sha256) and the wealth, stake, payoff and
+- ``batches``: per batch of pairs, each pair's ids, text hashes, feature values and the model's
+  answers they were computed from (``features.answers``: token ids and log-probs of target and
+  references; black-box access, ``features.black_answers``: greedy tokens, their strings, MiniLM
+  similarities, continuations; each with its sha256) and the wealth, stake, payoff and
   scores after it; hash-chained: batch k's digest is
   sha256(digest of batch k−1 + its pairs), the first batch continuing the chain head of the
   earlier run of a recurring audit (kept in the ledger), or ``GENESIS``.
@@ -61,7 +62,8 @@ REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdic
                "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles", "trainspotter.stats.oriented_qp",
                "trainspotter.stats.pvalue",
                # the features recomputed from the recorded answers
-               "trainspotter.features.answers", "trainspotter.features.features", "trainspotter.features.ez",
+               "trainspotter.features.answers", "trainspotter.features.black_answers", "trainspotter.features.features",
+               "trainspotter.features.ez", "trainspotter.features.probability",
                "trainspotter.features.twin_positions", "trainspotter.features.references",
                "trainspotter.features.model_based")
 
@@ -160,8 +162,8 @@ def prior_of(ledger: dict | None) -> dict:
 
 def _row(row: dict, texts: dict) -> dict:
     """One side of a pair: its passage's id and text hash, its feature values and, where the
-    extraction gave them (gray access), the model's answers they were computed from, each with
-    its sha256."""
+    extraction gave them, the model's answers they were computed from (gray and/or black-box
+    parts), each with its sha256."""
     features = {k: v for k, v in row.items() if k not in ("id", "set", ANSWERS)}
     out = {"id": row["id"], "sha256": texts[(row["set"], row["id"])], "features": features,
            "features_sha256": sha256(features)}

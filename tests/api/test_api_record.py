@@ -1,5 +1,6 @@
 """A black-box audit through `trainspotter serve`: its sealed record names the API model
-without its key (the autouse scan checks every file) and verifies offline, then re-asked."""
+without its key (the autouse scan checks every file) and verifies offline, its black features
+recomputed from the API's recorded answers, then re-asked."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def test_a_black_box_audit_through_serve_verifies(mini_testbed, start_server, mo
         assert "mode" in server and server["system_fingerprints"] == [app.state.system_fingerprint]
         checked = verify_records([(result["record"], record)])
         assert checked.ok, checked.failure
+        # the black features recomputed from the API's recorded answers: greedy tokens and their strings
+        # (the API's tokenizer need not be at hand), similarities, continuations and BERTScore F1s
+        detail = {c.name: c.detail for c in checked.checks}["features"]
+        assert "matches bit-for-bit; the black-box token similarities computed again" in detail, detail
+        side = record["batches"][0]["pairs"][0]["suspect"]
+        assert set(side["answers"]) == {"black"} and {"true", "pred", "sim"} <= set(side["answers"]["black"]["target"])
         again = requery(record, 2)
         assert again.ok, again.detail
         assert f"system_fingerprint is unchanged ({app.state.system_fingerprint})" in again.detail

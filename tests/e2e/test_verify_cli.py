@@ -1,7 +1,7 @@
 """`trainspotter verify` as a user runs it, on records of real audits of the `mini` testbed:
 a gray audit's signed record verifies (with its placebo check; every feature recomputed from the recorded
 answers; its model still answers alike), each kind of change fails naming it with exit 1, an unreadable record is one error line with exit 2, and a
-recurring audit's two runs verify as one chain."""
+recurring black-box audit's two runs verify as one chain, their black features recomputed from the recorded answers."""
 
 from __future__ import annotations
 
@@ -137,17 +137,31 @@ def test_the_signature_of_another_key_does_not_verify(gray):
 
 
 def test_a_recurring_audit_verifies_as_one_chain(mini_testbed, tmp_path):
+    """A black-box recurring audit: each run's black features are recomputed from its recorded
+    answers (greedy tokens, their strings, MiniLM similarities) through the CLI."""
     records = []
     for k in (1, 2):
         records.append(tmp_path / f"run{k}.json")
         out = run("audit", "--suspect", mini_testbed / "nonmember.jsonl", "--heldout", mini_testbed / "heldout.jsonl",
-                  "--model", "testbed:mini", "--name", "sealed-recurring", "--ledger", "--max-pairs", "8",
-                  "--batch-pairs", "4", "--record", records[-1], "--json")
+                  "--model", "testbed:mini", "--access", "black", "--name", "sealed-recurring", "--ledger",
+                  "--max-pairs", "8", "--batch-pairs", "4", "--record", records[-1], "--json")
         assert out.returncode == 0, out.stderr[-2000:]
     out = run("verify", *records, "--json")
     assert out.returncode == 0, out.stdout[-3000:]
-    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
-    assert checks["link 1-2"]["ok"] and "chained from the earlier run's chain" in " ".join(
-        c["detail"] for c in json.loads(out.stdout)["checks"])
+    checks = [c for c in json.loads(out.stdout)["checks"]]
+    assert {c["name"]: c for c in checks}["link 1-2"]["ok"] and "chained from the earlier run's chain" in " ".join(
+        c["detail"] for c in checks)
+    features = [c["detail"] for c in checks if c["name"] == "features"]
+    assert len(features) == 2 and all("recomputed from the model's recorded answers matches bit-for-bit; the "
+                                      "black-box token similarities computed again" in d for d in features), features
     backwards = run("verify", *reversed(records), "--json")
     assert backwards.returncode == 1 and json.loads(backwards.stdout)["first_failure"]["name"] == "link 1-2"
+    record = json.loads(records[1].read_text())
+    side = record["batches"][0]["pairs"][0]["heldout"]
+    assert set(side["answers"]) == {"black"} and "black_match_rate" in side["features"]
+    side["answers"]["black"]["target"]["argmax"][0] += 1  # a greedy token changed after sealing
+    records[1].write_text(json.dumps(record))
+    out = run("verify", *records, "--json")
+    failure = json.loads(out.stdout)["first_failure"]
+    assert out.returncode == 1 and failure["name"] == "features", failure
+    assert "pair 9, heldout" in failure["detail"] and "answer changed after sealing" in failure["detail"], failure

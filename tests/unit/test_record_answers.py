@@ -306,3 +306,161 @@ def test_columns_the_answers_do_not_give_are_named_as_not_recomputed(tmp_path):
     assert check.ok, check.failure
     detail = {c.name: c.detail for c in check.checks}["features"]
     assert "matches bit-for-bit; not recomputed (black-box, their answers are not recorded): black_match_rate" in detail
+
+
+# -- black-box answers (features.black_answers): greedy tokens, their strings, continuations ----
+
+
+class SpeakingTokenizer(WordTokenizer):
+    def decode(self, ids):
+        return " ".join(f"w{i}" for i in ids)
+
+
+class BlackBackend(FakeBackend):
+    """A FakeBackend that also continues prefixes (seeded by the prefix's hash)."""
+
+    def __init__(self, seed: int, shift: int = 0):
+        super().__init__(seed, shift)
+        self.tokenizer = SpeakingTokenizer()
+
+    def generate(self, prefixes, max_new_tokens):
+        lengths = [max_new_tokens] * len(prefixes) if isinstance(max_new_tokens, int) else max_new_tokens
+        out = []
+        for prefix, n in zip(prefixes, lengths):
+            rng = np.random.default_rng([self.seed, int(hashlib.sha256(prefix.encode()).hexdigest()[:8], 16)])
+            out.append([int(x) for x in rng.integers(1, 60, n)])
+        return out
+
+
+BLACK_CONFIGS = {
+    "both, full, two references": ("both", FeatureConfig(batch_size=4), 2),
+    "black, petal, other tokenizer": ("black", FeatureConfig(batch_size=4, estimator="petal", sequence=False), 1),
+}
+
+
+@pytest.mark.parametrize("name", BLACK_CONFIGS)
+def test_black_rows_recomputed_from_the_answers_equal_the_extracted_ones_bit_for_bit(name):
+    """With the real packaged MiniLM and BERTScore: every black (and gray) column of the row
+    computed again from JSON round-tripped answers equals extraction's; a fresh MiniLM encoder
+    (another batch) and BERTScore run give the recorded similarities and F1s within tolerance."""
+    from trainspotter.features import black_answers as B
+    from trainspotter.features.probability import TokenEmbeddings, bertscore_f1
+
+    access, config, k = BLACK_CONFIGS[name]
+    refs = [BlackBackend(10 + j, shift=1000 if "other" in name else 0) for j in range(k)]
+    ps = passages(6)
+    df = extract(ps, BlackBackend(1), refs, access, config, answers=True)
+    features = [c for c in df.columns if c not in ("id", ANSWERS)]
+    assert "black_match_rate" in features and list(df.columns)[-1] == ANSWERS
+    decoded = []
+    for p, row in zip(ps, df.to_dict("records")):
+        answers = json.loads(json.dumps(row[ANSWERS]))
+        assert ("target" in answers) == (access == "both") and B.BLACK in answers
+        again = recompute(p["text"], answers, config)
+        for c in features:
+            assert again[c] == row[c] or (math.isnan(again[c]) and math.isnan(row[c])), (name, c)
+        decoded.append((p["id"], B.decode(answers[B.BLACK])))
+    black = answers[B.BLACK]
+    if "full" in name:
+        assert set(black["perturbed"]) == set(config.kinds) and set(black["sequence"]["f1"]) == {"", *config.kinds,
+                                                                                                 "reference"}
+        assert np.isfinite(df[[c for c in features if "_seq_" in c]].to_numpy()).all()
+        assert all("token_ids" not in r and "true" not in r for r in black["references"])  # one tokenizer
+    else:
+        assert "token_ids" in black["references"][0] and "logprobs" in black["references"][0]  # PETAL's surrogate
+        assert math.isnan(row["black_ez"])
+    problem, sim, f1 = B.check_models(decoded, TokenEmbeddings().similarity, bertscore_f1)
+    assert problem is None and sim <= B.SIM_TOLERANCE and f1 <= B.F1_TOLERANCE, (problem, sim, f1)
+    # a changed token string, or a changed continuation, is named
+    where, first = decoded[0]
+    first["target"]["pred"][2] = "zebra" if first["target"]["pred"][2] != "zebra" else "cloud"
+    problem, _, _ = B.check_models(decoded[:1], TokenEmbeddings().similarity, bertscore_f1)
+    assert problem.startswith(f"{where}: answer black.target.sim[2] is"), problem
+    if "full" in name:
+        first["target"]["pred"][2] = first["target"]["true"][2]
+        first["target"]["sim"][2] = 1.0
+        first["sequence"]["generated"]["case"] = "an entirely different continuation"
+        problem, _, _ = B.check_models(decoded[:1], TokenEmbeddings().similarity, bertscore_f1)
+        assert problem and "answer black.sequence.f1['case']" in problem, problem
+
+
+@pytest.fixture(scope="module")
+def sealed_black(tmp_path_factory):
+    """A black-box lean audit with a reference, extracted with answers (no model: fakes)."""
+    from trainspotter import audit
+
+    folder = tmp_path_factory.mktemp("black")
+    for side, seed in (("suspect", 3), ("heldout", 4)):
+        (folder / f"{side}.jsonl").write_text("".join(json.dumps(dict(p, id=f"{side[0]}{i}")) + "\n"
+                                                      for i, p in enumerate(passages(40, seed=seed))))
+    for name in ("model", "reference"):
+        (folder / name).mkdir()
+        (folder / name / "model.safetensors").write_bytes(name.encode())
+    target, reference = BlackBackend(1), BlackBackend(2)
+
+    def extract_fn(ps, batch_no):
+        return extract(ps, target, [reference], "black", FEATURE_SETS["lean"], answers=True).to_dict("records")
+
+    result = audit(suspect=str(folder / "suspect.jsonl"), heldout=str(folder / "heldout.jsonl"),
+                   model=f"hf:{folder / 'model'}", reference=[f"hf:{folder / 'reference'}"], access="black",
+                   batch_pairs=8, assume_exchangeable=True, extract_fn=extract_fn)
+    return json.loads(json.dumps(result.record))
+
+
+def test_a_sealed_black_record_holds_the_answers_and_verify_recomputes_every_feature(sealed_black):
+    side = _side(sealed_black)
+    assert set(side["answers"]) == {"black"} and "black_ez" in side["features"]
+    check = _check(sealed_black)
+    assert check.ok, check.failure
+    detail = {c.name: c.detail for c in check.checks}["features"]
+    assert detail.startswith("every feature of ") and "matches bit-for-bit; the black-box token similarities " \
+        "computed again from the recorded token strings with MiniLM" in detail, detail
+    assert "not recomputed" not in detail
+
+
+def _black_sim(record, j=1):
+    """Pair 3's suspect passage: the similarity of its target's token j, 0.3 further from 1."""
+    from trainspotter.features.answers import _array, _floats
+
+    answers = _side(record)["answers"]["black"]["target"]
+    sim = _array(answers["sim"]).copy()
+    sim[j] -= 0.3
+    answers["sim"] = _floats(sim)
+
+
+def _black_sim_rehashed(record):
+    _black_sim(record)
+    _side(record)["answers_sha256"] = sha256(_side(record)["answers"])
+
+
+def _black_string_rehashed(record):
+    answers = _side(record)["answers"]["black"]["target"]
+    answers["pred"][1] = answers["true"][1] + "zz"
+    _side(record)["answers_sha256"] = sha256(_side(record)["answers"])
+
+
+def _black_argmax(record):
+    answers = _side(record, 4, "heldout")["answers"]["black"]["target"]
+    answers["argmax"][0] = answers["argmax"][0] + 1 if answers["argmax"][0] == answers["token_ids"][0] else \
+        answers["token_ids"][0]
+
+
+@pytest.mark.parametrize("tamper, words", [
+    (_black_sim, ["pair 3, suspect 's", "answer changed after sealing", "black_ppl computed from them is"]),
+    (_black_sim_rehashed, ["pair 3, suspect 's", "feature black_ppl: recorded", "an answer or a feature changed"]),
+    (_black_string_rehashed, ["pair 3, suspect 's", "answer black.target.sim[1] is", "MiniLM similarity of the "
+                                                                                     "recorded strings"]),
+    (_black_argmax, ["pair 5, heldout 'h", "answer changed after sealing", "black_match_rate computed from them"]),
+    (_feature, None),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
+def test_a_changed_black_answer_fails_verify_naming_pair_side_and_field(sealed_black, tamper, words):
+    record = json.loads(json.dumps(sealed_black))
+    if tamper is _feature:  # a black feature value, not its answers
+        _side(record)["features"]["black_min_k_20"] += 0.01
+        words = ["pair 3, suspect 's", "feature black_min_k_20 changed after sealing: recorded"]
+    else:
+        tamper(record)
+    failure = _check(record).failure
+    assert failure is not None and failure.name == "features", failure
+    for w in words:
+        assert w in failure.detail, failure.detail

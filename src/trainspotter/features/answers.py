@@ -19,8 +19,8 @@ A float array is the base64 of its little-endian float64 bytes (``{"shape": [n, 
 for a 2-D one), so the values read back are the very doubles the backend returned and the
 row computed again from them is the same bit for bit with the same numpy (``verify`` accepts
 ``verify.TOLERANCE`` where another platform's reductions may round differently).
-Black-box rows (greedy tokens through a local embedding table, generated continuations) are
-not covered: their answers are not recorded.
+A black-box row's answers (greedy tokens and their strings, similarities, continuations) are
+``features.black_answers``'s, under the ``black`` key beside these (access "both") or alone.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, prediction_row, token_level_row
 from trainspotter.features.twin_positions import twin_row
 
-__all__ = ["ANSWERS", "aligned", "decode", "encode", "gray_rows", "recompute", "require_logprobs"]
+__all__ = ["ANSWERS", "aligned", "decode", "encode", "gray_rows", "missing_logprobs", "recompute", "require_logprobs"]
 
 ANSWERS = "answers"  # the key of a row's answers (not a feature column)
 _INTS = ("token_ids", "argmax")
@@ -48,8 +48,13 @@ def aligned(a: TokenScores, b: TokenScores) -> bool:
 
 
 def require_logprobs(scores: list[TokenScores], who: str) -> None:
-    missing = sum(int((~np.isfinite(s.logprobs)).sum()) for s in scores)
-    total = sum(s.logprobs.size for s in scores)
+    missing_logprobs([s.logprobs for s in scores], who)
+
+
+def missing_logprobs(arrays: list[np.ndarray], who: str) -> None:
+    """InputError unless every log-probability of ``arrays`` (the ``who`` model's) is finite."""
+    missing = sum(int((~np.isfinite(a)).sum()) for a in arrays)
+    total = sum(a.size for a in arrays)
     if not missing:
         return
     if missing == total:
@@ -141,7 +146,15 @@ def decode(answers: dict) -> tuple[TokenScores, dict[str, TokenScores], list[Tok
 
 
 def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, float]:
-    """The gray-box row of one passage from its recorded answers: ``gray_rows`` on ``decode``d
-    answers, the same call extraction makes."""
-    t, pert, refs, twin_ids = decode(answers)
-    return gray_rows([text], [t], {k: [v] for k, v in pert.items()}, [[r] for r in refs], config, [twin_ids])[0]
+    """The row of one passage from its recorded answers, the same calls extraction makes: the
+    gray-box columns by ``gray_rows`` on ``decode``d answers (when they hold a gray part), the
+    black-box ones by ``features.black_answers.black_row`` (when they hold a ``black`` part)."""
+    from trainspotter.features import black_answers
+
+    row = {}
+    if "target" in answers:
+        t, pert, refs, twin_ids = decode(answers)
+        row |= gray_rows([text], [t], {k: [v] for k, v in pert.items()}, [[r] for r in refs], config, [twin_ids])[0]
+    if black_answers.BLACK in answers:
+        row |= black_answers.black_row(text, black_answers.decode(answers[black_answers.BLACK]), config)
+    return row

@@ -24,19 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
 from trainspotter.backends.base import Backend, TokenScores, per_prefix
 from trainspotter.errors import InputError
-from trainspotter.features.answers import ANSWERS, aligned, encode, gray_rows, require_logprobs
-from trainspotter.features.ez import error_zone
+from trainspotter.features import black_answers
+from trainspotter.features.answers import ANSWERS, encode, gray_rows
 from trainspotter.features.catalog import catalog
-from trainspotter.features.features import (FeatureConfig, check_references, match_rate, prediction_row, suffix_length,
-                                            token_level_row)
+from trainspotter.features.features import FeatureConfig, check_references, suffix_length
 from trainspotter.features.perturb import perturb
-from trainspotter.features.probability import (TokenStrings, bertscore_f1, default_token_table_path,
-                                               estimate_logprobs, petal_fit, token_table)
+from trainspotter.features.probability import TokenStrings, bertscore_f1, default_token_table_path, token_table
 
 Access = Literal["gray", "black", "both"]
 
@@ -52,8 +49,9 @@ class _Context:
         self.r_strings = [TokenStrings(r.tokenizer) for r in references]
 
 
-def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[dict]:
-    """Token-level black-box rows: only the greedy tokens are used (BADI App. A.6)."""
+def _black_answers(t_orig, t_pert, r_orig, config, ctx: _Context) -> list[dict]:
+    """Each passage's black-box answers (``features.black_answers``): only the greedy tokens are
+    used (BADI App. A.6), decoded to strings and compared through the MiniLM token table."""
     # Decode every (true, predicted) token pair of the batch, then embed the new strings at once.
     def pairs(scores, strings):
         return [(strings(s.token_ids), strings(s.argmax)) for s in scores]
@@ -63,37 +61,16 @@ def _black_rows(texts, t_orig, t_pert, r_orig, config, ctx: _Context) -> list[di
     r_pairs = [pairs(scores, strings) for scores, strings in zip(r_orig, ctx.r_strings)]
     everything = t_pairs + [p for v in p_pairs.values() for p in v] + [p for v in r_pairs for p in v]
     ctx.embeddings.ensure(s for true, pred in everything for s in true + pred)
-    sim = lambda pair: ctx.embeddings.similarity(*pair)  # noqa: E731
 
-    rows = []
-    for i, (text, t) in enumerate(zip(texts, t_orig)):
-        r = r_orig[0][i] if r_orig else None
-        r_sims = [sim(v[i]) for v in r_pairs]
-        r_sim = r_sims[0] if r_sims else None
-        fit = None
-        if config.estimator == "petal":
-            if r is None:
-                raise InputError("the petal estimator needs a reference model (the PETAL surrogate)")
-            require_logprobs([r], "reference (PETAL surrogate)")
-            fit = petal_fit(r_sim, r.logprobs)
-        est = lambda s: estimate_logprobs(s, config.estimator, config.sigmoid_scale, fit)  # noqa: E731
-        lp = est(sim(t_pairs[i]))
-        refs_lp = [est(s) for s in r_sims]
-        ref_lp = refs_lp[0] if refs_lp else None
-        ez = None
-        if r is not None:
-            ez = (error_zone(lp, ref_lp, t.argmax, t.token_ids, cap=config.ez_cap)
-                  if aligned(t, r) else np.nan)
-        row = token_level_row(
-            "black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
-            perturbed_logprobs={k: est(sim(v[i])) for k, v in p_pairs.items()}, ez=ez)
-        row["black_match_rate"] = match_rate(t.token_ids, t.argmax)
-        # Query-augment: label-only correctness on the perturbed variants
-        row |= {f"black_pert_match_rate_{k}": match_rate(v[i].token_ids, v[i].argmax) for k, v in t_pert.items()}
-        if r is not None:
-            row["black_ref_match_diff"] = row["black_match_rate"] - match_rate(r.token_ids, r.argmax)
-        rows.append(row)
-    return rows
+    def side(s: TokenScores, pair, logprobs: bool = False) -> dict:
+        return black_answers.side(s.token_ids, s.argmax, *pair, ctx.embeddings.similarity(*pair),
+                                  s.logprobs if logprobs else None)
+
+    petal = config.estimator == "petal"  # PETAL's surrogate: the first reference's log-probs
+    return [{"target": side(t, t_pairs[i]),
+             "perturbed": {k: side(v[i], p_pairs[k][i]) for k, v in t_pert.items()},
+             "references": [side(scores[i], r_pairs[j][i], petal and j == 0) for j, scores in enumerate(r_orig)]}
+            for i, t in enumerate(t_orig)]
 
 
 def _continuations(model: Backend | None, jobs: list[tuple]) -> list[str]:
@@ -105,11 +82,13 @@ def _continuations(model: Backend | None, jobs: list[tuple]) -> list[str]:
     return [model.tokenizer.decode(list(ids)[:s]) for ids, s in zip(outs, lengths)]
 
 
-def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: FeatureConfig) -> list[dict]:
-    """Suffix completion similarity, original and perturbed prefixes (BADI Sec. 3, App. B.1),
-    and the (first) reference's continuation of the original prefix (``black_ref_seq_diff``)."""
-    kinds = config.kinds
-    jobs = []  # (passage index, column, prefix, suffix length, true suffix text)
+def _sequences(t_orig, target: Backend, reference: Backend | None, config: FeatureConfig) -> list[dict | None]:
+    """Each passage's ``sequence`` answers (``features.black_answers``): the target's continuations of
+    the original and perturbed prefixes (BADI Sec. 3, App. B.1) and the (first) reference's of the
+    original prefix (``black_ref_seq_diff``), each with its BERTScore F1 against the true suffix.
+    None for a passage too short to split."""
+    keys = list(black_answers.sequence_columns(config))  # "" (the original prefix), then each kind
+    jobs = []  # (passage index, key, prefix, suffix length, true suffix text)
     for i, t in enumerate(t_orig):
         n = len(t.token_ids)
         s = suffix_length(n, config)
@@ -117,22 +96,21 @@ def _sequence_rows(t_orig, target: Backend, reference: Backend | None, config: F
             continue
         prefix = target.tokenizer.decode(t.token_ids[: n - s].tolist())
         suffix = target.tokenizer.decode(t.token_ids[n - s:].tolist())
-        jobs.append((i, "black_seq_bertscore", prefix, s, suffix))
-        jobs += [(i, f"black_seq_bertscore_{k}", perturb(prefix, k, config.seed), s, suffix) for k in kinds]
-    ref_jobs = [(i, "ref", prefix, s, suffix) for i, col, prefix, s, suffix in jobs
-                if col == "black_seq_bertscore"] if reference is not None else []
+        jobs.append((i, keys[0], prefix, s, suffix))
+        jobs += [(i, k, perturb(prefix, k, config.seed), s, suffix) for k in keys[1:]]
+    ref_jobs = [(i, "reference", prefix, s, suffix) for i, key, prefix, s, suffix in jobs
+                if key == keys[0]] if reference is not None else []
     generated = _continuations(target, jobs) + _continuations(reference, ref_jobs)
     f1 = bertscore_f1(generated, [job[4] for job in jobs + ref_jobs])
-    rows = [dict.fromkeys(["black_seq_bertscore"] + [f"black_seq_bertscore_{k}" for k in kinds], np.nan)
-            for _ in t_orig]
-    for job, value in zip(jobs, f1):
-        rows[job[0]][job[1]] = float(value)
-    if reference is not None:
-        for row in rows:
-            row["black_ref_seq_diff"] = np.nan
-        for job, value in zip(ref_jobs, f1[len(jobs):]):
-            rows[job[0]]["black_ref_seq_diff"] = rows[job[0]]["black_seq_bertscore"] - float(value)
-    return rows
+    out: list[dict | None] = [None] * len(t_orig)
+    for job, text, value in zip(jobs + ref_jobs, generated, f1):
+        seq = out[job[0]] = out[job[0]] or {"suffix": job[4], "generated": {}, "f1": {}}
+        if job[1] == "reference":
+            seq["reference"] = text
+        else:
+            seq["generated"][job[1]] = text
+        seq["f1"][job[1]] = float(value)
+    return out
 
 
 def _batch(passages, target, references, access, config, ctx, answers: bool) -> list[dict]:
@@ -148,24 +126,30 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
 
     rows = [{"id": p.get("id", str(j)), **({"set": p["set"]} if "set" in p else {})}
             for j, p in enumerate(passages)]
-    parts = []
+    parts, recorded = [], [{} for _ in passages]  # recorded: each row's answers (features.answers)
     if access in ("gray", "both"):
         # a twins audit: passages carry their twin's text (``Twins.sides``); its token ids are the
         # target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are
         twin_ids = [target.encode(p["twin"])[1:] if isinstance(p.get("twin"), str) else None
                     for p in passages] if config.twin_positions else None
         parts.append(gray_rows(texts, t_orig, t_pert, r_orig, config, twin_ids))
-        if answers:  # what the rows were computed from (features.answers), for the sealed record
-            parts.append([{ANSWERS: encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
-                                           None if twin_ids is None else twin_ids[i])}
-                          for i, t in enumerate(t_orig)])
+        for i, t in enumerate(t_orig):  # what the rows were computed from, for the sealed record
+            recorded[i] |= encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
+                                  None if twin_ids is None else twin_ids[i])
     if access in ("black", "both"):
-        parts.append(_black_rows(texts, t_orig, t_pert, r_orig, config, ctx))
+        black = _black_answers(t_orig, t_pert, r_orig, config, ctx)
         if config.sequence:
-            parts.append(_sequence_rows(t_orig, target, references[0] if references else None, config))
+            for b, seq in zip(black, _sequences(t_orig, target, references[0] if references else None, config)):
+                b["sequence"] = seq
+        parts.append([black_answers.black_row(text, b, config) for text, b in zip(texts, black)])
+        for i, b in enumerate(black):
+            recorded[i][black_answers.BLACK] = black_answers.encode(b)
     for part in parts:
         for row, extra in zip(rows, part):
             row.update(extra)
+    if answers:
+        for row, a in zip(rows, recorded):
+            row[ANSWERS] = a
     return rows
 
 
@@ -193,9 +177,10 @@ def extract(passages: list[dict], target: Backend, reference: Backend | Sequence
     column of ``catalog(config, access)`` that the given models allow (reference
     features need ``reference``: one backend, or a list of K for the ``*_refs_*``
     features). Batched by ``config.batch_size``; model calls per batch as in the module
-    docstring. ``progress(done, total)`` after each batch. ``answers``: with gray access, also
-    the column ``ANSWERS``, each row's model answers (``features.answers``: what the row was
-    computed from, so a sealed record lets ``verify`` compute it again)."""
+    docstring. ``progress(done, total)`` after each batch. ``answers``: also the column
+    ``ANSWERS``, each row's model answers (``features.answers``, its black-box part
+    ``features.black_answers``: what the row was computed from, so a sealed record lets
+    ``verify`` compute it again)."""
     config = config or FeatureConfig()
     references = as_references(reference)
     if access not in ("gray", "black", "both"):
@@ -217,7 +202,7 @@ def extract(passages: list[dict], target: Backend, reference: Backend | Sequence
     if ctx.embeddings is not None:
         ctx.embeddings.save()
     head = ["id"] + (["set"] if any("set" in p for p in passages) else [])
-    tail = [ANSWERS] if answers and access != "black" else []
+    tail = [ANSWERS] if answers else []
     return pd.DataFrame(rows, columns=head + feature_columns(config, access, len(references)) + tail)
 
 
