@@ -193,7 +193,7 @@ def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None
 
 def model_extract(config: AuditConfig) -> ExtractFn:
     """The default ``extract_fn``: library feature extraction on the config's models
-    (loaded once per process), no caching; the rows carry the model's answers (gray access)."""
+    (loaded once per process), no caching; the rows carry the model's answers (for the sealed record)."""
     from trainspotter.backends import load_backend
     from trainspotter.features.extract import extract
 
