@@ -39,6 +39,21 @@ def test_every_strategy_is_made_restored_and_offered(name):
     assert name in {s.value for s in Strategy}
 
 
+@pytest.mark.parametrize("name", ["online", "paper", "fixed"])
+def test_every_scorer_is_made_restored_and_offered(name):
+    from trainspotter.flows.cli_common import Scorer
+    from trainspotter.stats.scoring import SCORER_REGISTRY, SCORERS, make_scorer, scorer_from_dict
+    from trainspotter.stats.sequential import TestConfig
+
+    assert SCORERS == tuple(SCORER_REGISTRY) and name in SCORER_REGISTRY
+    scorer = make_scorer(name, 2, signs=[1, -1])
+    assert isinstance(scorer, SCORER_REGISTRY[name])
+    scorer.update([1.0, 2.0], [0.5, 3.0])
+    restored = scorer_from_dict(scorer.to_dict())
+    assert type(restored) is type(scorer) and restored.score([1.0, 1.0]) == scorer.score([1.0, 1.0])
+    assert name in {s.value for s in Scorer} and TestConfig(scorer=name).scorer == name
+
+
 EXAMPLES = {"hf": "hf:/models/x?dtype=bfloat16", "testbed": "testbed:tiny/reference",
             "openai": "openai:m@http://127.0.0.1:1/v1?tokenizer=hf:/models/x"}
 
