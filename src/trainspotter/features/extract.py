@@ -133,7 +133,7 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
         twin_ids = [target.encode(p["twin"])[1:] if isinstance(p.get("twin"), str) else None
                     for p in passages] if config.twin_positions else None
         parts.append(gray_rows(texts, t_orig, t_pert, r_orig, config, twin_ids))
-        for i, t in enumerate(t_orig):  # what the rows were computed from, for the sealed record
+        for i, t in enumerate(t_orig if answers else ()):  # what the rows came from, for the sealed record
             recorded[i] |= encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
                                   None if twin_ids is None else twin_ids[i])
     if access in ("black", "both"):
@@ -142,7 +142,7 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
             for b, seq in zip(black, _sequences(t_orig, target, references[0] if references else None, config)):
                 b["sequence"] = seq
         parts.append([black_answers.black_row(text, b, config) for text, b in zip(texts, black)])
-        for i, b in enumerate(black):
+        for i, b in enumerate(black if answers else ()):
             recorded[i][black_answers.BLACK] = black_answers.encode(b)
     for part in parts:
         for row, extra in zip(rows, part):
