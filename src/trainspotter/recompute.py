@@ -32,10 +32,10 @@ from trainspotter.features.answers import recompute
 from trainspotter.features.features import FeatureConfig
 from trainspotter.record import sha256
 
-__all__ = ["TOLERANCE", "check_recomputed", "close"]
+__all__ = ["SIDES", "TOLERANCE", "check_recomputed", "close"]
 
 TOLERANCE = 1e-9
-SIDES = ("suspect", "heldout")
+SIDES = ("suspect", "heldout")  # a pair's two sides, as the record names them
 
 
 def close(a, b) -> bool:

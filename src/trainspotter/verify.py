@@ -18,15 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.recompute import TOLERANCE, check_recomputed, close
+from trainspotter.recompute import SIDES, TOLERANCE, check_recomputed, close
 from trainspotter.record import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
                                  batch_digest, file_sha256, public_hex, record_digest, sha256, state_sha256,
                                  text_sha256)
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
-
-SIDES = ("suspect", "heldout")
-
 
 @dataclass
 class Check:
@@ -78,9 +75,6 @@ def load_record(path: str | Path) -> dict:
     if missing:
         raise InputError(f"{path}: the record has no {', '.join(missing)}")
     return record
-
-
-_close = close  # (the replays compare floats as the recomputation does)
 
 
 def _pairs(record: dict) -> list[dict]:
@@ -161,7 +155,7 @@ def _replay_blind(record: dict, config):
     recorded = record["blind"]["wealth"]
     exact = blind.wealth == recorded
     for t, (a, b) in enumerate(zip(recorded, blind.wealth), 1):
-        if not _close(a, b):
+        if not close(a, b):
             return blind, Check("blind check", False, f"blind pair {t}: wealth recorded {a!r}, replayed {b!r}")
     if len(recorded) != len(blind.wealth):
         return blind, Check("blind check", False, f"blind wealth: {len(recorded)} pairs recorded, "
@@ -189,7 +183,7 @@ def _replay_model(record: dict, config):
             return auditor, Check("model test", False, f"pair {pair['t']}: recorded, but the replayed test "
                                                        f"rejected at pair {pair['t'] - 1} and stopped")
         for f in STEP_FIELDS:
-            if not _close(pair[f], hist[f][i]):
+            if not close(pair[f], hist[f][i]):
                 return auditor, Check("model test", False, f"pair {pair['t']} (suspect {pair['suspect']['id']!r}, "
                                                            f"held-out {pair['heldout']['id']!r}): {f} recorded "
                                                            f"{pair[f]!r}, replayed {hist[f][i]!r}")
@@ -233,13 +227,13 @@ def _replay_placebo(record: dict, config, auditor, blind):
                    for p in pairs[start:start + config.batch_pairs]])
     wealth = test.history["wealth"]
     for i, pair in enumerate(pairs):
-        if i >= len(wealth) or not _close(pair["wealth"], wealth[i]) or not _close(recorded.wealth[i], wealth[i]):
+        if i >= len(wealth) or not close(pair["wealth"], wealth[i]) or not close(recorded.wealth[i], wealth[i]):
             return recorded, Check("placebo check", False, f"placebo pair {pair['t']}: wealth recorded "
                                    f"{pair['wealth']!r}, replayed {wealth[i] if i < len(wealth) else None!r}")
     for k in ("fired", "e_value", "max_wealth", "p_value", "pairs_used", "stop_time"):
         replayed = {"fired": test.rejected, "e_value": test.test.e_value, "max_wealth": test.test.max_wealth,
                     "p_value": test.test.p_value, "pairs_used": test.test.t, "stop_time": test.test.stop_time}[k]
-        if not _close(getattr(recorded, k), replayed):
+        if not close(getattr(recorded, k), replayed):
             return recorded, Check("placebo check", False, f"placebo.result.{k}: recorded {getattr(recorded, k)!r}, "
                                                            f"replayed {replayed!r}")
     return recorded, Check("placebo check", True, f"replayed from the placebo model's features ({recorded.model}): "
@@ -262,7 +256,7 @@ def _check_result(record: dict, config, auditor, blind, placebo) -> Check:
     fields = [(f"result.{k}", recorded[k], getattr(replayed, k)) for k in RESULT_FIELDS]
     fields += [(f"result.blind.{k}", v, getattr(replayed.blind, k)) for k, v in recorded["blind"].items()]
     for name, a, b in fields:
-        if not _close(a, b):
+        if not close(a, b):
             return Check("result", False, f"{name}: recorded {a!r}, replayed {b!r}")
     return Check("result", True, f"verdict {recorded['verdict']!r}, e-value {recorded['e_value']:.6g} and the "
                                  f"blind check's {recorded['blind']['e_value']:.6g} match the replay")

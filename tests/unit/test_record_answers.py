@@ -420,12 +420,12 @@ def test_a_sealed_black_record_holds_the_answers_and_verify_recomputes_every_fea
 
 def _black_sim(record, j=1):
     """Pair 3's suspect passage: the similarity of its target's token j, 0.3 further from 1."""
-    from trainspotter.features.answers import _array, _floats
+    from trainspotter.features.answers import decode_floats, encode_floats
 
     answers = _side(record)["answers"]["black"]["target"]
-    sim = _array(answers["sim"]).copy()
+    sim = decode_floats(answers["sim"]).copy()
     sim[j] -= 0.3
-    answers["sim"] = _floats(sim)
+    answers["sim"] = encode_floats(sim)
 
 
 def _black_sim_rehashed(record):

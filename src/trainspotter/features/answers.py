@@ -36,15 +36,17 @@ from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, prediction_row, token_level_row
 from trainspotter.features.twin_positions import twin_row
 
-__all__ = ["ANSWERS", "aligned", "decode", "encode", "gray_rows", "missing_logprobs", "recompute", "require_logprobs"]
+__all__ = ["ANSWERS", "decode", "decode_floats", "encode", "encode_floats", "gray_rows", "missing_logprobs",
+           "recompute", "require_logprobs", "same_ids"]
 
 ANSWERS = "answers"  # the key of a row's answers (not a feature column)
 _INTS = ("token_ids", "argmax")
 _FLOATS = ("logprobs", "mu", "sigma2", "max_logprob", "mentr", "top_logprobs", "projection")
 
 
-def aligned(a: TokenScores, b: TokenScores) -> bool:
-    return a.token_ids.shape == b.token_ids.shape and bool(np.array_equal(a.token_ids, b.token_ids))
+def same_ids(a, b) -> bool:
+    """Two texts' token ids are the same (one tokenizer: their positions line up); gray and black answers."""
+    return bool(np.array_equal(a, b))
 
 
 def require_logprobs(scores: list[TokenScores], who: str) -> None:
@@ -81,7 +83,7 @@ def gray_rows(texts: Sequence[str], t_orig: list[TokenScores], t_pert: dict[str,
         ez = None
         if r is not None:
             ez = (error_zone(t.logprobs, r.logprobs, t.argmax, t.token_ids, cap=config.ez_cap)
-                  if aligned(t, r) else np.nan)
+                  if same_ids(t.token_ids, r.token_ids) else np.nan)
         row = token_level_row(
             "gray", text, t.logprobs, config, mu=t.mu, sigma2=t.sigma2,
             reference_logprobs=r.logprobs if r is not None else None,
@@ -95,12 +97,14 @@ def gray_rows(texts: Sequence[str], t_orig: list[TokenScores], t_pert: dict[str,
     return rows
 
 
-def _floats(a: np.ndarray):
+def encode_floats(a: np.ndarray):
+    """A float array as base64 of its little-endian float64 bytes (with its shape if not 1-D)."""
     data = base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode("ascii")
     return data if np.ndim(a) == 1 else {"shape": list(np.shape(a)), "f8": data}
 
 
-def _array(v) -> np.ndarray:
+def decode_floats(v) -> np.ndarray:
+    """``encode_floats``' inverse: the very doubles encoded."""
     data, shape = (v["f8"], v["shape"]) if isinstance(v, dict) else (v, None)
     a = np.frombuffer(base64.b64decode(data.encode("ascii"), validate=True), dtype="<f8").astype(np.float64)
     return a.reshape(shape) if shape is not None else a
@@ -111,7 +115,7 @@ def _scores(s: TokenScores, fields: Sequence[str]) -> dict:
     for name in fields:
         value = getattr(s, name)
         if value is not None:
-            out[name] = [int(x) for x in value] if name in _INTS else _floats(value)
+            out[name] = [int(x) for x in value] if name in _INTS else encode_floats(value)
     return out
 
 
@@ -120,7 +124,8 @@ def encode(t: TokenScores, pert: dict[str, TokenScores], refs: list[TokenScores]
     """One passage's answers (module docstring): what ``gray_rows`` reads of them, no more."""
     out = {"target": _scores(t, _INTS + _FLOATS),
            "perturbed": {k: _scores(v, ("logprobs",)) for k, v in pert.items()},
-           "references": [_scores(r, ("logprobs",) if aligned(t, r) else ("token_ids", "logprobs")) for r in refs]}
+           "references": [_scores(r, ("logprobs",) if same_ids(t.token_ids, r.token_ids) else ("token_ids", "logprobs"))
+                          for r in refs]}
     if twin_ids is not None:
         out["twin_ids"] = [int(x) for x in twin_ids]
     return out
@@ -128,12 +133,14 @@ def encode(t: TokenScores, pert: dict[str, TokenScores], refs: list[TokenScores]
 
 def _token_scores(d: dict, token_ids=None) -> TokenScores:
     ids = np.asarray(d["token_ids"] if "token_ids" in d else token_ids, dtype=np.int64)
-    logprobs = _array(d["logprobs"])
+    logprobs = decode_floats(d["logprobs"])
     nan = np.full(ids.shape, np.nan)
     return TokenScores(token_ids=ids, logprobs=logprobs,
                        argmax=np.asarray(d["argmax"], dtype=np.int64) if "argmax" in d else np.full(ids.shape, -1),
-                       mu=_array(d["mu"]) if "mu" in d else nan, sigma2=_array(d["sigma2"]) if "sigma2" in d else nan,
-                       **{k: _array(d[k]) for k in ("max_logprob", "mentr", "top_logprobs", "projection") if k in d})
+                       mu=decode_floats(d["mu"]) if "mu" in d else nan,
+                       sigma2=decode_floats(d["sigma2"]) if "sigma2" in d else nan,
+                       **{k: decode_floats(d[k]) for k in ("max_logprob", "mentr", "top_logprobs", "projection")
+                          if k in d})
 
 
 def decode(answers: dict) -> tuple[TokenScores, dict[str, TokenScores], list[TokenScores], list[int] | None]:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from trainspotter.errors import InputError
-from trainspotter.features.answers import _array, _floats, missing_logprobs
+from trainspotter.features.answers import decode_floats, encode_floats, missing_logprobs, same_ids
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, match_rate, token_level_row
 from trainspotter.features.probability import estimate_logprobs, petal_fit
@@ -67,10 +67,6 @@ def side(token_ids, argmax, true: list[str], pred: list[str], sim: np.ndarray, l
     if logprobs is not None:
         out["logprobs"] = np.asarray(logprobs, dtype=np.float64)
     return out
-
-
-def _same_ids(a: dict, b: dict) -> bool:
-    return a["token_ids"].shape == b["token_ids"].shape and bool(np.array_equal(a["token_ids"], b["token_ids"]))
 
 
 def _sequence_row(seq: dict | None, config: FeatureConfig, reference: bool) -> dict[str, float]:
@@ -105,7 +101,8 @@ def black_row(text: str, black: dict, config: FeatureConfig) -> dict[str, float]
     ref_lp = refs_lp[0] if refs_lp else None
     ez = None
     if r is not None:
-        ez = (error_zone(lp, ref_lp, t["argmax"], t["token_ids"], cap=config.ez_cap) if _same_ids(t, r) else np.nan)
+        ez = (error_zone(lp, ref_lp, t["argmax"], t["token_ids"], cap=config.ez_cap)
+              if same_ids(t["token_ids"], r["token_ids"]) else np.nan)
     row = token_level_row("black", text, lp, config, reference_logprobs=ref_lp, references_logprobs=refs_lp,
                           perturbed_logprobs={k: est(v["sim"]) for k, v in black["perturbed"].items()}, ez=ez)
     row["black_match_rate"] = match_rate(t["token_ids"], t["argmax"])
@@ -119,13 +116,13 @@ def black_row(text: str, black: dict, config: FeatureConfig) -> dict[str, float]
 
 
 def _encode_side(s: dict, target: dict | None = None) -> dict:
-    out = {"argmax": [int(x) for x in s["argmax"]], "pred": list(s["pred"]), "sim": _floats(s["sim"])}
-    if target is None or not _same_ids(s, target):
+    out = {"argmax": [int(x) for x in s["argmax"]], "pred": list(s["pred"]), "sim": encode_floats(s["sim"])}
+    if target is None or not same_ids(s["token_ids"], target["token_ids"]):
         out["token_ids"] = [int(x) for x in s["token_ids"]]
     if target is None or s["true"] != target["true"]:
         out["true"] = list(s["true"])
     if "logprobs" in s:
-        out["logprobs"] = _floats(s["logprobs"])
+        out["logprobs"] = encode_floats(s["logprobs"])
     return out
 
 
@@ -146,8 +143,8 @@ def encode(black: dict) -> dict:
 def _decode_side(d: dict, target: dict | None = None) -> dict:
     ids = d["token_ids"] if "token_ids" in d else target["token_ids"]
     true = d["true"] if "true" in d else target["true"]
-    s = side(ids, d["argmax"], true, d["pred"], _array(d["sim"]),
-             _array(d["logprobs"]) if "logprobs" in d else None)
+    s = side(ids, d["argmax"], true, d["pred"], decode_floats(d["sim"]),
+             decode_floats(d["logprobs"]) if "logprobs" in d else None)
     n = len(s["token_ids"])
     if not (len(s["argmax"]) == len(s["true"]) == len(s["pred"]) == len(s["sim"]) == n):
         raise ValueError("token ids, greedy tokens, their strings and similarities differ in length")
