@@ -31,7 +31,7 @@ from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, B
 from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
-                                                  pvalue_row)
+                                                  pooled_frame, pvalue_row)
 from trainspotter.evaluation.benchmark_tables import header_line, render_markdown
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.evaluation.mia import METHODS, as_petal
@@ -144,9 +144,9 @@ PAPER = "ons/mmd"  # BADI's configuration, the baseline every saving is measured
 
 
 def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
-    """Per access: the sequential test's TPR (members vs held-out) and FPR (non-members vs
-    held-out) of every strategy × payoff at every α from one Monte Carlo pass per side, and
-    the fixed-n p-value baseline; one child run each."""
+    """Per access: the sequential test's TPR (members vs held-out), FPR (non-members vs
+    held-out) and pooled-control FPR (``pooled_frame``) of every strategy × payoff at every α
+    from one Monte Carlo pass per side, and the fixed-n p-value baseline; one child run each."""
     folder = artifacts_root() / "benchmark" / config.testbed
     tests = di_configs(config)
     rows, power = [], {}
@@ -154,11 +154,13 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
         pos = store_table(di_frame(table, "member", access), folder)
         neg = store_table(di_frame(table, "nonmember", access), folder)
         tprs = simulate_task(pos, tests, config.trials, config.n_max, False, config.seed, config.alphas)
-        fprs = simulate_task(neg, tests, config.null_trials or config.trials, config.n_max, False, config.seed,
-                             config.alphas)
-        for test, tpr, fpr in zip(tests, tprs, fprs):
+        null_trials = config.null_trials or config.trials
+        fprs = simulate_task(neg, tests, null_trials, config.n_max, False, config.seed, config.alphas)
+        pool = store_table(pooled_frame(table, access), folder)
+        pooled = simulate_task(pool, tests, null_trials, config.n_max, True, config.seed, config.alphas)
+        for test, tpr, fpr, fpr_pooled in zip(tests, tprs, fprs, pooled):
             for alpha in config.alphas:
-                rows.append(di_row(access, test, alpha, tpr, fpr))
+                rows.append(di_row(access, test, alpha, tpr, fpr, fpr_pooled))
                 power.setdefault((access, alpha), {})[rows[-1]["test"]] = tpr["by_alpha"][str(alpha)]["power_curve"]
         pv_pos = pvalue_task(pos, config.trials, config.n_max, list(config.alphas), config.seed)
         pv_neg = pvalue_task(neg, config.null_trials or config.trials, config.n_max, list(config.alphas), config.seed)
@@ -173,8 +175,9 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
             mlflow.log_params({"kind": "di" if row["payoff"] else "di-pvalue", "access": row["access"],
                                "test": row["test"], "alpha": row["alpha"], "trials": row["trials"],
                                "null_trials": row["null_trials"], "n_max": config.n_max})
-            _log_metrics({k: row.get(k) for k in ("tpr", "fpr", "fpr_binom_p", "mean_pairs", "mean_stop",
-                                                  "std_stop", "saving", "pairs", "trials")})
+            _log_metrics({k: row.get(k) for k in ("tpr", "fpr", "fpr_binom_p", "fpr_pooled", "fpr_pooled_binom_p",
+                                                  "mean_pairs", "mean_stop", "std_stop", "saving", "pairs",
+                                                  "trials")})
             if row["payoff"]:
                 log_steps(child.info.run_id, {"power": power[(row["access"], row["alpha"])][row["test"]]})
         row["run_id"] = child.info.run_id

@@ -40,6 +40,9 @@ def test_report_files(bench):
     for m in UNBANKED:
         assert f"| {METHODS[m].label} | {METHODS[m].access} | " in md
     assert "| gray | ons/mmd | 0.05 |" in md and "| black | p-value (fixed n) | 0.05 |" in md
+    gray = next(r for r in res["di"] if r["access"] == "gray" and r["test"] == "ons/mmd")
+    assert f"| {gray['fpr']:.3f} ({gray['fpr_binom_p']:.3f}) | {gray['fpr_pooled']:.3f} " \
+           f"({gray['fpr_pooled_binom_p']:.3f}) |" in md  # both controls, each with its binomial p
     assert json.loads((out / "results.json").read_text())["parent_run_id"] == res["parent_run_id"]
     for png in ("roc.png", "power_gray_a0.05.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
@@ -71,6 +74,8 @@ def test_dataset_inference_reports_tpr_and_negative_control_fpr(bench):
     for r in di.values():
         assert r["pairs"] == 12 and r["trials"] == 8 and r["null_trials"] == 10 and r["alpha"] == 0.05
         assert 0 <= r["tpr"] <= 1 and 0 <= r["fpr"] <= 1 and 0 <= r["fpr_binom_p"] <= 1
+        if r["payoff"]:  # the pooled control: 12 non-members ∪ 12 held-out split in two halves per trial
+            assert r["pooled_pairs"] == 12 and 0 <= r["fpr_pooled"] <= 1 and 0 <= r["fpr_pooled_binom_p"] <= 1
     for a in ("gray", "black"):  # savings are paired against the paper's configuration
         assert di[(a, "ons/mmd")]["saving"] == 0.0
         diff = di[(a, "ons/diff")]

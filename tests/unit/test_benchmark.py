@@ -11,7 +11,8 @@ import pydantic
 import pytest
 
 from trainspotter.evaluation.benchmark import BenchmarkConfig
-from trainspotter.evaluation.benchmark_di import best_valid, censored_stops, di_frame, paired_saving, pvalue_baseline
+from trainspotter.evaluation.benchmark_di import (best_valid, censored_stops, di_frame, di_row, paired_saving,
+                                                  pooled_frame, pvalue_baseline)
 from trainspotter.evaluation.benchmark_tables import render_markdown
 
 
@@ -37,6 +38,28 @@ def test_di_frame_labels_and_columns():
     assert pos["gray_ppl"].tolist() == [0, 1, 4, 5]
     neg = di_frame(table, "nonmember", "black")
     assert list(neg.columns) == ["set", "black_ppl"] and neg["black_ppl"].tolist() == [-2, -3, -4, -5]
+    # the pooled control: non-members and held-out, one pool that simulate(null=True) splits per trial
+    pool = pooled_frame(table, "gray")  # the members stay suspect rows, unused by a null run
+    assert pool["set"].tolist() == ["suspect"] * 2 + ["heldout"] * 4
+    assert pool["gray_ppl"].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_di_row_reports_both_controls_with_their_binomial_tests():
+    from math import comb
+
+    from trainspotter.stats.sequential import TestConfig
+
+    def result(rate, trials, stops=(3, 0)):
+        return {"trials": trials, "pairs": 40, "by_alpha": {"0.05": {"rejection_rate": rate, "mean_stop": 3.0,
+                                                                    "std_stop": 0.0, "stop_times": list(stops)}}}
+
+    row = di_row("gray", TestConfig(), 0.05, result(0.5, 2), result(0.02, 100), result(0.10, 100))
+    tail = sum(comb(100, k) * 0.05 ** k * 0.95 ** (100 - k) for k in range(10, 101))  # P(Bin(100, α) ≥ 10)
+    assert row["fpr_pooled"] == 0.10 and row["fpr_pooled_binom_p"] == pytest.approx(tail, rel=1e-9)
+    assert row["fpr"] == 0.02 and row["fpr_binom_p"] == pytest.approx(
+        sum(comb(100, k) * 0.05 ** k * 0.95 ** (100 - k) for k in range(2, 101)), rel=1e-9)
+    assert row["mean_pairs"] == (3 + 40) / 2  # the non-rejection counted as N_max
+    assert "fpr_pooled" not in di_row("gray", TestConfig(), 0.05, result(0.5, 2), result(0.02, 100))
 
 
 def _features(shift, n=100, seed=0):
@@ -113,7 +136,7 @@ def test_markdown_table():
     assert md.startswith("# T\n\nheader line\n")
     assert "(3 members vs 4 non-members)" in md
     assert "| LOSS | gray | 0.900 [0.800, 0.950] | 0.500 |" in md and "| 0.0100 | 2.0 |" in md
-    assert "| gray | ons/mmd | 0.05 | 1.000 | 0.000 | — | — | — | 12.0 ± 3.0 | 50 | 10 (10) |" in md
+    assert "| gray | ons/mmd | 0.05 | 1.000 | 0.000 (—) | — | — | — | 12.0 ± 3.0 | 50 | 10 (10) |" in md
 
 
 def test_censored_pairs_and_paired_saving_by_hand():
@@ -137,3 +160,5 @@ def test_best_valid_skips_configurations_whose_fpr_is_significantly_above_alpha(
     assert best["test"] == "A" and best["mean_pairs"] == 110.0
     assert best_valid([r for r in rows if r["test"] == "B"], 0.05) is None
     assert best_valid(rows, 0.01) is None  # no rows at that level
+    rows[0]["fpr_pooled_binom_p"] = 0.001  # A's pooled control is above α in gray: C is the best valid one
+    assert best_valid(rows, 0.05)["test"] == "C"

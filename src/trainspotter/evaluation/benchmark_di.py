@@ -1,6 +1,7 @@
 """Dataset inference in the benchmark (BADI Sec. 5.1, App. D): the sequential test's Monte
 Carlo TPR (members vs held-out), FPR (non-members vs held-out, a negative control with the
-same data pipeline) and stopping times (``trainspotter.stats.simulation.simulate_many``),
+same data pipeline), the pooled control's FPR (non-members ∪ held-out split anew in every
+trial) and stopping times (``trainspotter.stats.simulation.simulate_many``),
 the paired comparison of configurations, and Maini et al.'s fixed-n p-value
 (``trainspotter.stats.pvalue.di_pvalue``) on random subsamples of n pairs.
 """
@@ -17,8 +18,8 @@ from trainspotter.evaluation.benchmark import BenchmarkConfig
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import TestConfig, split_features
 
-__all__ = ["di_frame", "di_configs", "censored_stops", "paired_saving", "di_row", "compare_configurations",
-           "best_valid", "pvalue_row", "pvalue_baseline"]
+__all__ = ["di_frame", "pooled_frame", "di_configs", "censored_stops", "paired_saving", "di_row",
+           "compare_configurations", "best_valid", "pvalue_row", "pvalue_baseline"]
 
 
 def di_frame(table: pd.DataFrame, suspect_split: str, access: str) -> pd.DataFrame:
@@ -32,6 +33,19 @@ def di_frame(table: pd.DataFrame, suspect_split: str, access: str) -> pd.DataFra
     out = rows[cols].reset_index(drop=True)
     out.insert(0, "set", np.where(rows["split"].to_numpy() == "heldout", "heldout", "suspect"))
     return out
+
+
+def pooled_frame(table: pd.DataFrame, access: str) -> pd.DataFrame:
+    """The pooled negative control for ``simulate_many(..., null=True)``, which splits the
+    ``heldout`` rows into two random halves in every trial: here the non-member and held-out
+    rows (the members stay as the table's ``suspect`` rows, which a null run does not use).
+    With N_max near the pool, every trial of the non-members-vs-held-out control reorders
+    the same two sets, so its FPR is conditional on that one split; the pooled control draws
+    a new split per trial, so its FPR is the unconditional one the guarantee (Type-I error
+    ≤ α under exchangeable sides) is about."""
+    members = di_frame(table, "member", access)
+    pool = di_frame(table, "nonmember", access).assign(set="heldout")
+    return pd.concat([members[members["set"] == "suspect"], pool], ignore_index=True)
 
 
 def di_configs(config: BenchmarkConfig) -> list[TestConfig]:
@@ -58,21 +72,33 @@ def paired_saving(stops: list[int], reference: list[int], n: int, n_boot: int = 
             "saving_ci_high": float(np.quantile(boot, 0.975))}
 
 
-def di_row(access: str, test: TestConfig, alpha: float, tpr: dict, fpr: dict) -> dict:
-    """One sequential DI configuration's row at level ``alpha`` from its two Monte Carlo
-    results (members vs held-out: power and stopping times; non-members vs held-out: FPR,
-    with a one-sided binomial test of H: FPR ≤ α)."""
+def _fpr(result: dict, alpha: float) -> tuple[float, float]:
+    """A negative control's rejection rate at ``alpha`` and the one-sided binomial p of
+    H: FPR ≤ α over its trials."""
     from scipy.stats import binomtest
 
-    pos, neg = tpr["by_alpha"][str(alpha)], fpr["by_alpha"][str(alpha)]
-    k = int(round(neg["rejection_rate"] * fpr["trials"]))
-    return {"access": access, "test": f"{test.strategy}/{test.payoff}", "strategy": test.strategy,
-            "payoff": test.payoff, "alpha": alpha, "tpr": pos["rejection_rate"], "fpr": neg["rejection_rate"],
-            "fpr_binom_p": float(binomtest(k, fpr["trials"], alpha, alternative="greater").pvalue),
-            "mean_stop": pos["mean_stop"], "std_stop": pos["std_stop"],
-            "mean_pairs": float(censored_stops(pos["stop_times"], tpr["pairs"]).mean()),
-            "fpr_mean_stop": neg["mean_stop"], "pairs": tpr["pairs"], "trials": tpr["trials"],
-            "null_trials": fpr["trials"], "stop_times": pos["stop_times"]}
+    rate = result["by_alpha"][str(alpha)]["rejection_rate"]
+    k = int(round(rate * result["trials"]))
+    return rate, float(binomtest(k, result["trials"], alpha, alternative="greater").pvalue)
+
+
+def di_row(access: str, test: TestConfig, alpha: float, tpr: dict, fpr: dict, pooled: dict | None = None) -> dict:
+    """One sequential DI configuration's row at level ``alpha`` from its Monte Carlo results
+    (members vs held-out: power and stopping times; non-members vs held-out: FPR; ``pooled``,
+    the ``pooled_frame`` control: FPR with a new split per trial), each FPR with a one-sided
+    binomial test of H: FPR ≤ α."""
+    pos = tpr["by_alpha"][str(alpha)]
+    rate, p = _fpr(fpr, alpha)
+    row = {"access": access, "test": f"{test.strategy}/{test.payoff}", "strategy": test.strategy,
+           "payoff": test.payoff, "alpha": alpha, "tpr": pos["rejection_rate"], "fpr": rate, "fpr_binom_p": p,
+           "mean_stop": pos["mean_stop"], "std_stop": pos["std_stop"],
+           "mean_pairs": float(censored_stops(pos["stop_times"], tpr["pairs"]).mean()),
+           "fpr_mean_stop": fpr["by_alpha"][str(alpha)]["mean_stop"], "pairs": tpr["pairs"], "trials": tpr["trials"],
+           "null_trials": fpr["trials"], "stop_times": pos["stop_times"]}
+    if pooled is not None:
+        row["fpr_pooled"], row["fpr_pooled_binom_p"] = _fpr(pooled, alpha)
+        row["pooled_pairs"] = pooled["pairs"]
+    return row
 
 
 def compare_configurations(rows: list[dict], reference: str, n_boot: int = 2000, seed: int = 0) -> None:
@@ -87,20 +113,22 @@ def compare_configurations(rows: list[dict], reference: str, n_boot: int = 2000,
 
 def best_valid(rows: list[dict], alpha: float, level: float = 0.05) -> dict | None:
     """The configuration with the fewest censored pairs to decision, averaged over the
-    accesses benchmarked, among those whose negative-control FPR is not significantly
-    above α in any access (one-sided binomial p ≥ ``level``). How the default preset is
-    chosen."""
+    accesses benchmarked, among those whose negative-control FPRs (non-members vs held-out
+    and, where measured, the pooled control) are not significantly above α in any access
+    (one-sided binomial p ≥ ``level``). How the default preset is chosen."""
     cells: dict[str, list[dict]] = {}
     for r in rows:
         if r["alpha"] == alpha and "mean_pairs" in r:
             cells.setdefault(r["test"], []).append(r)
-    valid = {k: v for k, v in cells.items() if all(r["fpr_binom_p"] >= level for r in v)}
+    valid = {k: v for k, v in cells.items()
+             if all(r["fpr_binom_p"] >= level and r.get("fpr_pooled_binom_p", 1.0) >= level for r in v)}
     if not valid:
         return None
     test = min(valid, key=lambda k: np.mean([r["mean_pairs"] for r in valid[k]]))
     return {"test": test, "alpha": alpha, "mean_pairs": float(np.mean([r["mean_pairs"] for r in valid[test]])),
-            "rows": [{k: r.get(k) for k in ("access", "mean_pairs", "tpr", "fpr", "fpr_binom_p", "saving",
-                                            "saving_ci_low", "saving_ci_high")} for r in valid[test]]}
+            "rows": [{k: r.get(k) for k in ("access", "mean_pairs", "tpr", "fpr", "fpr_binom_p", "fpr_pooled",
+                                            "fpr_pooled_binom_p", "saving", "saving_ci_low", "saving_ci_high")}
+                     for r in valid[test]]}
 
 
 def pvalue_row(access: str, alpha: float, pos: dict, neg: dict) -> dict:
