@@ -139,6 +139,9 @@ TWINS_BROKEN = ("On twins this should not happen: the public versions were drawn
                 "private versions published or mixed into the public set, or a rewriter whose variant indices "
                 "differ systematically while the draw was not uniform. Check the folder and its commitment "
                 "(`trainspotter twins verify DIR`) and how the public set was released.")
+TWINS_LEAK = (" On twins, \"no evidence\" is also what a model trained on both versions of each passage gives "
+              "(private versions that leaked, or were released too): it learned no difference between them, so "
+              "the pairs show none. Keep private.jsonl and keys.json secret.")
 
 
 class Context(BaseModel):
@@ -255,7 +258,7 @@ def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = Fa
     if verdict == "no evidence":
         return head + (f"The model's e-value{e_model} stayed below 1/α = {1 / alpha:g}: no evidence (yet) that "
                        f"the suspect set was trained on." + _more_evidence(c, black_box)
-                       + (BLACK_BOX_CAVEAT if black_box else ""))
+                       + (BLACK_BOX_CAVEAT if black_box else "") + (TWINS_LEAK if twins else ""))
     then = f"; then audit again. Or, {TWINS}."
     if guard == "placebo":
         return head + (

@@ -75,3 +75,48 @@ def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, 
     assert "twins feature set" in line and "--twins DIR" in line
     line = one_error_line(run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder)))
     assert "not an empty folder" in line
+
+
+def _finetuned(mini_testbed, texts: list[str], out):
+    """The mini testbed's reference fine-tuned as its target was (same steps, rate, seed) on
+    ``texts``, saved to ``out``: a model whose training set a test chooses."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainspotter.evaluation.lm_training import save_model, train_causal_lm
+    from trainspotter.evaluation.testbed import PRESETS
+
+    config = PRESETS["mini"]
+    tokenizer = AutoTokenizer.from_pretrained(mini_testbed / "reference")
+    model = AutoModelForCausalLM.from_pretrained(mini_testbed / "reference")
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    n = min(len(i) for i in ids)  # equal-length blocks, BOS first, as the testbed trains
+    blocks = torch.tensor([[tokenizer.bos_token_id] + i[:n] for i in ids])
+    train_causal_lm(model, blocks, steps=config.target_epochs, batch_size=config.target_batch_size,
+                    lr=config.target_lr, seed=config.seed + 1, epochs=True)
+    save_model(model, tokenizer, out)
+    return out
+
+
+def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses_no_one(tmp_path, mini_testbed):
+    """make twins → release → a model trains on the public versions: "trained on". If the
+    private versions leak too and the model trains on both, the model no longer depends on
+    the draw (its training texts are every version, in variant order), so the two sides are
+    exchangeable again: "trained on" at most α = 0.01 of the time (the guarantee), and the
+    explanation says what a leak does."""
+    from trainspotter.twins import load_twins
+
+    folder = tmp_path / "twins"
+    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
+    assert out.returncode == 0, out.stderr
+    twins = load_twins(folder)
+    public = [twins.variants[i][twins.public[i]] for i in twins.ids]
+    both = [twins.variants[i][j] for i in twins.ids for j in sorted(twins.variants[i])]  # no trace of the draw
+    for model, texts, verdict in [("released", public, "trained on"), ("leaked", both, "no evidence")]:
+        path = _finetuned(mini_testbed, texts, tmp_path / model)
+        out = run("audit", "--twins", str(folder), "--model", f"hf:{path}", "--alpha", "0.01", "--json")
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
+        if model == "leaked":
+            assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
