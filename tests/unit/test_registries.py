@@ -175,3 +175,23 @@ def test_every_named_feature_set_is_catalogued():
     full = {s.name for s in catalog(FEATURE_SETS["full"], "both")}
     opt_in = {n for n in every - full if n.startswith(("gray_top_p_", "gray_pv_", "gray_twin_"))}
     assert every - full == opt_in
+
+
+def test_every_testbed_is_one_entry_with_a_description_and_a_recipe():
+    """A testbed is one TESTBEDS entry: its description is in ``testbed --help``, its recipe sets
+    only TestbedConfig fields and is made into the PRESETS config of its name, and the one name
+    check (check_testbed) knows it."""
+    from typer.testing import CliRunner
+
+    from trainspotter.evaluation.testbed import PRESETS, TestbedConfig
+    from trainspotter.flows.cli import app
+    from trainspotter.presets import TESTBEDS, check_testbed
+
+    assert list(TESTBEDS) == list(PRESETS)
+    output = CliRunner().invoke(app, ["testbed", "--help"], terminal_width=200).output
+    squashed = " ".join(output.replace("│", " ").split())
+    for name, testbed in TESTBEDS.items():
+        assert len(testbed.description) > 20 and set(testbed.recipe) <= set(TestbedConfig.model_fields) - {"name"}
+        assert PRESETS[name].name == name and check_testbed(name) == name
+        assert all(getattr(PRESETS[name], k) == v for k, v in testbed.recipe.items()), name
+        assert " ".join(f"{name}: {testbed.description}".split()) in squashed
