@@ -15,6 +15,7 @@ import pydantic
 import typer
 from rich.console import Console
 
+from trainspotter.evaluation.method_index import method_help
 from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json,
                                            folded_table, input_error)
 from trainspotter.errors import InputError
@@ -33,18 +34,9 @@ def _default(mia: str, shift: str | None = None) -> str:
     return f"(default: {mia}" + ("" if shift is None else f"; --suite shift: {shift}") + ")"
 
 
-# The per-sample methods (trainspotter.evaluation.mia.METHODS; tests/e2e/test_help.py checks
-# the two agree) by paradigm (llm: the LM attacks TDDBench does not have), with TDDBench's
-# name where it has one: listed by --help without importing the library.
-METHOD_HELP = ("metric: loss (Metric-loss), metric_conf (Metric-conf), metric_corr (Metric-corr), "
-               "metric_ent (Metric-ent), metric_ment (Metric-ment); "
-               "learning: learn_original (Learn-original), learn_top3 (Learn-top3), learn_sorted (Learn-sorted), "
-               "learn_label (Learn-label), learn_merge (Learn-merge); "
-               "model: model_loss (Model-loss), model_calibration (Model-calibration), lira_online (Model-lira), "
-               "lira_offline (Model-lira), model_fpr (Model-fpr), rmia (Model-robust); "
-               "query: neighbor (Query-neighbor), query_augment (Query-augment), query_ref (Query-ref), "
-               "query_transfer (Query-transfer), query_adv (Query-adv), query_qrm (Query-qrm); "
-               "llm: zlib, min_k, min_kpp, refl, ez_mia, petal, baseline, scoring_gray, scoring_black")
+# The per-sample methods by paradigm (llm: the LM attacks TDDBench does not have), with
+# TDDBench's name where it has one, from the light index METHODS is built from (no sklearn).
+METHOD_HELP = method_help()
 
 
 def _csv(value: str | None) -> list[str] | None:

@@ -195,3 +195,24 @@ def test_every_testbed_is_one_entry_with_a_description_and_a_recipe():
         assert PRESETS[name].name == name and check_testbed(name) == name
         assert all(getattr(PRESETS[name], k) == v for k, v in testbed.recipe.items()), name
         assert " ".join(f"{name}: {testbed.description}".split()) in squashed
+
+
+def test_every_method_is_in_the_light_index_and_the_help_without_sklearn():
+    """A per-sample method is one METHODS entry whose paradigm and TDDBench name come from the
+    light index (METHOD_INDEX, same names, same order); --methods lists each, and the CLI module
+    that says so imports neither the methods nor sklearn."""
+    import subprocess
+    import sys
+
+    from trainspotter.evaluation.method_index import METHOD_INDEX, PARADIGMS
+    from trainspotter.evaluation.mia import METHODS
+    from trainspotter.flows.cli_benchmark import METHOD_HELP
+
+    assert list(METHODS) == list(METHOD_INDEX)
+    for name, method in METHODS.items():
+        assert (method.paradigm, method.tddbench) == METHOD_INDEX[name] and method.paradigm in PARADIGMS
+        assert (f" {name} ({method.tddbench})" if method.tddbench else f" {name}") in f" {METHOD_HELP}".replace(":", ": ")
+        assert method.label and method.source and method.columns and callable(method.score), name
+    probe = ("import sys, trainspotter.flows.cli_benchmark; "
+             "print(sorted(m for m in ('sklearn', 'trainspotter.evaluation.mia') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
