@@ -53,7 +53,7 @@ def _config(base: dict, overrides: dict):
     try:
         return BenchmarkConfig(**data)
     except pydantic.ValidationError as e:
-        raise input_error(e, {"di_access": "access", "features.perturbation_kinds": "perturbations",
+        raise input_error(e, {"features.perturbation_kinds": "perturbations",
                               "config": "methods"}) from None  # the one model-level check: methods vs bank
 
 
@@ -168,8 +168,8 @@ def benchmark_cmd(
                                                         + _default(", ".join(STRATEGIES)) + "."),
     payoffs: Optional[str] = typer.Option(None, help="DI payoffs, comma-separated "
                                                      + _default(", ".join(PAYOFFS)) + "."),
-    access: Optional[str] = typer.Option(None, help="DI feature sets: one or more of gray, black, both (as "
-                                                    "audit --access; comma-separated), or none "
+    di_access: Optional[str] = typer.Option(None, help="DI feature sets: one or more access levels, gray, "
+                                                       "black, both (audit --access; comma-separated), or none "
                                                     + _default("gray, black") + "."),
     alphas: Optional[str] = typer.Option(None, help="Significance levels, comma-separated "
                                                     + _default("0.05, 0.01") + "."),
@@ -211,7 +211,7 @@ def benchmark_cmd(
     cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "reference": reference or None,
                          "reference_models": reference_models, "trials": trials, "null_trials": null_trials,
                          "n_max": n_max,
-                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if access == "none" else choices(Access, "access", access),
+                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if di_access == "none" else choices(Access, "di-access", di_access),
                          "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
                          "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed, "partitions": partitions,
                          "features": features or None, "out": str(out) if out else None})

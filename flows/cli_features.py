@@ -19,7 +19,7 @@ features_app = Typer(help="Membership features: the catalogue.", no_args_is_help
 
 
 @features_app.command("list", short_help="List the feature sets and families; --all: every column.")
-def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
+def list_cmd(access: Access = choice(Access, "access", "both", ACCESS_HELP),
              all_: bool = typer.Option(False, "--all", help="Every feature column (name, access, models, "
                                                            "member-like direction, definition, source) and "
                                                            "the per-sample methods that read them."),
@@ -40,7 +40,7 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     table = folded_table(f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})",
                          ("name", "access", "models", "member-like", "definition", "source"))
     for s in specs:
-        table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
+        table.add_row(s.name, s.access, "+".join(s.models), {1: "higher", -1: "lower", 0: "learned"}[s.direction],
                       s.definition, s.source)
     Console().print(table)
     from trainspotter.evaluation.mia import METHODS

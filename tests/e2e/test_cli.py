@@ -244,10 +244,10 @@ def test_extract_features_option_picks_the_set_and_explicit_flags_win(mini_testb
         "error: option --features: the calibrated (reference-relative) feature set needs a reference model")
 
 
-def test_benchmark_access_takes_the_audit_levels(tmp_path):
-    out = run("benchmark", "--testbed", "mini", "--access", "gray,grey", "--out", str(tmp_path))
+def test_benchmark_di_access_takes_the_audit_levels(tmp_path):
+    out = run("benchmark", "--testbed", "mini", "--di-access", "gray,grey", "--out", str(tmp_path))
     assert out.returncode == 2
-    assert out.stderr.strip() == ("error: option --access 'gray,grey': expected one or more of gray, black, both, "
+    assert out.stderr.strip() == ("error: option --di-access 'gray,grey': expected one or more of gray, black, both, "
                                   "comma-separated")
 
 

@@ -156,9 +156,9 @@ SUBSET_BASE = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max",
 
 @pytest.mark.parametrize("subset,paper", [
     (["--methods", "loss,ez_mia", "--strategies", "mixture", "--payoffs", "diff"], False),  # the report's case
-    (["--methods", "zlib", "--strategies", "ons,kelly", "--payoffs", "ks,mmd-std", "--access", "black"], False),
-    (["--methods", "refl", "--strategies", "ons", "--payoffs", "mmd", "--access", "gray"], True),
-    (["--methods", "loss", "--access", "none"], None),  # no DI at all
+    (["--methods", "zlib", "--strategies", "ons,kelly", "--payoffs", "ks,mmd-std", "--di-access", "black"], False),
+    (["--methods", "refl", "--strategies", "ons", "--payoffs", "mmd", "--di-access", "gray"], True),
+    (["--methods", "loss", "--di-access", "none"], None),  # no DI at all
 ])
 def test_benchmark_runs_on_any_subset_of_configurations(mini_testbed, tmp_path, subset, paper):
     from trainspotter.flows.cli import app
