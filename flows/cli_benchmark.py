@@ -8,6 +8,7 @@ the main CLI turns into one "error: …" line and exit 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -71,6 +72,36 @@ def _load_yaml(path: Path | None) -> dict:
     return data
 
 
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """The options of ``benchmark``, as given (None: not given), built once by benchmark_cmd."""
+
+    suite: str
+    testbed: str | None
+    methods: str | None
+    reference: list[str] | None
+    reference_models: int | None
+    trials: int | None
+    null_trials: int | None
+    n_max: int | None
+    strategies: str | None
+    payoffs: str | None
+    di_access: str | None
+    alphas: str | None
+    limit: int | None
+    cost_samples: int | None
+    cost_repeats: int | None
+    n_boot: int | None
+    partitions: int | None
+    perturbations: str | None
+    seed: int | None
+    config: Path | None
+    out: Path | None
+    tracking_uri: str | None
+    refresh: bool
+    json_out: bool
+
+
 def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
@@ -80,14 +111,16 @@ def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
         return flow(config, tracking_uri=tracking_uri)
 
 
-def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out) -> None:
+def _shift(o: BenchmarkOptions) -> None:
     """``--suite shift``: the held-out shift suite (trainspotter.evaluation.shift)."""
     from trainspotter.evaluation.shift import ShiftConfig
 
+    tracking_uri, refresh, json_out = o.tracking_uri, o.refresh, o.json_out
     try:
         cfg = ShiftConfig(**{k: v for k, v in {
-            "testbed": testbed, "trials": trials, "iid_trials": null_trials, "pollution_trials": null_trials,
-            "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
+            "testbed": o.testbed, "trials": o.trials, "iid_trials": o.null_trials, "pollution_trials": o.null_trials,
+            "n_max": o.n_max, "limit": o.limit, "seed": o.seed, "out": str(o.out) if o.out else None}.items()
+            if v is not None})
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
     from trainspotter.assets import python_docs_dir
@@ -195,26 +228,40 @@ def benchmark_cmd(
 ) -> None:
     """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, cost and more) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
+    o = BenchmarkOptions(**locals())  # the options, once; the suites' helpers read them
     if suite == "shift":
-        return _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out)
+        return _shift(o)
     if suite not in ("mia", "tddbench"):
         raise InputError(f"option --suite {suite!r}: expected mia, tddbench or shift")
-    base = _load_yaml(config)
+    cfg = _mia_config(o)
+    if suite == "tddbench":
+        return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
+    from trainspotter.flows.benchmark import benchmark_flow
+
+    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
+    return emit_json(res) if json_out else _print_mia(res, cfg.testbed)
+
+
+def _mia_config(o: BenchmarkOptions):
+    """The BenchmarkConfig of --suite mia or tddbench: the YAML file, then the options; the
+    checks that need no flow (perturbation kinds, the reference bank) before any runs."""
+    base = _load_yaml(o.config)
     features = dict(base.pop("features", None) or {})
-    if perturbations is not None:
-        features["perturbation_kinds"] = _csv(perturbations)
-    alpha_values = _csv(alphas)
+    if o.perturbations is not None:
+        features["perturbation_kinds"] = _csv(o.perturbations)
+    alpha_values = _csv(o.alphas)
     try:
         alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
     except ValueError:
-        raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
-    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "reference": reference or None,
-                         "reference_models": reference_models, "trials": trials, "null_trials": null_trials,
-                         "n_max": n_max,
-                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if di_access == "none" else choices(Access, "di-access", di_access),
-                         "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
-                         "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed, "partitions": partitions,
-                         "features": features or None, "out": str(out) if out else None})
+        raise InputError(f"option --alphas {o.alphas!r}: expected comma-separated numbers") from None
+    di_access = [] if o.di_access == "none" else choices(Access, "di-access", o.di_access)
+    cfg = _config(base, {"testbed": o.testbed, "methods": _csv(o.methods), "reference": o.reference or None,
+                         "reference_models": o.reference_models, "trials": o.trials, "null_trials": o.null_trials,
+                         "n_max": o.n_max, "strategies": _csv(o.strategies), "payoffs": _csv(o.payoffs),
+                         "di_access": di_access, "alphas": alpha_values, "limit": o.limit,
+                         "cost_samples": o.cost_samples, "cost_repeats": o.cost_repeats, "n_boot": o.n_boot,
+                         "seed": o.seed, "partitions": o.partitions, "features": features or None,
+                         "out": str(o.out) if o.out else None})
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(cfg.features.kinds)  # WordNet for synonym, before any flow starts
@@ -224,15 +271,12 @@ def benchmark_cmd(
         from trainspotter.evaluation.references import check_request
 
         check_request(cfg.testbed, cfg.reference_models)  # before anything is built
+    return cfg
 
-    if suite == "tddbench":
-        return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
-    from trainspotter.flows.benchmark import benchmark_flow
 
-    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
-    if json_out:
-        return emit_json(res)
-    t = folded_table(f"Per-sample methods on {cfg.testbed}",
+def _print_mia(res: dict, testbed: str) -> None:
+    """The per-sample methods' table, the DI table and where the report is."""
+    t = folded_table(f"Per-sample methods on {testbed}",
                      ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"))
     for r in res["methods"]:
         m, c = r["metrics"], r["cost"] or {}
