@@ -141,6 +141,7 @@ def _shift(o: BenchmarkOptions) -> None:
         t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", str(r["pairs"]), f"{r['blind']['rate']:.3f}",
                   "—" if placebo is None else f"{placebo['rate']:.3f}", f"{tests['gray']['blind_only']['rate']:.3f}",
                   now("gray"), now("gray_noref"), now("black"))
+    _console.print(t)
     _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
 
 
