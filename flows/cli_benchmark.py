@@ -54,7 +54,7 @@ def _config(base: dict, overrides: dict):
     try:
         return BenchmarkConfig(**data)
     except pydantic.ValidationError as e:
-        raise input_error(e, {"features.perturbation_kinds": "perturbations",
+        raise input_error(e, {"features.perturbation_kinds": "perturbation_kinds",
                               "config": "methods"}) from None  # the one model-level check: methods vs bank
 
 
@@ -93,7 +93,7 @@ class BenchmarkOptions:
     cost_repeats: int | None
     n_boot: int | None
     partitions: int | None
-    perturbations: str | None
+    perturbation_kinds: str | None
     seed: int | None
     config: Path | None
     out: Path | None
@@ -215,7 +215,7 @@ def benchmark_cmd(
     partitions: Optional[int] = typer.Option(None, min=2, help="--suite tddbench: random partitions of the "
                                                                "candidates " + _default("5") + "."),
     n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
-    perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
+    perturbation_kinds: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
                                                            + _default(", ".join(KINDS)) + "."),
     seed: Optional[int] = typer.Option(None, help="Seed of every random choice the verb makes: the same seed, "
                                                   "the same result " + _default("0") + "."),
@@ -248,8 +248,8 @@ def _mia_config(o: BenchmarkOptions):
     checks that need no flow (perturbation kinds, the reference bank) before any runs."""
     base = _load_yaml(o.config)
     features = dict(base.pop("features", None) or {})
-    if o.perturbations is not None:
-        features["perturbation_kinds"] = _csv(o.perturbations)
+    if o.perturbation_kinds is not None:
+        features["perturbation_kinds"] = _csv(o.perturbation_kinds)
     alpha_values = _csv(o.alphas)
     try:
         alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]

@@ -259,7 +259,7 @@ def test_benchmark_without_out_writes_under_the_artifacts_folder(mini_testbed, a
     before = {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")}
     out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4",
               "--n-max", "8", "--strategies", "ons", "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "0",
-              "--perturbations", "none", "--di-access", "gray", "--json")
+              "--perturbation-kinds", "none", "--di-access", "gray", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     files = json.loads(out.stdout)["files"]
     where = artifacts / "benchmark-results" / "mini"

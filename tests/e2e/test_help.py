@@ -131,7 +131,7 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
         "cost_repeats": (str(b.cost_repeats), None),
         "partitions": (str(b.partitions), None),
         "n_boot": (str(b.n_boot), None),
-        "perturbations": (csv(b.features.perturbation_kinds), None),
+        "perturbation_kinds": (csv(b.features.perturbation_kinds), None),
         "seed": (str(b.seed), str(s.seed)),
         "out": (f"{results}/TESTBED/", f"{results}/"),
     }
@@ -295,7 +295,6 @@ MAY_DIFFER = {
     "out": "a page, a table or a folder",
     "n_max": "per simulation trial or per benchmark trial",
     "trials": "of one simulation, or of each benchmark configuration",
-    "perturbations": "extract: whether to score them; benchmark: which kinds (none: no perturbations)",
     "reference": "audit and extract query the models named; benchmark defaults to the testbed's own reference",
 }
 

@@ -16,7 +16,7 @@ UNBANKED = [m for m, method in METHODS.items() if not method.extraction.uses_ban
 # one perturbation kind, 8 (control: 10) trials of at most 12 pairs, two DI tests per access, 4 timed passages
 REDUCED = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--strategies", "ons",
            "--payoffs", "mmd,diff", "--null-trials", "10", "--alphas", "0.05", "--cost-samples", "4", "--cost-repeats", "1",
-           "--n-boot", "200", "--perturbations", "deletion"]
+           "--n-boot", "200", "--perturbation-kinds", "deletion"]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_report_verb_renders_the_benchmark_page(bench, tmp_path):
 # Subsets of the documented options (issue: without ons/mmd the saving column was None and
 # rendering the table crashed). Same reduced extraction as REDUCED: its chunks are cached.
 SUBSET_BASE = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--null-trials", "8",
-               "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "50", "--perturbations", "deletion"]
+               "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "50", "--perturbation-kinds", "deletion"]
 
 
 @pytest.mark.parametrize("subset,paper", [

@@ -15,7 +15,7 @@ from trainspotter.evaluation.mia import METHODS
 BANKED = [m for m, method in METHODS.items() if method.paradigm == "model"]
 ARGS = ["--testbed", "mini-pretrain", "--limit", "16", "--trials", "8", "--null-trials", "8", "--alphas", "0.05",
         "--strategies", "mixture", "--payoffs", "diff", "--n-boot", "50", "--cost-samples", "4",
-        "--cost-repeats", "1", "--perturbations", "deletion"]
+        "--cost-repeats", "1", "--perturbation-kinds", "deletion"]
 
 
 @pytest.fixture(scope="module")
