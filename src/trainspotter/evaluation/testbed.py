@@ -185,18 +185,8 @@ def _build(config: TestbedConfig, out: Path, key: str,
     head = [bos] if bos is not None else []  # scored with BOS first (HFBackend.encode)
     encoded = tokenizer([r["text"] for r in records], add_special_tokens=False)["input_ids"]
 
-    # Seeded disjoint splits over passages long enough for one full chunk; one chunk
-    # per passage keeps the pairs independent.
-    order = list(range(len(records)))
-    random.Random(config.seed).shuffle(order)
-    L, n = config.chunk_tokens, config.n_per_split
-    names = SPLITS + ((VALIDATION,) if config.validation else ())
-    sizes = [n] * len(SPLITS) + ([config.validation] if config.validation else [])
-    eligible = [i for i in order if len(encoded[i]) >= L]
-    if len(eligible) < sum(sizes):
-        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {sum(sizes)}")
-    bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
-    chosen = {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
+    order, chosen = _splits(config, encoded)
+    L = config.chunk_tokens
     used = {i for ids in chosen.values() for i in ids}
     if config.twins:  # from here on a split passage is its public version (whole, for training)
         chosen, twins_made = build_twins(config, records, encoded, tokenizer, chosen, out)
@@ -241,11 +231,7 @@ def _build(config: TestbedConfig, out: Path, key: str,
         "torch_threads": torch.get_num_threads(),
         "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
         **trained,
-        "ground_truth": {"member": "in the target's fine-tuning data" if config.mode == "finetune"
-                         else f"mixed {_times(config.member_repeats)} into the target's pre-training corpus, "
-                         "not the reference's",
-                         "nonmember": "never trained on", "heldout": "never trained on"}
-        | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
+        "ground_truth": _ground_truth(config),
     }
     if config.twins:
         manifest["twins"] = twins_made
@@ -254,6 +240,29 @@ def _build(config: TestbedConfig, out: Path, key: str,
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _splits(config: TestbedConfig, encoded: list[list[int]]) -> tuple[list[int], dict[str, list[int]]]:
+    """The seeded passage order and the disjoint splits (passage indices) over passages long enough
+    for one full chunk; one chunk per passage keeps the pairs independent."""
+    order = list(range(len(encoded)))
+    random.Random(config.seed).shuffle(order)
+    L, n = config.chunk_tokens, config.n_per_split
+    names = SPLITS + ((VALIDATION,) if config.validation else ())
+    sizes = [n] * len(SPLITS) + ([config.validation] if config.validation else [])
+    eligible = [i for i in order if len(encoded[i]) >= L]
+    if len(eligible) < sum(sizes):
+        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {sum(sizes)}")
+    bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
+    return order, {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
+
+
+def _ground_truth(config: TestbedConfig) -> dict[str, str]:
+    """The manifest's ground truth: what each split is to the target."""
+    return ({"member": "in the target's fine-tuning data" if config.mode == "finetune"
+             else f"mixed {_times(config.member_repeats)} into the target's pre-training corpus, not the reference's",
+             "nonmember": "never trained on", "heldout": "never trained on"}
+            | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}))
 
 
 def _times(k: int) -> str:
