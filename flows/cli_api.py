@@ -35,12 +35,11 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
               ignore_logprobs: bool = typer.Option(False, help="Accept `logprobs` and return none."),
               chat_only: bool = typer.Option(False, help="Serve only /v1/chat/completions "
                                                          "(/v1/completions answers 404)."),
-              json_out: bool = typer.Option(False, "--json", help="Once listening, print the base URL, "
-                                                                  "host, port and model name as one JSON "
-                                                                  "line on stdout.")) -> None:
+              json_out: bool = JSON) -> None:
     """Serve a local model as an OpenAI-compatible API (/v1/models, /v1/completions with
     logprobs and echo, /v1/chat/completions); the quirk switches imitate servers that
-    differ from the reference, for testing clients."""
+    differ from the reference, for testing clients. Its result is where it listens: with
+    --json, once listening, the base URL, host, port and model name as one JSON line."""
     from trainspotter.backends import resolve_spec
     from trainspotter.backends.serve import ECHO_LOGPROBS, Quirks, serve
     from trainspotter.errors import InputError

@@ -8,6 +8,7 @@ the main CLI turns into one "error: …" line and exit 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +16,7 @@ import pydantic
 import typer
 from rich.console import Console
 
+from trainspotter.evaluation.method_index import method_help
 from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json,
                                            folded_table, input_error)
 from trainspotter.errors import InputError
@@ -33,18 +35,9 @@ def _default(mia: str, shift: str | None = None) -> str:
     return f"(default: {mia}" + ("" if shift is None else f"; --suite shift: {shift}") + ")"
 
 
-# The per-sample methods (trainspotter.evaluation.mia.METHODS; tests/e2e/test_help.py checks
-# the two agree) by paradigm (llm: the LM attacks TDDBench does not have), with TDDBench's
-# name where it has one: listed by --help without importing the library.
-METHOD_HELP = ("metric: loss (Metric-loss), metric_conf (Metric-conf), metric_corr (Metric-corr), "
-               "metric_ent (Metric-ent), metric_ment (Metric-ment); "
-               "learning: learn_original (Learn-original), learn_top3 (Learn-top3), learn_sorted (Learn-sorted), "
-               "learn_label (Learn-label), learn_merge (Learn-merge); "
-               "model: model_loss (Model-loss), model_calibration (Model-calibration), lira_online (Model-lira), "
-               "lira_offline (Model-lira), model_fpr (Model-fpr), rmia (Model-robust); "
-               "query: neighbor (Query-neighbor), query_augment (Query-augment), query_ref (Query-ref), "
-               "query_transfer (Query-transfer), query_adv (Query-adv), query_qrm (Query-qrm); "
-               "llm: zlib, min_k, min_kpp, refl, ez_mia, petal, baseline, scoring_gray, scoring_black")
+# The per-sample methods by paradigm (llm: the LM attacks TDDBench does not have), with
+# TDDBench's name where it has one, from the light index METHODS is built from (no sklearn).
+METHOD_HELP = method_help()
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -61,7 +54,7 @@ def _config(base: dict, overrides: dict):
     try:
         return BenchmarkConfig(**data)
     except pydantic.ValidationError as e:
-        raise input_error(e, {"di_access": "access", "features.perturbation_kinds": "perturbations",
+        raise input_error(e, {"features.perturbation_kinds": "perturbation_kinds",
                               "config": "methods"}) from None  # the one model-level check: methods vs bank
 
 
@@ -79,6 +72,36 @@ def _load_yaml(path: Path | None) -> dict:
     return data
 
 
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """The options of ``benchmark``, as given (None: not given), built once by benchmark_cmd."""
+
+    suite: str
+    testbed: str | None
+    methods: str | None
+    reference: list[str] | None
+    reference_models: int | None
+    trials: int | None
+    null_trials: int | None
+    n_max: int | None
+    strategies: str | None
+    payoffs: str | None
+    di_access: str | None
+    alphas: str | None
+    limit: int | None
+    cost_samples: int | None
+    cost_repeats: int | None
+    n_boot: int | None
+    partitions: int | None
+    perturbation_kinds: str | None
+    seed: int | None
+    config: Path | None
+    out: Path | None
+    tracking_uri: str | None
+    refresh: bool
+    json_out: bool
+
+
 def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
@@ -88,14 +111,16 @@ def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
         return flow(config, tracking_uri=tracking_uri)
 
 
-def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out) -> None:
+def _shift(o: BenchmarkOptions) -> None:
     """``--suite shift``: the held-out shift suite (trainspotter.evaluation.shift)."""
     from trainspotter.evaluation.shift import ShiftConfig
 
+    tracking_uri, refresh, json_out = o.tracking_uri, o.refresh, o.json_out
     try:
         cfg = ShiftConfig(**{k: v for k, v in {
-            "testbed": testbed, "trials": trials, "iid_trials": null_trials, "pollution_trials": null_trials,
-            "n_max": n_max, "limit": limit, "seed": seed, "out": str(out) if out else None}.items() if v is not None})
+            "testbed": o.testbed, "trials": o.trials, "iid_trials": o.null_trials, "pollution_trials": o.null_trials,
+            "n_max": o.n_max, "limit": o.limit, "seed": o.seed, "out": str(o.out) if o.out else None}.items()
+            if v is not None})
     except pydantic.ValidationError as e:
         raise input_error(e, {"iid_trials": "null_trials"}) from None
     from trainspotter.assets import python_docs_dir
@@ -116,6 +141,7 @@ def _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, 
         t.add_row(r["kind"], f"{r['suspect']} vs {r['heldout']}", str(r["pairs"]), f"{r['blind']['rate']:.3f}",
                   "—" if placebo is None else f"{placebo['rate']:.3f}", f"{tests['gray']['blind_only']['rate']:.3f}",
                   now("gray"), now("gray_noref"), now("black"))
+    _console.print(t)
     _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
 
 
@@ -176,8 +202,8 @@ def benchmark_cmd(
                                                         + _default(", ".join(STRATEGIES)) + "."),
     payoffs: Optional[str] = typer.Option(None, help="DI payoffs, comma-separated "
                                                      + _default(", ".join(PAYOFFS)) + "."),
-    access: Optional[str] = typer.Option(None, help="DI feature sets: one or more of gray, black, both (as "
-                                                    "audit --access; comma-separated), or none "
+    di_access: Optional[str] = typer.Option(None, help="DI feature sets: one or more access levels, gray, "
+                                                       "black, both (audit --access; comma-separated), or none "
                                                     + _default("gray, black") + "."),
     alphas: Optional[str] = typer.Option(None, help="Significance levels, comma-separated "
                                                     + _default("0.05, 0.01") + "."),
@@ -189,7 +215,7 @@ def benchmark_cmd(
     partitions: Optional[int] = typer.Option(None, min=2, help="--suite tddbench: random partitions of the "
                                                                "candidates " + _default("5") + "."),
     n_boot: Optional[int] = typer.Option(None, min=0, help="Bootstrap resamples per metric " + _default("1000") + "."),
-    perturbations: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
+    perturbation_kinds: Optional[str] = typer.Option(None, help="Perturbation kinds, comma-separated, or none "
                                                            + _default(", ".join(KINDS)) + "."),
     seed: Optional[int] = typer.Option(None, help="Seed of every random choice the verb makes: the same seed, "
                                                   "the same result " + _default("0") + "."),
@@ -203,26 +229,40 @@ def benchmark_cmd(
 ) -> None:
     """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, cost and more) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
+    o = BenchmarkOptions(**locals())  # the options, once; the suites' helpers read them
     if suite == "shift":
-        return _shift(testbed, trials, null_trials, n_max, limit, seed, out, tracking_uri, refresh, json_out)
+        return _shift(o)
     if suite not in ("mia", "tddbench"):
         raise InputError(f"option --suite {suite!r}: expected mia, tddbench or shift")
-    base = _load_yaml(config)
+    cfg = _mia_config(o)
+    if suite == "tddbench":
+        return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
+    from trainspotter.flows.benchmark import benchmark_flow
+
+    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
+    return emit_json(res) if json_out else _print_mia(res, cfg.testbed)
+
+
+def _mia_config(o: BenchmarkOptions):
+    """The BenchmarkConfig of --suite mia or tddbench: the YAML file, then the options; the
+    checks that need no flow (perturbation kinds, the reference bank) before any runs."""
+    base = _load_yaml(o.config)
     features = dict(base.pop("features", None) or {})
-    if perturbations is not None:
-        features["perturbation_kinds"] = _csv(perturbations)
-    alpha_values = _csv(alphas)
+    if o.perturbation_kinds is not None:
+        features["perturbation_kinds"] = _csv(o.perturbation_kinds)
+    alpha_values = _csv(o.alphas)
     try:
         alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
     except ValueError:
-        raise InputError(f"option --alphas {alphas!r}: expected comma-separated numbers") from None
-    cfg = _config(base, {"testbed": testbed, "methods": _csv(methods), "reference": reference or None,
-                         "reference_models": reference_models, "trials": trials, "null_trials": null_trials,
-                         "n_max": n_max,
-                         "strategies": _csv(strategies), "payoffs": _csv(payoffs), "di_access": [] if access == "none" else choices(Access, "access", access),
-                         "alphas": alpha_values, "limit": limit, "cost_samples": cost_samples,
-                         "cost_repeats": cost_repeats, "n_boot": n_boot, "seed": seed, "partitions": partitions,
-                         "features": features or None, "out": str(out) if out else None})
+        raise InputError(f"option --alphas {o.alphas!r}: expected comma-separated numbers") from None
+    di_access = [] if o.di_access == "none" else choices(Access, "di-access", o.di_access)
+    cfg = _config(base, {"testbed": o.testbed, "methods": _csv(o.methods), "reference": o.reference or None,
+                         "reference_models": o.reference_models, "trials": o.trials, "null_trials": o.null_trials,
+                         "n_max": o.n_max, "strategies": _csv(o.strategies), "payoffs": _csv(o.payoffs),
+                         "di_access": di_access, "alphas": alpha_values, "limit": o.limit,
+                         "cost_samples": o.cost_samples, "cost_repeats": o.cost_repeats, "n_boot": o.n_boot,
+                         "seed": o.seed, "partitions": o.partitions, "features": features or None,
+                         "out": str(o.out) if o.out else None})
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(cfg.features.kinds)  # WordNet for synonym, before any flow starts
@@ -232,15 +272,12 @@ def benchmark_cmd(
         from trainspotter.evaluation.references import check_request
 
         check_request(cfg.testbed, cfg.reference_models)  # before anything is built
+    return cfg
 
-    if suite == "tddbench":
-        return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
-    from trainspotter.flows.benchmark import benchmark_flow
 
-    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
-    if json_out:
-        return emit_json(res)
-    t = folded_table(f"Per-sample methods on {cfg.testbed}",
+def _print_mia(res: dict, testbed: str) -> None:
+    """The per-sample methods' table, the DI table and where the report is."""
+    t = folded_table(f"Per-sample methods on {testbed}",
                      ("method", "AUROC [95% CI]", "TPR@1%FPR", "TPR@0.1%FPR", "MA", "s/sample", "peak MB"))
     for r in res["methods"]:
         m, c = r["metrics"], r["cost"] or {}

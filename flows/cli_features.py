@@ -19,7 +19,7 @@ features_app = Typer(help="Membership features: the catalogue.", no_args_is_help
 
 
 @features_app.command("list", short_help="List the feature sets and families; --all: every column.")
-def list_cmd(access: Access = choice(Access, "access", "both", "Which features: gray, black or both."),
+def list_cmd(access: Access = choice(Access, "access", "both", ACCESS_HELP),
              all_: bool = typer.Option(False, "--all", help="Every feature column (name, access, models, "
                                                            "member-like direction, definition, source) and "
                                                            "the per-sample methods that read them."),
@@ -40,7 +40,7 @@ def list_cmd(access: Access = choice(Access, "access", "both", "Which features: 
     table = folded_table(f"{len(specs)} features ({', '.join(f'{n} {a}' for a, n in Counter(s.access for s in specs).items())})",
                          ("name", "access", "models", "member-like", "definition", "source"))
     for s in specs:
-        table.add_row(s.name, s.access, "+".join(s.models), "higher" if s.direction > 0 else "lower",
+        table.add_row(s.name, s.access, "+".join(s.models), {1: "higher", -1: "lower", 0: "learned"}[s.direction],
                       s.definition, s.source)
     Console().print(table)
     from trainspotter.evaluation.mia import METHODS
@@ -91,6 +91,28 @@ def _print_summary(access: str, specs) -> None:
     out.print(table)
 
 
+def _feature_config(features: FeatureSet, chosen: dict, n_references: int):
+    """The FeatureConfig of extract: the named set, the options given (not None) winning over it,
+    checked before any flow starts (values, WordNet for synonyms, a reference where one is needed)."""
+    from pydantic import ValidationError
+
+    from trainspotter.errors import FieldError
+    from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
+    from trainspotter.features.perturb import check_kinds
+
+    try:
+        config = FeatureConfig.model_validate(FEATURE_SETS[features.value].model_dump()
+                                              | {k: v for k, v in chosen.items() if v is not None})
+    except ValidationError as e:
+        raise input_error(e) from None
+    check_kinds(config.kinds)
+    try:
+        check_references(config, n_references)
+    except FieldError as e:
+        raise InputError(f"option --{e.field}: {e}") from None
+    return config
+
+
 def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL, Parquet, CSV, txt, a folder "
                                                                  "of txt files or a saved HF dataset; a `set` "
                                                                  "field or column (suspect or heldout) on every "
@@ -121,29 +143,14 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     flow: chunks are cached tasks, so an interrupted extraction resumes). With --suspect and
     --heldout (or `set` labels in --data) the table has a `set` column and is ready for
     `trainspotter test` and `simulate`."""
-    from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from trainspotter.data import load_labeled
-    from trainspotter.errors import FieldError
-    from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
 
     if out.suffix.lower() != ".parquet":
         raise InputError(f"--out {out}: expected a .parquet file name")
-    try:
-        chosen = {"seed": seed, "estimator": estimator, "batch_size": batch_size, "perturbations": perturbations,
-                  "sequence": sequence}  # explicit options win over the feature set's
-        config = FeatureConfig.model_validate(FEATURE_SETS[features.value].model_dump()
-                                              | {k: v for k, v in chosen.items() if v is not None})
-    except ValidationError as e:
-        raise input_error(e) from None
-    from trainspotter.features.perturb import check_kinds
-
-    check_kinds(config.kinds)  # WordNet, before any flow starts
-    try:
-        check_references(config, len(reference or ()))
-    except FieldError as e:
-        raise InputError(f"option --{e.field}: {e}") from None
+    config = _feature_config(features, {"seed": seed, "estimator": estimator, "batch_size": batch_size,
+                                        "perturbations": perturbations, "sequence": sequence}, len(reference or ()))
     passages = load_labeled(data, suspect, heldout)  # bad input fails here, before any flow starts
     model, reference, _ = edge_specs(model, reference)
     if chunk_size < 1:

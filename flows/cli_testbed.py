@@ -9,7 +9,7 @@ from trainspotter.flows.cli_common import JSON, Typer, emit_json
 from trainspotter.presets import TESTBEDS, check_testbed
 
 testbed_app = Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
-    f"{name}: {text}" for name, text in TESTBEDS.items()),
+    f"{name}: {testbed.description}" for name, testbed in TESTBEDS.items()),
     short_help="Build testbeds: models with known training members.", no_args_is_help=True)
 
 

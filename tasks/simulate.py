@@ -12,12 +12,14 @@ from trainspotter.stats.sequential import TestConfig
 
 
 # The library code a Monte Carlo result depends on (table reading, test, betting, scoring,
-# the features' member-like directions the scorer is constrained to).
+# the features' member-like directions the scorer is constrained to: orientation reads
+# them from the catalogue, whose prediction-vector widths come from backends.base).
 SIMULATE_CODE = ("trainspotter.stats.simulation", "trainspotter.stats.sequential",
                  "trainspotter.stats.streams", "trainspotter.stats.payoffs", "trainspotter.stats.strategies",
                  "trainspotter.stats.eprocess", "trainspotter.stats.scoring", "trainspotter.stats.adam_scorer",
                  "trainspotter.stats.newton_scorer", "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles",
-                 "trainspotter.stats.oriented_qp", "trainspotter.features.orientation", "trainspotter.data")
+                 "trainspotter.stats.oriented_qp", "trainspotter.features.orientation", "trainspotter.data",
+                 "trainspotter.features.catalog", "trainspotter.backends.base")
 
 
 def simulate_cache_key(context, parameters) -> str:

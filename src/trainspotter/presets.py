@@ -1,9 +1,14 @@
 """Named settings of the sequential test (TestConfig field overrides) for an audit, and the
-built-in testbeds' one-line descriptions, each with the one check of a name against it.
+built-in testbeds (the one registry: each entry's one-line description and its recipe), each
+with the one check of a name against it.
 
 Kept apart from trainspotter.audit and trainspotter.evaluation.testbed (which import torch)
-so the CLI can name them in ``--help`` cheaply. Explicit strategy/payoff/lambda_max win.
+so the CLI can name them in ``--help`` cheaply: a testbed's recipe here is plain data (the
+``TestbedConfig`` fields it sets), made into a ``TestbedConfig`` by ``evaluation.testbed.PRESETS``.
+Explicit strategy/payoff/lambda_max win.
 """
+
+from typing import NamedTuple
 
 from trainspotter.errors import InputError
 
@@ -45,25 +50,67 @@ def check_testbed(name: str) -> str:
     return name
 
 
-TESTBEDS = {  # testbed name -> what it models (its recipe: trainspotter.evaluation.testbed.PRESETS)
-    "tiny": "small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
-            "passages (members memorised; strong signal)",
-    "mini": "seconds-scale version of tiny, for tests",
-    "smollm2": "SmolLM2-135M fully fine-tuned on 200 members for 3 epochs (EZ-MIA recipe; "
-               "strong signal)",
-    "smollm2-lora": "SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
-    "tiny-pretrain": "small LM trained from scratch on a Wikipedia corpus with 1000 members "
-                     "mixed in once, reference without them (pre-training contamination; "
-                     "weak signal, DI needs hundreds of pairs); --references K adds K OUT and "
-                     "K IN reference models (testbed:tiny-pretrain/out-N, /in-N)",
-    "tiny-pretrain-2k": "tiny-pretrain's recipe with 2000 members, non-members and held-out "
-                        "passages each (BADI's scale for black-box audits; --references K as well)",
-    "tiny-pretrain-2k-x2": "tiny-pretrain-2k with every member block seen twice (as the Pile "
-                           "repeats most of its subsets)",
-    "tiny-pretrain-2k-x4": "tiny-pretrain-2k with every member block seen 4 times",
-    "tiny-pretrain-twins": "tiny-pretrain with twins (k = 2) of every passage: members' public "
-                           "versions seen once; twins folders in twins-member/, twins-nonmember/ "
-                           "(audit --twins DIR)",
-    "mini-pretrain": "seconds-scale version of tiny-pretrain, for tests",
-    "mini-pretrain-twins": "seconds-scale version of tiny-pretrain-twins, for tests",
+class Testbed(NamedTuple):
+    """One built-in testbed: what it models (``testbed build --help``) and its recipe (the
+    ``evaluation.testbed.TestbedConfig`` fields it sets besides its name; the fingerprint of
+    the made config keys the built files)."""
+
+    description: str
+    recipe: dict
+
+
+_SMOLLM2 = {"base": "smollm2", "chunk_tokens": 64, "n_per_split": 200, "validation": 50, "target_epochs": 3,
+            "target_lr": 1e-4, "target_batch_size": 8}
+_PRETRAIN = {"mode": "pretrain", "n_per_split": 1000, "pretrain_epochs": 1}
+_PRETRAIN_2K = _PRETRAIN | {"n_per_split": 2000}
+_MINI_PRETRAIN = {"mode": "pretrain", "n_per_split": 40, "vocab_size": 512, "hidden_size": 32,
+                  "corpus_passages": 400, "pretrain_epochs": 2}
+
+TESTBEDS: dict[str, Testbed] = {
+    "tiny": Testbed("small LM pre-trained on disjoint Wikipedia leads, then fine-tuned on 500 member "
+                    "passages (members memorised; strong signal)", {}),
+    # A seconds-scale variant for tests; same recipe, smaller everything.
+    "mini": Testbed("seconds-scale version of tiny, for tests",
+                    {"n_per_split": 80, "vocab_size": 1024, "hidden_size": 64, "reference_steps": 120,
+                     "target_epochs": 12, "target_lr": 2e-3}),
+    # SmolLM2-135M fully fine-tuned on 200 members (EZ-MIA's recipe, scaled to ~1 h on 2 CPU
+    # cores: one 8x64-token AdamW step takes ~8 s there; minutes on a GPU).
+    "smollm2": Testbed("SmolLM2-135M fully fine-tuned on 200 members for 3 epochs (EZ-MIA recipe; "
+                       "strong signal)", _SMOLLM2),
+    "smollm2-lora": Testbed("SmolLM2-135M with rank-16 LoRA fine-tuned on 200 members (EZ-MIA Sec. 5.3)",
+                            _SMOLLM2 | {"lora": True}),
+    # Pre-training contamination: 1000 member passages (2008 blocks, 13% of the training tokens;
+    # the corpus is the other 7033 leads, 13268 blocks) seen once, in one epoch from scratch.
+    # Recipes tried (per-sample AUROC, 1000 members vs 1000 non-members, first 64-token chunk;
+    # RefL = target/reference loss ratio, Min-K%++ at k = 20%; ~6 CPU-min each, 1 thread):
+    #   hidden 128, 1 epoch (chosen): RefL 0.618, Min-K%++ 0.559, LOSS 0.513 (final loss 4.93)
+    #   hidden 64, 2 epochs:          RefL 0.730, Min-K%++ 0.591, LOSS 0.545 (final loss 4.23)
+    # The chosen one keeps "seen once" literal and sits in the 0.5-0.65 range reported for
+    # pre-training data, where dataset inference needs hundreds of pairs.
+    "tiny-pretrain": Testbed("small LM trained from scratch on a Wikipedia corpus with 1000 members "
+                             "mixed in once, reference without them (pre-training contamination; "
+                             "weak signal, DI needs hundreds of pairs); --references K adds K OUT and "
+                             "K IN reference models (testbed:tiny-pretrain/out-N, /in-N)", _PRETRAIN),
+    # BADI's scale for black-box audits (2000 pairs per split; issue 20): the same recipe with
+    # 2000 whole passages per split. The corpus is what is left (4033 leads), so members are a
+    # larger share of the training tokens than in tiny-pretrain (the manifest records it); still
+    # seen once, in one epoch from scratch.
+    "tiny-pretrain-2k": Testbed("tiny-pretrain's recipe with 2000 members, non-members and held-out "
+                                "passages each (BADI's scale for black-box audits; --references K as well)",
+                                _PRETRAIN_2K),
+    # The same with every member block repeated k times per epoch (the Pile repeats its subsets
+    # 1-3 times): how a black-box audit's power grows with exposures (benchmarks/bench_exposures.py).
+    "tiny-pretrain-2k-x2": Testbed("tiny-pretrain-2k with every member block seen twice (as the Pile "
+                                   "repeats most of its subsets)", _PRETRAIN_2K | {"member_repeats": 2}),
+    "tiny-pretrain-2k-x4": Testbed("tiny-pretrain-2k with every member block seen 4 times",
+                                   _PRETRAIN_2K | {"member_repeats": 4}),
+    # Twins of every passage (k = 2), the members' public versions seen once in pre-training: the
+    # twins audit's ground truth (issue 35); the same corpus and recipe as tiny-pretrain.
+    "tiny-pretrain-twins": Testbed("tiny-pretrain with twins (k = 2) of every passage: members' public "
+                                   "versions seen once; twins folders in twins-member/, twins-nonmember/ "
+                                   "(audit --twins DIR)", _PRETRAIN | {"twins": 2}),
+    # A seconds-scale variant of the pre-training recipe for tests.
+    "mini-pretrain": Testbed("seconds-scale version of tiny-pretrain, for tests", _MINI_PRETRAIN),
+    "mini-pretrain-twins": Testbed("seconds-scale version of tiny-pretrain-twins, for tests",
+                                   _MINI_PRETRAIN | {"twins": 2}),
 }

@@ -55,7 +55,8 @@ SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "passage
 STEP_FIELDS = ("wealth", "lambda", "u", "score_x", "score_y")
 # The library code a replay depends on (verify reports when the checkout's differs).
 REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdict", "trainspotter.record",
-               "trainspotter.features.text", "trainspotter.features.orientation", "trainspotter.presets",
+               "trainspotter.features.text", "trainspotter.features.orientation", "trainspotter.features.catalog",
+               "trainspotter.presets",
                "trainspotter.stats.sequential", "trainspotter.stats.blind", "trainspotter.stats.eprocess",
                "trainspotter.stats.payoffs", "trainspotter.stats.strategies", "trainspotter.stats.scoring",
                "trainspotter.stats.newton_scorer", "trainspotter.stats.adam_scorer",

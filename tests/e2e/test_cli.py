@@ -244,10 +244,10 @@ def test_extract_features_option_picks_the_set_and_explicit_flags_win(mini_testb
         "error: option --features: the calibrated (reference-relative) feature set needs a reference model")
 
 
-def test_benchmark_access_takes_the_audit_levels(tmp_path):
-    out = run("benchmark", "--testbed", "mini", "--access", "gray,grey", "--out", str(tmp_path))
+def test_benchmark_di_access_takes_the_audit_levels(tmp_path):
+    out = run("benchmark", "--testbed", "mini", "--di-access", "gray,grey", "--out", str(tmp_path))
     assert out.returncode == 2
-    assert out.stderr.strip() == ("error: option --access 'gray,grey': expected one or more of gray, black, both, "
+    assert out.stderr.strip() == ("error: option --di-access 'gray,grey': expected one or more of gray, black, both, "
                                   "comma-separated")
 
 
@@ -259,7 +259,7 @@ def test_benchmark_without_out_writes_under_the_artifacts_folder(mini_testbed, a
     before = {p: p.stat().st_mtime_ns for p in repo_results.rglob("*")}
     out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4",
               "--n-max", "8", "--strategies", "ons", "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "0",
-              "--perturbations", "none", "--access", "gray", "--json")
+              "--perturbation-kinds", "none", "--di-access", "gray", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     files = json.loads(out.stdout)["files"]
     where = artifacts / "benchmark-results" / "mini"

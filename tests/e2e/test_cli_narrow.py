@@ -144,7 +144,7 @@ def test_features_list_is_short_and_names_each_sets_columns():
     assert "│full│" in text
     full = invoke("features", "list", "--all")
     squashed = "".join(full.output.split())
-    assert full.exit_code == 0 and all(s.name in squashed for s in catalog())
+    assert full.exit_code == 0 and all(s.name in squashed for s in catalog(FEATURE_SETS["full"]))
 
 
 # ------------------------------------------------------------------ explanations

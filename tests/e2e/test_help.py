@@ -124,14 +124,14 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
         "n_max": ("all" if b.n_max is None else str(b.n_max), "all" if s.n_max is None else str(s.n_max)),
         "strategies": (csv(b.strategies), None),
         "payoffs": (csv(b.payoffs), None),
-        "access": (csv(b.di_access), None),
+        "di_access": (csv(b.di_access), None),
         "alphas": (csv(b.alphas), None),
         "limit": ("all" if b.limit is None else str(b.limit), "all" if s.limit is None else str(s.limit)),
         "cost_samples": (str(b.cost_samples), None),
         "cost_repeats": (str(b.cost_repeats), None),
         "partitions": (str(b.partitions), None),
         "n_boot": (str(b.n_boot), None),
-        "perturbations": (csv(b.features.perturbation_kinds), None),
+        "perturbation_kinds": (csv(b.features.perturbation_kinds), None),
         "seed": (str(b.seed), str(s.seed)),
         "out": (f"{results}/TESTBED/", f"{results}/"),
     }
@@ -291,13 +291,10 @@ def test_help_fits_100_columns_without_cutting_a_word(path):
 # Option names whose help may differ between verbs, and why (everything else shared by
 # several verbs must be the one definition in flows/cli_common.py).
 MAY_DIFFER = {
-    "access": "benchmark takes several levels (DI configurations); features list filters the catalogue",
     "suspect": "extract labels rows, audit tests them", "heldout": "extract labels rows, audit tests them",
     "out": "a page, a table or a folder",
     "n_max": "per simulation trial or per benchmark trial",
     "trials": "of one simulation, or of each benchmark configuration",
-    "perturbations": "extract: whether to score them; benchmark: which kinds (none: no perturbations)",
-    "json_out": "serve prints its address once listening, not a result",
     "reference": "audit and extract query the models named; benchmark defaults to the testbed's own reference",
 }
 

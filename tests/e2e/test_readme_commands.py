@@ -122,7 +122,7 @@ def runs(mini_testbed, tmp_path_factory) -> dict[str, list[list[str]]]:
                           "--refresh", "--json").stdout)
     assert audit["verdict"] == "trained on" and audit["pairs_used"] <= 20
     assert audit["placebo"]["model"] == "testbed:mini/reference" and audit["placebo"]["ran"]
-    go("features list", "--json")
+    go("features list", "--access", "gray", "--json")
     features = tmp / "features.parquet"
     go("extract", "--suspect", suspect, "--heldout", public, "--model", "testbed:mini", "--reference",
        "testbed:mini/reference", "--access", "gray", "--features", "full", "--out", features, "--json")
@@ -139,7 +139,7 @@ def runs(mini_testbed, tmp_path_factory) -> dict[str, list[list[str]]]:
     go("simulate", features, "--trials", "20", "--pollution", "0,0.1,0.25", "--json")
     bench = tmp / "bench"
     go("benchmark", "--testbed", "mini", "--methods", "loss,ez_mia", "--trials", "8", "--null-trials", "8",
-       "--n-max", "10", "--access", "gray,black", "--limit", "12", "--perturbations", "deletion",
+       "--n-max", "10", "--di-access", "gray,black", "--limit", "12", "--perturbation-kinds", "deletion",
        "--cost-samples", "0", "--n-boot", "50", "--alphas", "0.05", "--out", bench, "--json")
     go("benchmark", "--suite", "shift", "--testbed", "mini", "--trials", "4", "--null-trials", "4",
        "--out", tmp / "shift", "--json")

@@ -168,3 +168,22 @@ def test_small_member_set_is_still_trained_on(tmp_path, mini_testbed):
     assert r["verdict"] == "trained on" and r["placebo"]["ran"] and not r["placebo"]["fired"]
     assert r["placebo"]["pairs_used"] == r["placebo"]["pairs_available"] == 20
     assert "could not tell them apart either" in r["explanation"]
+
+
+def test_shift_suite_prints_its_table_without_json(monkeypatch):
+    """Without --json the shift suite shows the per-scenario table, not only where the report is
+    (the flow is replaced by a canned result: this is about what the verb prints)."""
+    from typer.testing import CliRunner
+
+    from trainspotter.flows.cli import app
+
+    rate = lambda r: {"rate": r}  # noqa: E731
+    scenario = {"kind": "length", "suspect": "long", "heldout": "short", "pairs": 20, "blind": rate(1.0),
+                "placebo": {"placebo_gray": rate(0.25)},
+                "tests": {"gray": {"blind_only": rate(0.5), "guarded": rate(0.125)}}}
+    canned = {"scenarios": [scenario], "files": {"table": "shift.md"}, "run_id": "r1"}
+    monkeypatch.setattr("trainspotter.flows.cli_benchmark._run_flow", lambda *a, **k: canned)
+    monkeypatch.setattr("trainspotter.assets.python_docs_dir", lambda: None)
+    out = CliRunner().invoke(app, ["benchmark", "--suite", "shift", "--testbed", "mini"], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "long vs short" in out.output and "0.125" in out.output and "report shift.md" in out.output

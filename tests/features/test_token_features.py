@@ -145,7 +145,7 @@ def test_token_embeddings_cosines_and_each_string_embedded_once(tmp_path):
 
 
 def test_catalog_has_the_papers_black_box_set_and_stable_gray_names():
-    specs = {s.name: s for s in catalog()}  # the default (full) configuration
+    specs = {s.name: s for s in catalog(F.FeatureConfig())}  # the default (full) configuration
     black = [s for s in specs.values() if s.access == "black"]
     assert len(black) >= 31  # BADI Sec. 5 / App. A.5: 31 black-box features
     assert {"gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_ref_ratio", "gray_ref_diff"} <= set(specs)

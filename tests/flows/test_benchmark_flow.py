@@ -16,7 +16,7 @@ UNBANKED = [m for m, method in METHODS.items() if not method.extraction.uses_ban
 # one perturbation kind, 8 (control: 10) trials of at most 12 pairs, two DI tests per access, 4 timed passages
 REDUCED = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--strategies", "ons",
            "--payoffs", "mmd,diff", "--null-trials", "10", "--alphas", "0.05", "--cost-samples", "4", "--cost-repeats", "1",
-           "--n-boot", "200", "--perturbations", "deletion"]
+           "--n-boot", "200", "--perturbation-kinds", "deletion"]
 
 
 @pytest.fixture(scope="module")
@@ -156,14 +156,14 @@ def test_report_verb_renders_the_benchmark_page(bench, tmp_path):
 # Subsets of the documented options (issue: without ons/mmd the saving column was None and
 # rendering the table crashed). Same reduced extraction as REDUCED: its chunks are cached.
 SUBSET_BASE = ["--testbed", "mini", "--limit", "12", "--trials", "8", "--n-max", "12", "--null-trials", "8",
-               "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "50", "--perturbations", "deletion"]
+               "--alphas", "0.05", "--cost-samples", "0", "--n-boot", "50", "--perturbation-kinds", "deletion"]
 
 
 @pytest.mark.parametrize("subset,paper", [
     (["--methods", "loss,ez_mia", "--strategies", "mixture", "--payoffs", "diff"], False),  # the report's case
-    (["--methods", "zlib", "--strategies", "ons,kelly", "--payoffs", "ks,mmd-std", "--access", "black"], False),
-    (["--methods", "refl", "--strategies", "ons", "--payoffs", "mmd", "--access", "gray"], True),
-    (["--methods", "loss", "--access", "none"], None),  # no DI at all
+    (["--methods", "zlib", "--strategies", "ons,kelly", "--payoffs", "ks,mmd-std", "--di-access", "black"], False),
+    (["--methods", "refl", "--strategies", "ons", "--payoffs", "mmd", "--di-access", "gray"], True),
+    (["--methods", "loss", "--di-access", "none"], None),  # no DI at all
 ])
 def test_benchmark_runs_on_any_subset_of_configurations(mini_testbed, tmp_path, subset, paper):
     from trainspotter.flows.cli import app

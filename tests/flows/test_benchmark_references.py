@@ -15,7 +15,7 @@ from trainspotter.evaluation.mia import METHODS
 BANKED = [m for m, method in METHODS.items() if method.paradigm == "model"]
 ARGS = ["--testbed", "mini-pretrain", "--limit", "16", "--trials", "8", "--null-trials", "8", "--alphas", "0.05",
         "--strategies", "mixture", "--payoffs", "diff", "--n-boot", "50", "--cost-samples", "4",
-        "--cost-repeats", "1", "--perturbations", "deletion"]
+        "--cost-repeats", "1", "--perturbation-kinds", "deletion"]
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def bench(artifacts, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-refs")
     result = CliRunner().invoke(app, ["benchmark", *ARGS, "--methods", ",".join(["refl", *BANKED]),
                                       "--reference-models", "2", "--reference", "testbed:mini-pretrain/reference",
-                                      "--reference", "testbed:mini-pretrain/out-0", "--access", "gray",
+                                      "--reference", "testbed:mini-pretrain/out-0", "--di-access", "gray",
                                       "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -73,7 +73,7 @@ def test_model_based_methods_without_a_bank_and_a_bank_for_a_finetuned_testbed_a
     assert str(no_bank.exception).startswith("option --methods: method(s) lira_online need reference models")
     assert "--reference-models K" in str(no_bank.exception)
     finetuned = runner.invoke(app, ["benchmark", *ARGS[2:], "--testbed", "mini", "--methods", "lira_offline",
-                                    "--reference-models", "1", "--access", "none"])
+                                    "--reference-models", "1", "--di-access", "none"])
     assert isinstance(finetuned.exception, InputError)
     assert ("testbed 'mini': reference models are built for pre-training testbeds without twins only"
             in str(finetuned.exception))

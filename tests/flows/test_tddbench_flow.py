@@ -24,7 +24,7 @@ def run(artifacts, tmp_path_factory):
     result = CliRunner().invoke(app, ["benchmark", "--suite", "tddbench", "--testbed", "mini-pretrain", "--limit", "16",
                                       "--methods", ",".join(METHODS), "--reference-models", "1",
                                       "--partitions", str(PARTITIONS), "--cost-samples", "16", "--cost-repeats", "1",
-                                      "--perturbations", "deletion", "--out", str(out), "--json"])
+                                      "--perturbation-kinds", "deletion", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), out
 

@@ -54,7 +54,7 @@ def test_gray_row_through_token_level_row_by_hand():
     assert row == pytest.approx({
         "gray_ppl": math.exp(1.52), "gray_zlib_ratio": -1.52 / len(zlib.compress(b"some text")),
         "gray_min_k_20": -4.0, "gray_min_kpp_20": -1.5, "gray_ref_ratio": 1.0, "gray_ref_diff": 0.0})
-    assert set(row) <= {s.name for s in catalog()}
+    assert set(row) <= {s.name for s in catalog(F.FeatureConfig())}
     assert "gray_ref_ratio" not in F.token_level_row("gray", "some text", lp, cfg)
     # a reference with log PPL 0 (every token certain) has no ratio, only a difference
     zero = F.token_level_row("gray", "x", lp, cfg, reference_logprobs=np.zeros(3))

@@ -110,7 +110,7 @@ def test_every_reference_feature_is_its_benchmark_twin():
     from trainspotter.evaluation.mia import METHODS, method_scores
     from trainspotter.features.references import BENCHMARK_TWINS
 
-    names = {s.name.split("_refs_")[1] for s in catalog() if "_refs_" in s.name}
+    names = {s.name.split("_refs_")[1] for s in catalog(FeatureConfig()) if "_refs_" in s.name}
     assert names == set(BENCHMARK_TWINS) | {"token_lira"}
     rng = np.random.default_rng(3)
     n, k = 40, 3

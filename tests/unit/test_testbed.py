@@ -218,13 +218,6 @@ def test_pretrain_manifest_member_fraction_is_the_member_share_of_trained_tokens
     assert manifest["target_steps"] == -(-len(target) // PRESETS["mini-pretrain"].batch_size)
 
 
-def test_every_testbed_preset_is_described_for_the_cli():
-    from trainspotter.evaluation.testbed import PRESETS
-    from trainspotter.presets import TESTBEDS
-
-    assert list(TESTBEDS) == list(PRESETS) and all(len(v) > 20 for v in TESTBEDS.values())
-
-
 def test_a_rebuild_killed_half_way_is_not_taken_for_a_finished_testbed(tmp_path, monkeypatch):
     """--force (or a new recipe) over a built testbed: until the new manifest is written last,
     none is there, so a build that dies mid-way is rebuilt next time, not reused half-written."""

@@ -44,6 +44,7 @@ import pandas as pd
 
 from trainspotter.errors import InputError
 from trainspotter.evaluation import learning_based
+from trainspotter.evaluation.method_index import METHOD_INDEX
 from trainspotter.evaluation.mia_scores import (  # noqa: F401  (bank_arrays, cross_fit, ... are this module's names too)
     AUGMENT_COLUMNS, BANK_COLUMNS, BANK_IN, BANK_LL, BANK_QLL, NEIGHBOR_COLUMNS, PETAL_PREFIX, QUERY_REF_COLUMNS,
     adv_score, augment_score, bank_arrays, baseline_score, columns_matching, conf_score, corr_score, cross_fit,
@@ -158,7 +159,9 @@ def _scoring(access: str):
 
 
 def _m(name, label, access, columns, extraction, score, source, needs_labels=False, needs_population=False,
-       paradigm="llm", tddbench=None, fits=False) -> Method:
+       fits=False) -> Method:
+    """A METHODS entry; its paradigm and TDDBench name come from the index (``method_index``)."""
+    paradigm, tddbench = METHOD_INDEX[name]
     return Method(name, label, access, tuple(columns), extraction, score, source, needs_labels, needs_population,
                   paradigm, tddbench, fits)
 
@@ -171,39 +174,33 @@ _LEARN_SOURCE = {"original": "Shokri et al. 2017", "top3": "Salem et al. 2019", 
 _G, _B = "gray", "black"
 _BANK = BANK_COLUMNS
 METHODS: dict[str, Method] = {m.name: m for m in [
-    _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018", paradigm="metric",
-       tddbench="Metric-loss"),
-    _m("metric_conf", "Metric-conf", _G, ["gray_conf"], Extraction(_G), conf_score, "Song et al. 2019",
-       paradigm="metric", tddbench="Metric-conf"),
+    _m("loss", "LOSS", _G, ["gray_ppl"], Extraction(_G), loss_score, "Yeom et al. 2018"),
+    _m("metric_conf", "Metric-conf", _G, ["gray_conf"], Extraction(_G), conf_score, "Song et al. 2019"),
     _m("metric_corr", "Metric-corr", _B, ["black_match_rate"], Extraction(_B), corr_score,
-       "Leino & Fredrikson 2020", paradigm="metric", tddbench="Metric-corr"),
-    _m("metric_ent", "Metric-ent", _G, ["gray_ent"], Extraction(_G), ent_score, "Shokri et al. 2017",
-       paradigm="metric", tddbench="Metric-ent"),
-    _m("metric_ment", "Metric-ment", _G, ["gray_ment"], Extraction(_G), ment_score, "Song & Mittal 2021, Eq. 5",
-       paradigm="metric", tddbench="Metric-ment"),
+       "Leino & Fredrikson 2020"),
+    _m("metric_ent", "Metric-ent", _G, ["gray_ent"], Extraction(_G), ent_score, "Shokri et al. 2017"),
+    _m("metric_ment", "Metric-ment", _G, ["gray_ment"], Extraction(_G), ment_score, "Song & Mittal 2021, Eq. 5"),
     *[_m(f"learn_{k}", f"Learn-{k}", _G, cols + [learning_based.SHADOW_PREFIX + c for c in cols]
-         + [learning_based.SHADOW_IN], _SHADOW, _learn(k), f"{_LEARN_SOURCE[k]}; TDDBench Sec. 3", paradigm="learning",
-         tddbench=f"Learn-{k}", fits=True) for k, cols in learning_based.INPUTS.items()],
+         + [learning_based.SHADOW_IN], _SHADOW, _learn(k), f"{_LEARN_SOURCE[k]}; TDDBench Sec. 3",
+         fits=True) for k, cols in learning_based.INPUTS.items()],
     _m("zlib", "Zlib", _G, ["gray_zlib_ratio"], Extraction(_G), zlib_score, "Carlini et al. 2021"),
     _m("min_k", "Min-K%", _G, ["gray_min_k_20"], Extraction(_G), min_k_score, "Shi et al. 2024"),
     _m("min_kpp", "Min-K%++", _G, ["gray_min_kpp_20"], Extraction(_G), min_kpp_score, "Zhang et al. 2024"),
     _m("refl", "RefL", _G, ["gray_ref_diff"], Extraction(_G, reference=True), refl_score,
        "Carlini et al. 2022; EZ-MIA Sec. 4"),
     _m("neighbor", "Neighbor", _G, NEIGHBOR_COLUMNS, Extraction(_G, perturbations=True),
-       neighbor_score, "Mattern et al. 2023", paradigm="query", tddbench="Query-neighbor"),
+       neighbor_score, "Mattern et al. 2023"),
     _m("query_augment", "Query-augment", _B, AUGMENT_COLUMNS,
-       Extraction(_B, perturbations=True), augment_score, "Choquette-Choo et al. 2021", paradigm="query",
-       tddbench="Query-augment"),
+       Extraction(_B, perturbations=True), augment_score, "Choquette-Choo et al. 2021"),
     _m("query_ref", "Query-ref (ours)", _G,
        QUERY_REF_COLUMNS, Extraction(_G, perturbations=True, bank=True, bank_queries=True),
-       query_ref_score, "ours, after Wen et al. 2023", paradigm="query", tddbench="Query-ref"),
+       query_ref_score, "ours, after Wen et al. 2023"),
     _m("query_transfer", "Query-transfer (ours)", _B, ["transfer_ll"], Extraction(_B, surrogate=True),
-       transfer_score, "ours, after Li & Zhang 2021", needs_population=True, paradigm="query",
-       tddbench="Query-transfer"),
+       transfer_score, "ours, after Li & Zhang 2021", needs_population=True),
     _m("query_adv", "Query-adv (ours)", _G, ["gray_margin"], Extraction(_G), adv_score,
-       "ours, after Li & Zhang 2021", paradigm="query", tddbench="Query-adv"),
+       "ours, after Li & Zhang 2021"),
     _m("query_qrm", "Query-qrm (ours)", _G, ["gray_ppl", "gray_zlib_ratio"], Extraction(_G),
-       qrm_score, "ours, after Bertran et al. 2023", needs_population=True, paradigm="query", tddbench="Query-qrm"),
+       qrm_score, "ours, after Bertran et al. 2023", needs_population=True),
     _m("ez_mia", "EZ-MIA", _G, ["gray_ez"], Extraction(_G, reference=True), ez_score, "EZ-MIA Sec. 3.4"),
     _m("petal", "PETAL", _B, [f"{PETAL_PREFIX}ppl"], Extraction(_B, reference=True, estimator="petal"),
        petal_score, "He et al. 2025; BADI App. B.2"),
@@ -216,18 +213,20 @@ METHODS: dict[str, Method] = {m.name: m for m in [
        Extraction(_B, reference=True, perturbations=True, sequence=True), _scoring("black"),
        "BADI Sec. 3, App. A.4", needs_labels=True, fits=True),
     _m("model_loss", "Model-loss", _G, _BANK, Extraction(_G, bank=True), model_loss_score,
-       "Sablayrolles et al. 2019; TDDBench App. A.1.3", paradigm="model", tddbench="Model-loss"),
+       "Sablayrolles et al. 2019; TDDBench App. A.1.3"),
     _m("model_calibration", "Model-calibration", _G, _BANK, Extraction(_G, bank=True), model_calibration_score,
-       "Watson et al. 2022; TDDBench App. A.1.3", paradigm="model", tddbench="Model-calibration"),
+       "Watson et al. 2022; TDDBench App. A.1.3"),
     _m("lira_online", "LiRA (online, global σ)", _G, _BANK, Extraction(_G, bank=True), lira_online_score,
-       "Carlini et al. 2022, Eq. 4, Alg. 1", paradigm="model", tddbench="Model-lira"),
+       "Carlini et al. 2022, Eq. 4, Alg. 1"),
     _m("lira_offline", "LiRA (offline, global σ)", _G, _BANK, Extraction(_G, bank=True), lira_offline_score,
-       "Carlini et al. 2022, offline LiRA", paradigm="model", tddbench="Model-lira"),
+       "Carlini et al. 2022, offline LiRA"),
     _m("model_fpr", "Model-FPR", _G, _BANK, Extraction(_G, bank=True), model_fpr_score,
-       "Ye et al. 2022, attack R", paradigm="model", tddbench="Model-fpr"),
+       "Ye et al. 2022, attack R"),
     _m("rmia", "RMIA (Model-robust)", _G, _BANK, Extraction(_G, bank=True), rmia_score,
-       "Zarifzadeh et al. 2024", needs_population=True, paradigm="model", tddbench="Model-robust"),
+       "Zarifzadeh et al. 2024", needs_population=True),
 ]}
+if list(METHODS) != list(METHOD_INDEX):  # the light index (--help) names these methods, in this order
+    raise RuntimeError(f"evaluation.method_index.METHOD_INDEX lists {list(METHOD_INDEX)}, METHODS {list(METHODS)}")
 
 
 def method_scores(name: str, df: pd.DataFrame, labels=None, folds: int = 5, seed: int = 0,

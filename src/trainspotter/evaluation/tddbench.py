@@ -27,13 +27,12 @@ import math
 import numpy as np
 import pandas as pd
 
+from trainspotter.evaluation.method_index import PARADIGMS
 from trainspotter.evaluation.metrics import method_metrics
 from trainspotter.evaluation.mia import METHODS, method_scores
 
 __all__ = ["PARADIGMS", "TEN_METRICS", "partitions", "partition_metrics", "summarise", "render_tddbench"]
 
-PARADIGMS = {"metric": "Metric-based", "learning": "Learning-based", "model": "Model-based",
-             "query": "Query-based", "llm": "LLM attacks (trainspotter, not in TDDBench)"}
 # (key in method_metrics, column title), in TDDBench Table 14's order
 TEN_METRICS = (("precision", "Precision"), ("recall", "Recall"), ("f1", "F1"), ("accuracy", "Acc"),
                ("fnr", "FNR ↓"), ("fpr", "FPR ↓"), ("advantage", "MA"), ("tpr_at_1pct_fpr", "TPR@1%FPR"),

@@ -27,7 +27,8 @@ pre-training-contamination literature, so dataset inference needs hundreds of pa
 Pre-training testbeds can also have K OUT and K IN reference models of their own seeds and
 corpus subsets (``trainspotter.evaluation.references``, under ``NAME/refs``).
 ``mini`` and ``mini-pretrain`` are seconds-scale versions for tests. ``trainspotter.presets.TESTBEDS``
-holds one line per preset (for ``trainspotter testbed --help``, without importing torch).
+is the registry: each testbed's one-line description and recipe (for ``trainspotter testbed --help``
+without importing torch); ``PRESETS`` makes each recipe a ``TestbedConfig``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from trainspotter import __version__
 from trainspotter.assets import wikipedia_leads
 from trainspotter.config import fingerprint
 from trainspotter.errors import InputError
+from trainspotter.presets import TESTBEDS
 from trainspotter.evaluation.testbed_twins import build_twins
 from trainspotter.layout import load_manifest, testbed_dir  # noqa: F401  (re-exported)
 from trainspotter.evaluation.lm_training import (finetune, load_smollm2, save_model, scratch_model,
@@ -117,47 +119,9 @@ class TestbedConfig(BaseModel):
         return self
 
 
-PRESETS = {
-    "tiny": TestbedConfig(),
-    # A seconds-scale variant for tests; same recipe, smaller everything.
-    "mini": TestbedConfig(name="mini", n_per_split=80, vocab_size=1024, hidden_size=64,
-                          reference_steps=120, target_epochs=12, target_lr=2e-3),
-    # SmolLM2-135M fully fine-tuned on 200 members (EZ-MIA's recipe, scaled to ~1 h on 2 CPU
-    # cores: one 8x64-token AdamW step takes ~8 s there; minutes on a GPU).
-    "smollm2": TestbedConfig(name="smollm2", base="smollm2", chunk_tokens=64, n_per_split=200,
-                             validation=50, target_epochs=3, target_lr=1e-4, target_batch_size=8),
-}
-PRESETS["smollm2-lora"] = PRESETS["smollm2"].model_copy(update={"name": "smollm2-lora", "lora": True})
-# Pre-training contamination: 1000 member passages (2008 blocks, 13% of the training tokens;
-# the corpus is the other 7033 leads, 13268 blocks) seen once, in one epoch from scratch.
-# Recipes tried (per-sample AUROC, 1000 members vs 1000 non-members, first 64-token chunk;
-# RefL = target/reference loss ratio, Min-K%++ at k = 20%; ~6 CPU-min each, 1 thread):
-#   hidden 128, 1 epoch (chosen): RefL 0.618, Min-K%++ 0.559, LOSS 0.513 (final loss 4.93)
-#   hidden 64, 2 epochs:          RefL 0.730, Min-K%++ 0.591, LOSS 0.545 (final loss 4.23)
-# The chosen one keeps "seen once" literal and sits in the 0.5-0.65 range reported for
-# pre-training data, where dataset inference needs hundreds of pairs.
-PRESETS["tiny-pretrain"] = TestbedConfig(name="tiny-pretrain", mode="pretrain", n_per_split=1000,
-                                         pretrain_epochs=1)
-# BADI's scale for black-box audits (2000 pairs per split; issue 20): the same recipe with
-# 2000 whole passages per split. The corpus is what is left (4033 leads), so members are a
-# larger share of the training tokens than in tiny-pretrain (the manifest records it); still
-# seen once, in one epoch from scratch.
-PRESETS["tiny-pretrain-2k"] = TestbedConfig(name="tiny-pretrain-2k", mode="pretrain", n_per_split=2000,
-                                            pretrain_epochs=1)
-# The same with every member block repeated k times per epoch (the Pile repeats its subsets
-# 1-3 times): how a black-box audit's power grows with exposures (benchmarks/bench_exposures.py).
-PRESETS.update({f"tiny-pretrain-2k-x{k}": PRESETS["tiny-pretrain-2k"].model_copy(
-    update={"name": f"tiny-pretrain-2k-x{k}", "member_repeats": k}) for k in (2, 4)})
-# Twins of every passage (k = 2), the members' public versions seen once in pre-training: the
-# twins audit's ground truth (issue 35); the same corpus and recipe as tiny-pretrain.
-PRESETS["tiny-pretrain-twins"] = TestbedConfig.model_validate(PRESETS["tiny-pretrain"].model_dump()
-                                                       | {"name": "tiny-pretrain-twins", "twins": 2})
-# A seconds-scale variant of the pre-training recipe for tests.
-PRESETS["mini-pretrain"] = TestbedConfig(
-    name="mini-pretrain", mode="pretrain", n_per_split=40, vocab_size=512, hidden_size=32,
-    corpus_passages=400, pretrain_epochs=2)
-PRESETS["mini-pretrain-twins"] = TestbedConfig.model_validate(PRESETS["mini-pretrain"].model_dump()
-                                                       | {"name": "mini-pretrain-twins", "twins": 2})
+# The recipes, one per entry of the testbed registry (trainspotter.presets.TESTBEDS: the
+# description and recipe of each, kept light for --help).
+PRESETS = {name: TestbedConfig(name=name, **testbed.recipe) for name, testbed in TESTBEDS.items()}
 
 
 def split_path(name: str, split: str, root: Path | None = None) -> Path:
@@ -221,18 +185,8 @@ def _build(config: TestbedConfig, out: Path, key: str,
     head = [bos] if bos is not None else []  # scored with BOS first (HFBackend.encode)
     encoded = tokenizer([r["text"] for r in records], add_special_tokens=False)["input_ids"]
 
-    # Seeded disjoint splits over passages long enough for one full chunk; one chunk
-    # per passage keeps the pairs independent.
-    order = list(range(len(records)))
-    random.Random(config.seed).shuffle(order)
-    L, n = config.chunk_tokens, config.n_per_split
-    names = SPLITS + ((VALIDATION,) if config.validation else ())
-    sizes = [n] * len(SPLITS) + ([config.validation] if config.validation else [])
-    eligible = [i for i in order if len(encoded[i]) >= L]
-    if len(eligible) < sum(sizes):
-        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {sum(sizes)}")
-    bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
-    chosen = {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
+    order, chosen = _splits(config, encoded)
+    L = config.chunk_tokens
     used = {i for ids in chosen.values() for i in ids}
     if config.twins:  # from here on a split passage is its public version (whole, for training)
         chosen, twins_made = build_twins(config, records, encoded, tokenizer, chosen, out)
@@ -277,11 +231,7 @@ def _build(config: TestbedConfig, out: Path, key: str,
         "torch_threads": torch.get_num_threads(),
         "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
         **trained,
-        "ground_truth": {"member": "in the target's fine-tuning data" if config.mode == "finetune"
-                         else f"mixed {_times(config.member_repeats)} into the target's pre-training corpus, "
-                         "not the reference's",
-                         "nonmember": "never trained on", "heldout": "never trained on"}
-        | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}),
+        "ground_truth": _ground_truth(config),
     }
     if config.twins:
         manifest["twins"] = twins_made
@@ -290,6 +240,29 @@ def _build(config: TestbedConfig, out: Path, key: str,
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out
+
+
+def _splits(config: TestbedConfig, encoded: list[list[int]]) -> tuple[list[int], dict[str, list[int]]]:
+    """The seeded passage order and the disjoint splits (passage indices) over passages long enough
+    for one full chunk; one chunk per passage keeps the pairs independent."""
+    order = list(range(len(encoded)))
+    random.Random(config.seed).shuffle(order)
+    L, n = config.chunk_tokens, config.n_per_split
+    names = SPLITS + ((VALIDATION,) if config.validation else ())
+    sizes = [n] * len(SPLITS) + ([config.validation] if config.validation else [])
+    eligible = [i for i in order if len(encoded[i]) >= L]
+    if len(eligible) < sum(sizes):
+        raise ValueError(f"only {len(eligible)} passages have {L} tokens; need {sum(sizes)}")
+    bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
+    return order, {s: eligible[bounds[k]:bounds[k + 1]] for k, s in enumerate(names)}
+
+
+def _ground_truth(config: TestbedConfig) -> dict[str, str]:
+    """The manifest's ground truth: what each split is to the target."""
+    return ({"member": "in the target's fine-tuning data" if config.mode == "finetune"
+             else f"mixed {_times(config.member_repeats)} into the target's pre-training corpus, not the reference's",
+             "nonmember": "never trained on", "heldout": "never trained on"}
+            | ({VALIDATION: "never trained on; picks the fine-tuning checkpoint"} if config.validation else {}))
 
 
 def _times(k: int) -> str:

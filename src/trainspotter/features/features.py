@@ -20,6 +20,7 @@ from pydantic import BaseModel, field_validator, model_validator
 
 from trainspotter.backends.base import PROJECTION_DIM, TOP_K
 from trainspotter.errors import FieldError
+from trainspotter.features.catalog import pct
 from trainspotter.features.ez import EZ_CAP
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import ESTIMATORS, SIGMOID_SCALE
@@ -193,14 +194,14 @@ class FeatureConfig(BaseModel):
     @field_validator("min_k")
     @classmethod
     def _check_min_k(cls, v):
-        if not v or any(not 0 < k <= 1 for k in v) or len({_pct(k) for k in v}) != len(v):
+        if not v or any(not 0 < k <= 1 for k in v) or len({pct(k) for k in v}) != len(v):
             raise ValueError("min_k: distinct values in (0, 1] (whole percents)")
         return v
 
     @field_validator("strip_k")
     @classmethod
     def _check_strip_k(cls, v):
-        if any(not 0 < k < 0.5 for k in v) or len({_pct(k) for k in v}) != len(v):
+        if any(not 0 < k < 0.5 for k in v) or len({pct(k) for k in v}) != len(v):
             raise ValueError("strip_k: distinct values in (0, 0.5) (whole percents)")
         return v
 
@@ -221,10 +222,6 @@ class FeatureConfig(BaseModel):
     @property
     def kinds(self) -> tuple[str, ...]:
         return self.perturbation_kinds if self.perturbations else ()
-
-
-def _pct(k: float) -> int:
-    return int(round(k * 100))
 
 
 # Named feature sets: "lean" costs one forward pass per text per model (the foundation's features
@@ -270,12 +267,12 @@ def token_level_row(access: str, text: str, logprobs: np.ndarray, config: Featur
     a = access
     row = {f"{a}_ppl": perplexity(logprobs), f"{a}_zlib_ratio": zlib_ratio(logprobs, text)}
     for k in config.min_k:
-        row[f"{a}_min_k_{_pct(k)}"] = min_k(logprobs, k)
+        row[f"{a}_min_k_{pct(k)}"] = min_k(logprobs, k)
     if mu is not None and sigma2 is not None:
         for k in config.min_k:
-            row[f"{a}_min_kpp_{_pct(k)}"] = min_k_plus_plus(logprobs, mu, sigma2, k)
+            row[f"{a}_min_kpp_{pct(k)}"] = min_k_plus_plus(logprobs, mu, sigma2, k)
     for k in config.strip_k:
-        row[f"{a}_strip_k_{_pct(k)}"] = strip_k(logprobs, k)
+        row[f"{a}_strip_k_{pct(k)}"] = strip_k(logprobs, k)
     if reference_logprobs is not None:
         row[f"{a}_ref_ratio"] = reference_ratio(logprobs, reference_logprobs)
         row[f"{a}_ref_diff"] = reference_diff(logprobs, reference_logprobs)

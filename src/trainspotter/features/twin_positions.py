@@ -14,7 +14,7 @@ tokens*: the positions of its target-tokenizer token ids that are not in a match
   Carlini et al. 2021 (RefL, BADI App. A.2 item 5) at the changed tokens, so that a
   substituted word's rarity, which hits both models alike, cancels.
 
-Both are member-like when larger (``features.orientation``). A passage whose tokens all match
+Both are member-like when larger (their ``features.catalog`` entries). A passage whose tokens all match
 its twin's (the twin only adds tokens, or the two are equal in the audited tokens) is measured at
 all its tokens instead, so the columns stay finite (the audit drops a column that is not finite on
 its first batch). A passage without a twin gets NaN, and ``gray_twin_ref_diff`` is NaN where the
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["COLUMNS", "changed_mask", "twin_row", "twin_specs"]
+__all__ = ["COLUMNS", "changed_mask", "twin_row"]
 
 COLUMNS = ("gray_twin_lp", "gray_twin_ref_diff")
 
@@ -71,11 +71,3 @@ def twin_row(token_ids, logprobs, twin_ids, reference_ids=None, reference_logpro
     return row
 
 
-def twin_specs(spec_type, target: tuple, target_reference: tuple) -> list:
-    """Catalogue entries (``features.FeatureSpec``) of the changed-position columns."""
-    where = "at the tokens where the passage differs from its twin (difflib alignment of token ids)"
-    return [spec_type("gray_twin_lp", "gray", target, f"mean target log p(x_i|x_<i) {where}",
-                      "ours: LOSS (Yeom et al. 2018) at twins' changed tokens; needs a twins audit"),
-            spec_type("gray_twin_ref_diff", "gray", target_reference,
-                      f"mean target − reference log p(x_i|x_<i) {where}",
-                      "ours: RefL (Carlini et al. 2021; BADI App. A.2 item 5) at twins' changed tokens")]
