@@ -8,23 +8,25 @@ import json
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
-import mlflow
-import pandas as pd
-from mlflow.tracking import MlflowClient
-from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from trainspotter.tasks import settled_imports  # (configures Prefect/MLflow environment first)
 
-import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact, log_audit_outputs,
-                                         log_dataset, log_sets_outputs, log_steps, mark_killed_runs, owner_tags,
-                                         use_experiment)
-from trainspotter.tasks.extract import extract_chunk
-from trainspotter import __version__
-from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
-from trainspotter.backends import spec_fingerprint
-from trainspotter.config import flatten
-from trainspotter.multi import AuditSetsConfig, audit_sets
-from trainspotter.record import sign
+with settled_imports():  # what these build lives until exit: no collection walks it again
+    import mlflow
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+    from prefect import flow, get_run_logger
+    from prefect.artifacts import create_markdown_artifact
+
+    from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact,
+                                             log_audit_outputs, log_dataset, log_sets_outputs, log_steps,
+                                             mark_killed_runs, owner_tags, use_experiment)
+    from trainspotter.tasks.extract import extract_chunk
+    from trainspotter import __version__
+    from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
+    from trainspotter.backends import spec_fingerprint
+    from trainspotter.config import flatten
+    from trainspotter.multi import AuditSetsConfig, audit_sets
+    from trainspotter.record import sign
 
 __all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
 
