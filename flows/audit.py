@@ -4,7 +4,9 @@ sets (trainspotter.multi): one parent run, a nested run per set."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
@@ -23,7 +25,7 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.tasks.extract import extract_chunk
     from trainspotter import __version__
     from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
-    from trainspotter.backends import spec_fingerprint
+    from trainspotter.backends import SCHEMES, spec_fingerprint
     from trainspotter.config import flatten
     from trainspotter.multi import AuditSetsConfig, audit_sets
     from trainspotter.record import sign
@@ -95,6 +97,20 @@ def _read(*paths: str) -> dict[str, list]:
     return {path: read_passages(path, given) for path in dict.fromkeys(paths)}
 
 
+def _settle_backends(config: AuditConfig) -> None:
+    """Import the backend modules of the audit's models (torch and transformers for a local
+    one), which the model's fingerprint or first batch would import anyway, as
+    ``settled_imports``: without the collector walking what they build, then frozen, so
+    that the collections during the batches skip those objects too."""
+    specs = (config.model, *config.reference, config.placebo)
+    modules = {SCHEMES[s.scheme].backend.partition(":")[0] for s in specs if s is not None}
+    missing = sorted(m for m in modules if m not in sys.modules)
+    if missing:
+        with settled_imports():
+            for module in missing:
+                importlib.import_module(module)
+
+
 def _log_setup(config: AuditConfig) -> None:
     mlflow.log_params(flatten(config))
     mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
@@ -107,6 +123,7 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     """One audit in the active MLflow run: setup, inputs, W_t batch by batch, then metrics and
     outputs. Returns the result and where it is (run id, experiment, artifacts, plot, report)."""
     where = {"run_id": mlflow.active_run().info.run_id, "experiment": experiment}
+    _settle_backends(config)
     _log_setup(config)
     for side in ("suspect", "heldout"):
         path = getattr(config, side)
