@@ -4,27 +4,31 @@ sets (trainspotter.multi): one parent run, a nested run per set."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 
-import mlflow
-import pandas as pd
-from mlflow.tracking import MlflowClient
-from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
+from trainspotter.tasks import settled_imports  # (configures Prefect/MLflow environment first)
 
-import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact, log_audit_outputs,
-                                         log_dataset, log_sets_outputs, log_steps, mark_killed_runs, owner_tags,
-                                         use_experiment)
-from trainspotter.tasks.extract import extract_chunk
-from trainspotter import __version__
-from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
-from trainspotter.backends import spec_fingerprint
-from trainspotter.config import flatten
-from trainspotter.multi import AuditSetsConfig, audit_sets
-from trainspotter.record import sign
+with settled_imports():  # what these build lives until exit: no collection walks it again
+    import mlflow
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+    from prefect import flow, get_run_logger
+    from prefect.artifacts import create_markdown_artifact
+
+    from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact,
+                                             log_audit_outputs, log_dataset, log_sets_outputs, log_steps,
+                                             mark_killed_runs, owner_tags, use_experiment)
+    from trainspotter.tasks.extract import extract_chunk
+    from trainspotter import __version__
+    from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
+    from trainspotter.backends import SCHEMES, spec_fingerprint
+    from trainspotter.config import flatten
+    from trainspotter.multi import AuditSetsConfig, audit_sets
+    from trainspotter.record import sign
 
 __all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
 
@@ -93,6 +97,20 @@ def _read(*paths: str) -> dict[str, list]:
     return {path: read_passages(path, given) for path in dict.fromkeys(paths)}
 
 
+def _settle_backends(config: AuditConfig) -> None:
+    """Import the backend modules of the audit's models (torch and transformers for a local
+    one), which the model's fingerprint or first batch would import anyway, as
+    ``settled_imports``: without the collector walking what they build, then frozen, so
+    that the collections during the batches skip those objects too."""
+    specs = (config.model, *config.reference, config.placebo)
+    modules = {SCHEMES[s.scheme].backend.partition(":")[0] for s in specs if s is not None}
+    missing = sorted(m for m in modules if m not in sys.modules)
+    if missing:
+        with settled_imports():
+            for module in missing:
+                importlib.import_module(module)
+
+
 def _log_setup(config: AuditConfig) -> None:
     mlflow.log_params(flatten(config))
     mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
@@ -105,6 +123,7 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     """One audit in the active MLflow run: setup, inputs, W_t batch by batch, then metrics and
     outputs. Returns the result and where it is (run id, experiment, artifacts, plot, report)."""
     where = {"run_id": mlflow.active_run().info.run_id, "experiment": experiment}
+    _settle_backends(config)
     _log_setup(config)
     for side in ("suspect", "heldout"):
         path = getattr(config, side)
