@@ -163,7 +163,7 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
                 rows.append(di_row(access, test, alpha, tpr, fpr, fpr_pooled))
                 power.setdefault((access, alpha), {})[rows[-1]["test"]] = tpr["by_alpha"][str(alpha)]["power_curve"]
         pv_pos = pvalue_task(pos, config.trials, config.n_max, list(config.alphas), config.seed)
-        pv_neg = pvalue_task(neg, config.null_trials or config.trials, config.n_max, list(config.alphas), config.seed)
+        pv_neg = pvalue_task(neg, null_trials, config.n_max, list(config.alphas), config.seed)
         rows += [pvalue_row(access, alpha, pv_pos, pv_neg) for alpha in config.alphas]
         logger.info("DI %s-box: %d sequential configurations × %d levels + the p-value baseline", access,
                     len(tests), len(config.alphas))
