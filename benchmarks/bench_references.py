@@ -16,7 +16,7 @@ bootstrap CI of the saving against today's single-reference audit. Two reference
   public models are like).
 
 Two feature sets: the benchmark's DI gray set (every gray feature, perturbations included: the
-286.5 pairs of benchmarks/results/tiny-pretrain) and ``lean`` (the audit's default).
+set of benchmarks/results/tiny-pretrain/benchmark.md) and ``lean`` (the audit's default).
 
     python benchmarks/bench_references.py [--testbed tiny-pretrain] [--ks 1,2,4,8]
         [--trials 1000] [--null-trials 2000]
