@@ -72,14 +72,18 @@ def paired_saving(stops: list[int], reference: list[int], n: int, n_boot: int = 
             "saving_ci_high": float(np.quantile(boot, 0.975))}
 
 
-def _fpr(result: dict, alpha: float) -> tuple[float, float]:
-    """A negative control's rejection rate at ``alpha`` and the one-sided binomial p of
-    H: FPR ≤ α over its trials."""
+def _binom_p(rate: float, trials: int, alpha: float) -> float:
+    """The one-sided binomial p of H: FPR ≤ α for a control that rejected in ``rate`` of
+    its ``trials``."""
     from scipy.stats import binomtest
 
+    return float(binomtest(int(round(rate * trials)), trials, alpha, alternative="greater").pvalue)
+
+
+def _fpr(result: dict, alpha: float) -> tuple[float, float]:
+    """A simulated negative control's rejection rate at ``alpha`` and its ``_binom_p``."""
     rate = result["by_alpha"][str(alpha)]["rejection_rate"]
-    k = int(round(rate * result["trials"]))
-    return rate, float(binomtest(k, result["trials"], alpha, alternative="greater").pvalue)
+    return rate, _binom_p(rate, result["trials"], alpha)
 
 
 def di_row(access: str, test: TestConfig, alpha: float, tpr: dict, fpr: dict, pooled: dict | None = None) -> dict:
@@ -133,13 +137,10 @@ def best_valid(rows: list[dict], alpha: float, level: float = 0.05) -> dict | No
 
 def pvalue_row(access: str, alpha: float, pos: dict, neg: dict) -> dict:
     """The fixed-n p-value baseline's table row at ``alpha`` from ``pvalue_baseline`` results."""
-    from scipy.stats import binomtest
-
     fpr = neg["rejection_rate"][str(alpha)]
-    k = int(round(fpr * neg["trials"]))
     return {"access": access, "test": "p-value (fixed n)", "strategy": "pvalue", "payoff": None,
             "alpha": alpha, "tpr": pos["rejection_rate"][str(alpha)], "fpr": fpr,
-            "fpr_binom_p": float(binomtest(k, neg["trials"], alpha, alternative="greater").pvalue),
+            "fpr_binom_p": _binom_p(fpr, neg["trials"], alpha),
             "mean_stop": None, "std_stop": None, "pairs": pos["pairs"], "trials": pos["trials"],
             "null_trials": neg["trials"]}
 
