@@ -15,49 +15,17 @@ from trainspotter.rewrite_generative import (HFRewriter, OpenAIRewriter, make_re
                                              watermark_key)
 from trainspotter.twins import make_twins, write_twins
 
-TEXTS = ["The river town grew quickly after the railway arrived in the valley, and its market became "
-         "the largest in the region within twenty years.",
-         "A small observatory on the hill recorded the comet every night for three weeks before clouds "
-         "covered the sky."]
-CHAT = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-def _tiny_model(folder, chat: bool):
-    """A 2-layer Llama (hidden 64) with random weights and a byte-level BPE tokenizer trained on
-    a few sentences; ``chat``: the tokenizer has a chat template."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.decoder = decoders.ByteLevel()
-    specials = ["<s>", "</s>"] + (["<|user|>", "<|assistant|>", "<|end|>"] if chat else [])
-    raw.train_from_iterator(TEXTS * 4 + ["Paraphrase the following passage. Keep its meaning."],
-                            trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<s>", eos_token="</s>")
-    if chat:
-        tok.chat_template = CHAT
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                                         max_position_embeddings=512, bos_token_id=tok.bos_token_id,
-                                         eos_token_id=tok.eos_token_id))
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+from tiny_lm import TEXTS, tiny_llama
 
 
 @pytest.fixture(scope="module")
 def tiny_chat(tmp_path_factory):
-    return _tiny_model(tmp_path_factory.mktemp("tiny-chat") / "model", chat=True)
+    return tiny_llama(tmp_path_factory.mktemp("tiny-chat") / "model", chat=True)
 
 
 @pytest.fixture(scope="module")
 def tiny_plain(tmp_path_factory):
-    return _tiny_model(tmp_path_factory.mktemp("tiny-plain") / "model", chat=False)
+    return tiny_llama(tmp_path_factory.mktemp("tiny-plain") / "model", chat=False)
 
 
 def test_a_rewrite_is_a_function_of_text_and_key_and_keys_differ(tiny_chat):
