@@ -43,11 +43,11 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
              senses: int = typer.Option(2, min=1, help="Lexical rewriter only: alternatives from the word's N most "
                                                        "frequent WordNet senses (more: more edits, less faithful)."),
              max_edit_rate: Optional[float] = typer.Option(None, help="A variant changing more of the passage's "
-                                                                      "words is redrawn (default 0.5 lexical; 1.0, "
-                                                                      "no ceiling, for a generative rewriter)."),
+                                                                      "words is redrawn (default: 0.5 lexical, 1.0 "
+                                                                      "generative)."),
              min_similarity: Optional[float] = typer.Option(None, help="A variant whose MiniLM similarity to the "
                                                                        "original is lower is redrawn (default: none "
-                                                                       "lexical; 0.7 for a generative rewriter)."),
+                                                                       "lexical, 0.7 generative)."),
              similarity: bool = typer.Option(True, "--similarity/--no-similarity",
                                              help="Score each variant's MiniLM similarity to the original."),
              json_out: bool = JSON) -> None:
@@ -58,7 +58,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     public.jsonl (and manifest.json); keep private.jsonl and keys.json secret."""
     from trainspotter.features.perturb import wordnet_root
     from trainspotter.rewrite_generative import GenerativeRewriter, make_rewriter
-    from trainspotter.twins import make_twins, write_twins
+    from trainspotter.twins import GATES, make_twins, write_twins
 
     if k < 2:
         raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
@@ -75,12 +75,16 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     except InputError as e:
         raise InputError(f"option --rewriter: {e}") from None
     generative = isinstance(rewriter_, GenerativeRewriter)
+    if generative:
+        from trainspotter.backends import check_server
+
+        check_server(rewriter_.spec)  # an openai: endpoint that nobody answers: one line now, not per passage
     rows = _read_passages(passages)
     if not generative:
         wordnet_root()  # AssetMissing (one line) before any work
-    gate = {"max_edit_rate": max_edit_rate if max_edit_rate is not None else 1.0 if generative else 0.5,
-            "min_similarity": min_similarity if min_similarity is not None else 0.7 if generative else None,
-            "retries": 3 if generative else 8}
+    gate = GATES["generative" if generative else "lexical"] | {
+        name: value for name, value in (("max_edit_rate", max_edit_rate), ("min_similarity", min_similarity))
+        if value is not None}
     with _progress(len(rows), json_out or not generative) as progress:
         twins = make_twins(rows, k, rewriter_, similarity=similarity, progress=progress, **gate)
     if not twins.ids:

@@ -61,8 +61,12 @@ FORMAT, VERSION = "trainspotter-twins", 1
 FILES = ("public.jsonl", "private.jsonl", "keys.json")  # hashed in manifest.json
 MANIFEST = "manifest.json"
 KEY_BYTES = 32
+# make_twins' quality gate per kind of rewriter (`twins make`'s defaults): a paraphrase changes most
+# of the words by design, so a generative variant is held to its meaning (MiniLM) instead
+GATES = {"lexical": {"max_edit_rate": 0.5, "min_similarity": None, "retries": 8},
+         "generative": {"max_edit_rate": 1.0, "min_similarity": 0.7, "retries": 3}}
 
-__all__ = ["KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
+__all__ = ["GATES", "KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
            "read_sides", "verify_commitment", "write_twins"]
 
 
