@@ -1,6 +1,10 @@
 """A tiny Llama built from a config (random weights) with a byte-level BPE tokenizer trained on a
 few sentences here: a local model for tests of generation, nothing downloaded (STACK.md)."""
 
+import contextlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 TEXTS = ["The river town grew quickly after the railway arrived in the valley, and its market became "
@@ -36,3 +40,44 @@ def tiny_llama(folder: Path, chat: bool) -> Path:
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+class ChatHandler(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/chat/completions that records each request and answers with a
+    paraphrase depending on the seed (as a server honouring `seed` does)."""
+
+    requests: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        words = body["messages"][-1]["content"].split("\n\n", 1)[1].split()
+        seed = body.get("seed") or 0
+        words[seed % len(words)] = words[seed % len(words)].upper()  # another word per seed
+        answer = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                  "choices": [{"index": 0, "message": {"role": "assistant",
+                                                       "content": "Here is the paraphrase:\n" + " ".join(words)},
+                               "finish_reason": "stop"}]}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def fake_chat_server():
+    """A ``ChatHandler`` server on loopback; yields its base URL (``.../v1``)."""
+    ChatHandler.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        thread.join(5)

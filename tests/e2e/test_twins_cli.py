@@ -154,3 +154,29 @@ def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_
         line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "other"), "--rewriter", bad))
         assert problem in line, line
     assert not (tmp_path / "other").exists()
+
+
+def test_make_twins_through_an_openai_chat_endpoint_keeps_the_key_out_of_every_output(tmp_path):
+    """`twins make --rewriter openai:MODEL@URL` against a fake chat server: each variant is one chat
+    request carrying the prompt and a seed, the key (from $OPENAI_API_KEY) reaches the server only:
+    not stdout, stderr, nor any file of the folder; the manifest says there is no watermark."""
+    from tiny_lm import TEXTS, ChatHandler, fake_chat_server
+
+    secret = "sk-cli-rewriter-SECRET-4242"
+    data = tmp_path / "passages.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    folder = tmp_path / "twins"
+    with fake_chat_server() as url:
+        out = subprocess.run(CLI + ["twins", "make", str(data), "--out", str(folder), "--rewriter",
+                                    f"openai:para@{url}", "--json"], capture_output=True, text=True, timeout=600,
+                             env=os.environ | {"OPENAI_API_KEY": secret})
+    assert out.returncode == 0, out.stderr
+    sent = ChatHandler.requests
+    assert len(sent) >= 4 and all(r["auth"] == f"Bearer {secret}" and isinstance(r["body"]["seed"], int)
+                                  for r in sent)
+    assert {t for r in sent for t in TEXTS if t in r["body"]["messages"][-1]["content"]} == set(TEXTS)
+    assert secret not in out.stdout + out.stderr
+    assert not any(secret in f.read_text() for f in folder.iterdir())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["rewriter"]["backend"] == "openai" and manifest["rewriter"]["watermark"] is None
+    assert manifest["passages"] == 2 and manifest["min_similarity"] == 0.7

@@ -4,8 +4,6 @@ local path with transformers' watermark, and a fake OpenAI-compatible chat serve
 what it is sent for the openai: path."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,7 +13,7 @@ from trainspotter.rewrite_generative import (HFRewriter, OpenAIRewriter, make_re
                                              watermark_key)
 from trainspotter.twins import make_twins, write_twins
 
-from tiny_lm import TEXTS, tiny_llama
+from tiny_lm import TEXTS, ChatHandler, fake_chat_server, tiny_llama
 
 
 @pytest.fixture(scope="module")
@@ -162,42 +160,10 @@ def test_lexical_is_the_default():
 SECRET = "sk-rewriter-SECRET-987"
 
 
-class _Chat(BaseHTTPRequestHandler):
-    """An OpenAI-compatible /v1/chat/completions that records each request and answers with a
-    paraphrase depending on the seed (as a server honouring `seed` does)."""
-
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        words = body["messages"][-1]["content"].split("\n\n", 1)[1].split()
-        seed = body.get("seed") or 0
-        words[seed % len(words)] = words[seed % len(words)].upper()  # another word per seed
-        answer = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                  "choices": [{"index": 0, "message": {"role": "assistant",
-                                                       "content": "Here is the paraphrase:\n" + " ".join(words)},
-                               "finish_reason": "stop"}]}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture()
 def chat_server():
-    _Chat.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    thread.join(5)
+    with fake_chat_server() as url:
+        yield url
 
 
 def test_openai_rewriter_sends_the_prompt_and_a_keyed_seed_and_records_no_key(chat_server, tmp_path, monkeypatch,
@@ -207,7 +173,7 @@ def test_openai_rewriter_sends_the_prompt_and_a_keyed_seed_and_records_no_key(ch
     assert isinstance(rewriter, OpenAIRewriter)
     keys = [b"\x01" * 32, b"\x02" * 32]
     twins = make_twins([{"id": "p0", "text": TEXTS[0]}], 2, rewriter, keys=keys)
-    sent = _Chat.requests
+    sent = ChatHandler.requests
     assert len(sent) == 2 and all(r["path"] == "/v1/chat/completions" for r in sent)
     assert all(r["auth"] == f"Bearer {SECRET}" for r in sent)  # the key goes to the server, nowhere else
     for r, key in zip(sent, keys):
