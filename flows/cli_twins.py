@@ -5,6 +5,7 @@ cache or retry (a second draw over the same passages is what the commitment rule
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -30,33 +31,83 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
              out: Path = typer.Option(..., "--out", help="New folder for public.jsonl, private.jsonl, keys.json "
                                                          "and manifest.json."),
              k: int = typer.Option(2, "-k", "--k", help="Variants per passage (≥ 2): one public, k-1 private."),
-             rate: Optional[float] = typer.Option(None, help="Keyed lexical rewriter: the share of rewritable words "
+             rewriter: str = typer.Option("lexical", help="lexical (keyed WordNet rewriter, CPU-cheap), a local "
+                                                          "model hf:PATH or testbed:NAME (paraphrases with a "
+                                                          "watermark keyed per variant), or an openai:MODEL@URL chat "
+                                                          "endpoint (no watermark; key from $OPENAI_API_KEY or "
+                                                          "?key_env=VAR)."),
+             rate: Optional[float] = typer.Option(None, help="Lexical rewriter only: the share of rewritable words "
                                                              "each variant's key rewrites (default: each key picks "
                                                              "uniformly among a word and its alternatives, so two "
                                                              "variants differ as often as they can)."),
-             senses: int = typer.Option(2, min=1, help="Keyed lexical rewriter: alternatives from the word's N most "
+             senses: int = typer.Option(2, min=1, help="Lexical rewriter only: alternatives from the word's N most "
                                                        "frequent WordNet senses (more: more edits, less faithful)."),
-             max_edit_rate: float = typer.Option(0.5, help="A variant changing more of the passage's words is "
-                                                           "redrawn."),
+             max_edit_rate: Optional[float] = typer.Option(None, help="A variant changing more of the passage's "
+                                                                      "words is redrawn (default: 0.5 lexical, 1.0 "
+                                                                      "generative)."),
+             min_similarity: Optional[float] = typer.Option(None, help="A variant whose MiniLM similarity to the "
+                                                                       "original is lower is redrawn (default: none "
+                                                                       "lexical, 0.7 generative)."),
              similarity: bool = typer.Option(True, "--similarity/--no-similarity",
                                              help="Score each variant's MiniLM similarity to the original."),
              json_out: bool = JSON) -> None:
-    """Rewrite each passage k times (keyed lexical rewriter: WordNet alternatives, each variant's secret
-    key choosing consistently across the dataset), draw per passage with a cryptographic generator
-    which variant is public, and write the folder with a commitment to the draw. Release
+    """Rewrite each passage k times (default: the keyed lexical rewriter, WordNet alternatives, each
+    variant's secret key choosing consistently across the dataset; --rewriter hf:PATH: a model's
+    paraphrases, each variant watermarked with its own key), draw per passage with a cryptographic
+    generator which variant is public, and write the folder with a commitment to the draw. Release
     public.jsonl (and manifest.json); keep private.jsonl and keys.json secret."""
-    from trainspotter.data import load_passages
     from trainspotter.features.perturb import wordnet_root
-    from trainspotter.twins import KeyedLexicalRewriter, make_twins, write_twins
+    from trainspotter.rewrite_generative import GenerativeRewriter, make_rewriter
+    from trainspotter.twins import GATES, make_twins, write_twins
 
     if k < 2:
         raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
     if rate is not None and not 0.0 < rate <= 1.0:
         raise InputError(f"option --rate: {rate} is not in (0, 1]")
-    if not 0.0 < max_edit_rate <= 1.0:
+    if max_edit_rate is not None and not 0.0 < max_edit_rate <= 1.0:
         raise InputError(f"option --max-edit-rate: {max_edit_rate} is not in (0, 1]")
+    if min_similarity is not None and not -1.0 <= min_similarity < 1.0:
+        raise InputError(f"option --min-similarity: {min_similarity} is not in [-1, 1)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"option --out: {out}: exists and is not an empty folder; twins go to a new folder")
+    try:
+        rewriter_ = make_rewriter(rewriter, rate=rate, senses=senses)
+    except InputError as e:
+        raise InputError(f"option --rewriter: {e}") from None
+    generative = isinstance(rewriter_, GenerativeRewriter)
+    if generative:
+        from trainspotter.backends import check_server
+
+        check_server(rewriter_.spec)  # an openai: endpoint that nobody answers: one line now, not per passage
+    rows = _read_passages(passages)
+    if not generative:
+        wordnet_root()  # AssetMissing (one line) before any work
+    gate = GATES["generative" if generative else "lexical"] | {
+        name: value for name, value in (("max_edit_rate", max_edit_rate), ("min_similarity", min_similarity))
+        if value is not None}
+    with _progress(len(rows), json_out or not generative) as progress:
+        twins = make_twins(rows, k, rewriter_, similarity=similarity, progress=progress, **gate)
+    if not twins.ids:
+        if generative:
+            raise InputError(f"{passages[0]}: no passage got {k} variants that pass the gate (--max-edit-rate "
+                             f"{gate['max_edit_rate']}, --min-similarity {gate['min_similarity']}) within "
+                             f"{gate['retries']} redraws; try another model or --rewriter lexical")
+        raise InputError(f"{passages[0]}: no passage got {k} distinct variants (too short, or no word WordNet can "
+                         f"rewrite); try a larger --rate or --senses")
+    write_twins(twins, out)
+    m = twins.manifest
+    summary = {"out": str(out.resolve()), "k": k, "passages": m["passages"], "skipped": m["skipped"],
+               "rewriter": m["rewriter"], "redrawn": m["redrawn"], "quality": m["quality"],
+               "commitment": m["commitment"]["digest"],
+               "files": {f: {"sha256": m["files"].get(f), "who": WHO[f]} for f in WHO}}
+    if json_out:
+        return emit_json(summary)
+    _print_made(m, out, k)
+
+
+def _read_passages(passages: list[Path]) -> list[dict]:
+    from trainspotter.data import load_passages
+
     rows, origin = [], {}
     for path in passages:
         for p in load_passages(path):
@@ -65,19 +116,10 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
                                  f"by id, so ids must be unique")
             origin[p["id"]] = path
             rows.append(p)
-    wordnet_root()  # AssetMissing (one line) before any work
-    twins = make_twins(rows, k, KeyedLexicalRewriter(rate=rate, senses=senses), similarity=similarity,
-                       max_edit_rate=max_edit_rate)
-    if not twins.ids:
-        raise InputError(f"{passages[0]}: no passage got {k} distinct variants (too short, or no word WordNet can "
-                         f"rewrite); try a larger --rate or --senses")
-    write_twins(twins, out)
-    m = twins.manifest
-    summary = {"out": str(out.resolve()), "k": k, "passages": m["passages"], "skipped": m["skipped"],
-               "rewriter": m["rewriter"], "quality": m["quality"], "commitment": m["commitment"]["digest"],
-               "files": {f: {"sha256": m["files"].get(f), "who": WHO[f]} for f in WHO}}
-    if json_out:
-        return emit_json(summary)
+    return rows
+
+
+def _print_made(m: dict, out: Path, k: int) -> None:
     table = folded_table(f"Twins of {m['passages']} passages (k = {k}) in {out}", ("variant", "passages",
                          "mean edit rate", "mean similarity"))
     for j, q in m["quality"].items():
@@ -93,6 +135,20 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
         out_console.print(f"{out / f}: {who}", markup=False, highlight=False)
     out_console.print(f"commitment to the draw: {m['commitment']['digest']} (publish it with public.jsonl)",
                       markup=False, highlight=False)
+
+
+@contextmanager
+def _progress(total: int, quiet: bool):
+    """A progress bar on stderr (passages rewritten) for a generative rewriter's long runs."""
+    if quiet:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("passages rewritten", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("twins", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
 
 
 @twins_app.command("verify", short_help="Check a twins folder and the commitment to its draw.")

@@ -32,9 +32,16 @@ import re
 from abc import ABC, abstractmethod
 from functools import lru_cache
 
-__all__ = ["KeyedLexicalRewriter", "PHRASES", "Rewriter", "WORD"]
+from trainspotter.errors import InputError
+
+__all__ = ["EmptyRewrite", "KeyedLexicalRewriter", "PHRASES", "Rewriter", "WORD"]
 
 WORD = re.compile(r"(?<![-'’\w])[^\W\d_]+(?![-'’\w])")  # letters (any script), not part of a-b or don't
+
+
+class EmptyRewrite(InputError):
+    """A rewriter returned nothing usable for a passage (the message names it); ``make_twins``
+    redraws it."""
 
 
 class Rewriter(ABC):
@@ -46,6 +53,13 @@ class Rewriter(ABC):
 
     @abstractmethod
     def rewrite(self, text: str, key: bytes) -> str: ...
+
+    def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
+        """Another rewrite of ``text`` for the same variant (``make_twins``' redraw ``attempt`` ≥ 1
+        of passage ``passage``): by default the rewrite under a key derived for that passage and
+        attempt, HMAC(key, "redraw" ‖ passage ‖ attempt). A generative rewriter keeps the
+        variant's watermark and samples again (``rewrite_generative``)."""
+        return self.rewrite(text, mac(key, f"redraw\0{passage}\0{attempt}"))
 
     def settings(self) -> dict:
         return {}

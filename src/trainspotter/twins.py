@@ -49,20 +49,24 @@ import hmac
 import json
 import random
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
 from trainspotter.rewrite import WORD as _WORD  # noqa: F401  (re-exported: the tests read it)
-from trainspotter.rewrite import KeyedLexicalRewriter, Rewriter
-from trainspotter.rewrite import mac as _mac
+from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter
 
 FORMAT, VERSION = "trainspotter-twins", 1
 FILES = ("public.jsonl", "private.jsonl", "keys.json")  # hashed in manifest.json
 MANIFEST = "manifest.json"
 KEY_BYTES = 32
+# make_twins' quality gate per kind of rewriter (`twins make`'s defaults): a paraphrase changes most
+# of the words by design, so a generative variant is held to its meaning (MiniLM) instead
+GATES = {"lexical": {"max_edit_rate": 0.5, "min_similarity": None, "retries": 8},
+         "generative": {"max_edit_rate": 1.0, "min_similarity": 0.7, "retries": 3}}
 
-__all__ = ["KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
+__all__ = ["GATES", "KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
            "read_sides", "verify_commitment", "write_twins"]
 
 
@@ -130,16 +134,22 @@ class Twins:
 
 def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = None, *,
                keys: list[bytes] | None = None, rng: random.Random | None = None, similarity: bool = False,
-               max_edit_rate: float = 0.5, retries: int = 8) -> Twins:
+               max_edit_rate: float = 0.5, retries: int = 8, min_similarity: float | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Twins:
     """k ≥ 2 variants of every passage and a uniform draw of the public one (``rng``: default
     ``secrets.SystemRandom()``, the operating system's cryptographic generator; ``keys``: one per
     variant, default ``secrets.token_bytes(32)`` each). Variant j is ``rewriter.rewrite(text,
-    keys[j])``; where it equals an earlier variant of the passage (whitespace aside) or changes more
-    than ``max_edit_rate`` of its words it is redrawn, up to ``retries`` times, with a key derived
-    for that passage (HMAC(keys[j], id ‖ attempt)); a passage whose variants still coincide is
-    skipped (``manifest["skipped"]``): an audit could not tell its versions apart anyway. The draw
-    comes after all variants exist and reads nothing of them. ``similarity``: score each variant
-    with MiniLM's cosine similarity to the original (stored, not used to choose)."""
+    keys[j])``; where it equals an earlier variant of the passage (whitespace aside), changes more
+    than ``max_edit_rate`` of its words, is empty (a generative rewriter's ``EmptyRewrite``) or,
+    with ``min_similarity``, has a MiniLM similarity to the original below it, it is redrawn, up to
+    ``retries`` times (``rewriter.redraw``: the lexical rewriter with a key derived for that
+    passage, HMAC(keys[j], id ‖ attempt); a generative one samples again under the variant's
+    watermark); a passage whose variants still fail is skipped (``manifest["skipped"]``): an
+    audit could not tell its versions apart anyway. The gate treats every variant alike and the
+    draw comes after all variants exist and reads nothing of them, so it costs passages, never
+    validity. ``similarity``: score each variant with MiniLM's cosine similarity to the original
+    (stored; used to choose only through ``min_similarity``). ``progress(done, total)`` after
+    each passage."""
     if k < 2:
         raise InputError(f"k = {k}: twins need at least 2 variants per passage (one public, one private)")
     rewriter = rewriter or KeyedLexicalRewriter()
@@ -152,25 +162,24 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
         if p["id"] in seen:
             raise InputError(f"passage id {p['id']!r} appears twice; twins are matched by id, so ids must be unique")
         seen[p["id"]] = p["text"]
-    ids, variants, quality, skipped = [], {}, {}, []
-    for p in passages:
+    ids, variants, quality, skipped, redrawn = [], {}, {}, [], 0
+    for n, p in enumerate(passages, start=1):
         texts: list[str] = []
         for j in range(k):
-            for attempt in range(retries + 1):
-                key = keys[j] if attempt == 0 else _mac(keys[j], f"redraw\0{p['id']}\0{attempt}")
-                text = rewriter.rewrite(p["text"], key)
-                if _norm(text) not in map(_norm, texts) and edit_rate(p["text"], text) <= max_edit_rate:
-                    break
-            else:
+            made = _variant(rewriter, p, keys[j], texts, max_edit_rate, retries, min_similarity)
+            if made is None:
                 break
-            texts.append(text)
+            texts.append(made[0])
+            redrawn += made[1] > 0
+        if progress:
+            progress(n, len(passages))
         if len(texts) < k:
             skipped.append({"id": p["id"], "reason": f"no {k} distinct variants within {retries} redraws"})
             continue
         ids.append(p["id"])
         variants[p["id"]] = dict(enumerate(texts))
         quality[p["id"]] = {j: {"edit_rate": round(edit_rate(p["text"], t), 6)} for j, t in enumerate(texts)}
-    if similarity and ids:
+    if (similarity or min_similarity is not None) and ids:
         flat = [(i, j) for i in ids for j in range(k)]
         sims = minilm_similarity([seen[i] for i, _ in flat], [variants[i][j] for i, j in flat])
         for (i, j), s in zip(flat, sims):
@@ -178,11 +187,35 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
     public = {i: rng.randrange(k) for i in ids}  # uniform, per passage, after every variant exists
     salt = secrets.token_bytes(KEY_BYTES)
     manifest = {"format": FORMAT, "version": VERSION, "k": k, "passages": len(ids), "rewriter": rewriter.describe(),
-                "max_edit_rate": max_edit_rate, "skipped": skipped,
+                "max_edit_rate": max_edit_rate, "min_similarity": min_similarity, "skipped": skipped,
+                "redrawn": redrawn,
                 "commitment": {"scheme": "sha256(salt || json([[id, public variant], ...]))",
                                "digest": commitment([(i, public[i]) for i in ids], salt)},
                 "quality": _summary(quality, k)}
     return Twins(ids, variants, public, k, manifest, quality, list(keys), salt)
+
+
+def _variant(rewriter: Rewriter, p: dict, key: bytes, earlier: list[str], max_edit_rate: float, retries: int,
+             min_similarity: float | None) -> tuple[str, int] | None:
+    """(the variant, its attempt) passing ``make_twins``' gate within ``retries`` redraws, or None.
+    A rewriter empty on every attempt is an InputError naming the passage's id."""
+    empty = 0
+    for attempt in range(retries + 1):
+        try:
+            text = (rewriter.rewrite(p["text"], key) if attempt == 0
+                    else rewriter.redraw(p["text"], key, attempt, p["id"]))
+        except EmptyRewrite:
+            empty += 1
+            continue
+        if _norm(text) in map(_norm, earlier) or edit_rate(p["text"], text) > max_edit_rate:
+            continue
+        if min_similarity is not None and minilm_similarity([p["text"]], [text])[0] < min_similarity:
+            continue
+        return text, attempt
+    if empty == retries + 1:
+        raise InputError(f"passage {p['id']!r}: the rewriter {rewriter.name} returned an empty rewrite on all "
+                         f"{retries + 1} attempts")
+    return None
 
 
 def _summary(quality: dict[str, dict[int, dict]], k: int) -> dict:

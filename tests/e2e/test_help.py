@@ -157,6 +157,12 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
 
         return (stated.startswith("each key picks uniformly") and param.default is None
                 and KeyedLexicalRewriter().rate is None)
+    if verb == "twins make" and name in ("max_edit_rate", "min_similarity"):  # None: the rewriter's gate
+        from trainspotter.twins import GATES
+
+        show = lambda v: "none" if v is None else str(v)  # noqa: E731
+        return (stated == f"{show(GATES['lexical'][name])} lexical, {show(GATES['generative'][name])} generative"
+                and param.default is None)
     if verb == "serve" and name == "host":
         return stated == "loopback" and ipaddress.ip_address(param.default).is_loopback
     return False

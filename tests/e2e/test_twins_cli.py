@@ -120,3 +120,63 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
         assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
+
+
+def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_one_error_line(tmp_path):
+    """`twins make --rewriter hf:DIR` with a tiny Llama (random weights, a chat template): the
+    folder holds public, private, keys and a manifest recording the generative rewriter (model,
+    watermark keyed per variant, the gate it ran under) and no key; a bad --rewriter is one line."""
+    from tiny_lm import TEXTS, tiny_llama
+
+    model = tiny_llama(tmp_path / "model", chat=True)
+    data = tmp_path / "passages.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    folder = tmp_path / "twins"
+    out = run("twins", "make", str(data), "--out", str(folder), "--rewriter", f"hf:{model}", "--min-similarity",
+              "-1", "--no-similarity", "--json")
+    assert out.returncode == 0, out.stderr
+    made = json.loads(out.stdout)
+    assert made["passages"] == 2 and made["rewriter"]["name"] == "generative"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    r = manifest["rewriter"]
+    assert r["backend"] == "hf" and r["model"] == f"hf:{model}" and r["prompt"] == "chat template"
+    assert "one per variant" in r["watermark"]["hashing_key"]
+    assert (manifest["max_edit_rate"], manifest["min_similarity"]) == (1.0, -1.0)  # the generative gate
+    assert sorted(p.name for p in folder.iterdir()) == ["keys.json", "manifest.json", "private.jsonl", "public.jsonl"]
+    public = [json.loads(line) for line in (folder / "public.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in public] == ["p0", "p1"] and all(p["text"] not in TEXTS for p in public)
+    keys = json.loads((folder / "keys.json").read_text())["keys"]
+    assert len(keys) == 2 and not any(key in (folder / "manifest.json").read_text() for key in keys)
+    assert run("twins", "verify", str(folder)).returncode == 0
+    for bad, problem in [("gpt2", "option --rewriter: rewriter 'gpt2': expected lexical, hf:PATH"),
+                         (f"hf:{tmp_path / 'nope'}", "does not exist"),
+                         ("openai:m@ftp://x", "expected openai:MODEL@http")]:
+        line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "other"), "--rewriter", bad))
+        assert problem in line, line
+    assert not (tmp_path / "other").exists()
+
+
+def test_make_twins_through_an_openai_chat_endpoint_keeps_the_key_out_of_every_output(tmp_path):
+    """`twins make --rewriter openai:MODEL@URL` against a fake chat server: each variant is one chat
+    request carrying the prompt and a seed, the key (from $OPENAI_API_KEY) reaches the server only:
+    not stdout, stderr, nor any file of the folder; the manifest says there is no watermark."""
+    from tiny_lm import TEXTS, ChatHandler, fake_chat_server
+
+    secret = "sk-cli-rewriter-SECRET-4242"
+    data = tmp_path / "passages.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    folder = tmp_path / "twins"
+    with fake_chat_server() as url:
+        out = subprocess.run(CLI + ["twins", "make", str(data), "--out", str(folder), "--rewriter",
+                                    f"openai:para@{url}", "--json"], capture_output=True, text=True, timeout=600,
+                             env=os.environ | {"OPENAI_API_KEY": secret})
+    assert out.returncode == 0, out.stderr
+    sent = ChatHandler.requests
+    assert len(sent) >= 4 and all(r["auth"] == f"Bearer {secret}" and isinstance(r["body"]["seed"], int)
+                                  for r in sent)
+    assert {t for r in sent for t in TEXTS if t in r["body"]["messages"][-1]["content"]} == set(TEXTS)
+    assert secret not in out.stdout + out.stderr
+    assert not any(secret in f.read_text() for f in folder.iterdir())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["rewriter"]["backend"] == "openai" and manifest["rewriter"]["watermark"] is None
+    assert manifest["passages"] == 2 and manifest["min_similarity"] == 0.7

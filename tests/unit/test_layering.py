@@ -40,7 +40,8 @@ LAYERS = [
     ("backends", {"backends"}),
     ("features", {"features"}),
     ("stats", {"stats"}),
-    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "rewrite", "ledger", "record",
+    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "rewrite", "rewrite_generative",
+               "ledger", "record",
                "recompute", "verify", "requery", "report"}),
     ("evaluation", {"evaluation"}),
 ]

@@ -135,7 +135,7 @@ def _parse_local(spec: str) -> ModelSpec:
     return ModelSpec(spec, "testbed", base, name, role=role or "target", options=opts)
 
 
-def _parse_api(spec: str) -> ModelSpec:
+def _parse_api(spec: str, tokenizer_required: bool = True) -> ModelSpec:
     """``openai:MODEL@BASE_URL[?k=v&...]`` (no network, no tokenizer loading)."""
     from trainspotter.backends.api.modes import MODES
 
@@ -153,11 +153,17 @@ def _parse_api(spec: str) -> ModelSpec:
     if kwargs.get("mode", "auto") not in MODES:
         raise InputError(f"model spec {spec!r}: mode must be one of {', '.join(MODES)}")
     tok = kwargs.pop("tokenizer", None)
-    if not tok:
+    if not tok and tokenizer_required:
         raise InputError(f"model spec {spec!r}: name the local tokenizer that defines positions, "
                          f"e.g. ?tokenizer=hf:/path/to/model or ?tokenizer=testbed:tiny")
     return ModelSpec(spec, "openai", spec.partition("?")[0], m["url"].rstrip("/"), model=m["model"],
-                     options=kwargs, tokenizer=parse_spec(tok) if tok.startswith(("hf:", "testbed:")) else tok)
+                     options=kwargs, tokenizer=parse_spec(tok) if tok and tok.startswith(("hf:", "testbed:")) else tok or None)
+
+
+def parse_chat_spec(spec: str) -> ModelSpec:
+    """An ``openai:MODEL@BASE_URL[?k=v&...]`` chat endpoint asked for text only (a twins
+    rewriter): ``parse_spec``'s syntax and options, its ``?tokenizer=`` optional."""
+    return _parse_api(spec, tokenizer_required=False)
 
 
 def _query_options(spec: str, query: str, params: dict) -> dict:

@@ -1,0 +1,262 @@
+"""Generative rewriters of twins (issue 35): a language model paraphrases each passage under the
+variant's secret key, as STAMP does (Rastogi, Maini & Pruthi, ICML 2025, Sec. 3: k watermarked
+paraphrases of each passage, one published at random).
+
+- ``HFRewriter`` (``hf:PATH`` or ``testbed:NAME``, any local causal LM, a ``.gguf`` file
+  included): the passage goes into a paraphrase instruction (the tokenizer's chat template when
+  it has one, a plain instruction prompt otherwise) and the model samples a rewrite with
+  transformers' own watermark (``WatermarkingConfig``: Kirchenbauer et al., ICML 2023, a green
+  list of the vocabulary seeded by the previous token and a hashing key, whose logits get
+  ``bias`` added). The hashing key is HMAC-SHA256(variant key, "watermark"), so each variant
+  carries its own watermark, the same in every passage: a model trained on the public variant
+  learns that key's green lists (Sander et al., NeurIPS 2024, "Watermarking makes language models
+  radioactive"). The sampling seed is HMAC-SHA256(variant key, attempt ‖ text): the rewrite is a
+  deterministic function of (text, key) on one machine and software stack, and a redraw
+  (``make_twins``' attempt ≥ 1) samples again under the same watermark.
+- ``OpenAIRewriter`` (``openai:MODEL@URL``, the spec syntax of every ``openai:`` model; its
+  ``?tokenizer=`` is optional here and only counts the passage's tokens for the cap): the same
+  instruction as one chat message, ``seed`` from the same HMAC and the configured temperature.
+  No watermark (a server samples with its own code), and deterministic only where the server
+  honours ``seed``; ``settings()`` says both. The API key is read from the environment
+  (``key_env``, default OPENAI_API_KEY) and is never recorded.
+
+New tokens are capped at ``max_new_ratio`` × the passage's tokens + ``extra_tokens``; the
+output is stripped of the prompt, of special tokens and of a leading "Here is the paraphrase:"
+line. An empty rewrite raises ``EmptyRewrite`` naming the passage (``make_twins`` redraws it and
+names the passage's id if every redraw is empty). torch and transformers are imported on first
+use only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from trainspotter.errors import APIRequestError, InputError
+from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter, mac
+
+__all__ = ["EmptyRewrite", "GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "make_rewriter",
+           "sample_seed", "watermark_key"]
+
+INSTRUCTION = ("Paraphrase the following passage. Keep its meaning and every fact, name and number, use about "
+               "as many words, and reply with the paraphrase only.")
+REWRITERS = "lexical, hf:PATH, testbed:NAME or openai:MODEL@URL"
+# a first line that only announces the answer ("Here's the paraphrase:", "Paraphrase:")
+_PREAMBLE = re.compile(r"^[^\n]{0,200}\b(?:paraphrase|rewrite|rephrased?|reworded)\b[^\n]{0,80}:\s*\n?",
+                       re.IGNORECASE)
+
+
+def sample_seed(key: bytes, text: str, attempt: int = 0) -> int:
+    """The sampling seed of a rewrite: HMAC-SHA256(key, "sample" ‖ attempt ‖ text), 63 bits."""
+    return int.from_bytes(mac(key, f"sample\0{attempt}\0{text}")[:8], "big") >> 1
+
+
+def watermark_key(key: bytes) -> int:
+    """The variant's watermark hashing key: HMAC-SHA256(key, "watermark"), 56 bits, odd (never 0:
+    the green list of each step is seeded by hashing key × previous token id)."""
+    return int.from_bytes(mac(key, "watermark")[:7], "big") | 1
+
+
+def _opening(text: str) -> str:
+    words = text.split()
+    return " ".join(words[:8]) + (" …" if len(words) > 8 else "")
+
+
+def clean(output: str, original: str) -> str:
+    """The paraphrase alone: surrounding whitespace and quotes, and a first line announcing it,
+    removed; whitespace collapsed to single spaces where the original is one paragraph."""
+    out = output.strip()
+    m = _PREAMBLE.match(out)
+    if m and out[m.end():].strip():
+        out = out[m.end():].strip()
+    if len(out) > 1 and out[0] == out[-1] and out[0] in "\"'“”":
+        out = out[1:-1].strip()
+    out = out.strip("“”").strip()
+    return out if "\n" in original.strip() else " ".join(out.split())
+
+
+class GenerativeRewriter(Rewriter):
+    """A language model's paraphrase of the passage under the variant's key (module docstring);
+    subclasses implement ``_generate(text, key, attempt) -> str`` (the raw answer)."""
+
+    name = "generative"
+    version = 1
+    backend = ""
+
+    def __init__(self, spec, *, temperature: float = 0.7, top_p: float = 0.95, max_new_ratio: float = 1.5,
+                 extra_tokens: int = 16, instruction: str = INSTRUCTION):
+        if not temperature > 0 or not 0 < top_p <= 1 or not max_new_ratio > 0:
+            raise ValueError("temperature must be > 0, top_p in (0, 1] and max_new_ratio > 0")
+        self.spec, self.temperature, self.top_p = spec, temperature, top_p
+        self.max_new_ratio, self.extra_tokens, self.instruction = max_new_ratio, extra_tokens, instruction
+
+    def rewrite(self, text: str, key: bytes) -> str:
+        return self.redraw(text, key, 0, "")
+
+    def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
+        """Attempt ``attempt`` under the variant's key: another sampling seed, the same watermark."""
+        out = clean(self._generate(text, key, attempt), text)
+        if not out:
+            where = f"passage {passage!r}" if passage else f"passage \"{_opening(text)}\""
+            raise EmptyRewrite(f"{where}: the rewriter {self.spec.base} returned an empty paraphrase "
+                               f"(attempt {attempt}); try another model or --rewriter lexical")
+        return out
+
+    def max_new_tokens(self, n_tokens: int) -> int:
+        return int(self.max_new_ratio * n_tokens) + self.extra_tokens
+
+    def _generate(self, text: str, key: bytes, attempt: int) -> str:
+        raise NotImplementedError
+
+    def settings(self) -> dict:
+        return {"version": self.version, "backend": self.backend, "model": self.spec.base,
+                "instruction": self.instruction, "temperature": self.temperature, "top_p": self.top_p,
+                "max_new_tokens": f"{self.max_new_ratio} x passage tokens + {self.extra_tokens}",
+                "seed": "HMAC-SHA256(variant key, 'sample' || attempt || text)"}
+
+
+class HFRewriter(GenerativeRewriter):
+    """A local model (``hf:PATH`` or ``testbed:NAME``; the spec's device and dtype options apply)
+    with transformers' watermark, one hashing key per variant (module docstring)."""
+
+    backend = "hf"
+
+    def __init__(self, spec, *, watermark: bool = True, bias: float = 2.0, greenlist_ratio: float = 0.25, **kw):
+        super().__init__(spec, **kw)
+        self.watermark, self.bias, self.greenlist_ratio = watermark, bias, greenlist_ratio
+        self._model = self._tokenizer = None
+
+    def load(self):
+        """(tokenizer, model), loaded once from local files (nothing is downloaded)."""
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+            from transformers.utils import logging as hf_logging
+
+            from trainspotter.backends.hf import default_device, gguf_kwargs, load_tokenizer
+            from trainspotter.backends.spec import resolve_spec
+
+            hf_logging.disable_progress_bar()
+            path = resolve_spec(self.spec)
+            folder, kwargs = gguf_kwargs(path)
+            dtype = getattr(torch, self.spec.options.get("dtype", "float32"))
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype, **kwargs)
+            self._tokenizer = load_tokenizer(path)
+            self._model = model.to(self.spec.options.get("device") or default_device()).eval()
+        return self._tokenizer, self._model
+
+    def watermarking_config(self, key: bytes):
+        from transformers import WatermarkingConfig
+
+        return WatermarkingConfig(greenlist_ratio=self.greenlist_ratio, bias=self.bias,
+                                  hashing_key=watermark_key(key), seeding_scheme="lefthash", context_width=1)
+
+    def prompt(self, text: str) -> dict:
+        """The tokenized prompt: the chat template's user turn when the tokenizer has one,
+        else the instruction, the passage and "Paraphrase:"."""
+        tok, model = self.load()
+        if getattr(tok, "chat_template", None):
+            message = [{"role": "user", "content": f"{self.instruction}\n\n{text}"}]
+            enc = tok.apply_chat_template(message, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        else:
+            enc = tok(f"{self.instruction}\n\nPassage: {text}\n\nParaphrase:", return_tensors="pt")
+        return {k: v.to(model.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+
+    def _generate(self, text: str, key: bytes, attempt: int) -> str:
+        import torch
+
+        tok, model = self.load()
+        enc = self.prompt(text)
+        n = len(tok(text, add_special_tokens=False)["input_ids"])
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        devices = [model.device.index or 0] if model.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.inference_mode():
+            torch.manual_seed(sample_seed(key, text, attempt))
+            out = model.generate(**enc, do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0,
+                                 max_new_tokens=self.max_new_tokens(n), pad_token_id=pad,
+                                 watermarking_config=self.watermarking_config(key) if self.watermark else None)
+        return tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    def settings(self) -> dict:
+        tok, _ = self.load()
+        out = super().settings() | {"weights": self.spec.fingerprint,
+                                    "prompt": "chat template" if getattr(tok, "chat_template", None) else "plain"}
+        out["watermark"] = ({"scheme": "Kirchenbauer et al. 2023 (transformers WatermarkingConfig)",
+                             "seeding_scheme": "lefthash", "context_width": 1, "bias": self.bias,
+                             "greenlist_ratio": self.greenlist_ratio,
+                             "hashing_key": "HMAC-SHA256(variant key, 'watermark'): one per variant, secret"}
+                            if self.watermark else None)
+        return out
+
+
+class OpenAIRewriter(GenerativeRewriter):
+    """An OpenAI-compatible chat endpoint (``openai:MODEL@URL``; options ``key_env``, ``timeout``,
+    ``retries`` and ``tokenizer``, which only counts tokens for the cap). No watermark."""
+
+    backend = "openai"
+
+    def __init__(self, spec, **kw):
+        super().__init__(spec, **kw)
+        self._client = None
+        self._tokenizer = None
+
+    def client(self):
+        if self._client is None:
+            import openai
+
+            o = self.spec.options
+            self._client = openai.OpenAI(api_key=os.environ.get(o.get("key_env", "OPENAI_API_KEY")) or "sk-no-key",
+                                         base_url=self.spec.where, max_retries=o.get("retries", 2),
+                                         timeout=o.get("timeout", 120.0))
+        return self._client
+
+    def n_tokens(self, text: str) -> int:
+        """The passage's tokens by the spec's ?tokenizer= if it names one, else ~4/3 per word."""
+        if self.spec.tokenizer is not None:
+            if self._tokenizer is None:
+                from trainspotter.backends.hf import load_tokenizer
+                from trainspotter.backends.spec import resolve_spec
+
+                self._tokenizer = load_tokenizer(resolve_spec(self.spec))
+            return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+        return -(-4 * len(text.split()) // 3)
+
+    def _generate(self, text: str, key: bytes, attempt: int) -> str:
+        import openai
+
+        try:
+            answer = self.client().chat.completions.create(
+                model=self.spec.model, messages=[{"role": "user", "content": f"{self.instruction}\n\n{text}"}],
+                seed=sample_seed(key, text, attempt) % 2 ** 31, temperature=self.temperature, top_p=self.top_p,
+                max_tokens=self.max_new_tokens(self.n_tokens(text)))
+        except openai.APIError as e:
+            status = getattr(e, "status_code", None)
+            raise APIRequestError(f"rewriter {self.spec.base}: chat request for passage \"{_opening(text)}\" failed"
+                                  f"{f' (HTTP {status})' if status else ''}: {type(e).__name__}") from None
+        choices = answer.choices or []
+        return (choices[0].message.content or "") if choices else ""
+
+    def settings(self) -> dict:
+        return super().settings() | {"watermark": None, "seed": "sent as `seed` (HMAC-SHA256(variant key, 'sample' "
+                                     "|| attempt || text) mod 2^31): deterministic only where the server honours it",
+                                     "note": "no watermark: the server samples with its own code"}
+
+
+def make_rewriter(value: str | None, **lexical) -> Rewriter:
+    """The rewriter a ``--rewriter`` value names: ``lexical`` (default; ``lexical`` are the keyed
+    lexical rewriter's options), a local model spec (``hf:PATH``, ``testbed:NAME``) or an
+    ``openai:MODEL@URL`` chat endpoint, parsed by the specs' one parser (backends.spec). A bad
+    value is one InputError naming it."""
+    from trainspotter.backends.spec import parse_chat_spec, parse_spec, resolve_spec
+
+    if value is None or value == "lexical":
+        return KeyedLexicalRewriter(**lexical)
+    if not isinstance(value, str) or ":" not in value:
+        raise InputError(f"rewriter {value!r}: expected {REWRITERS}")
+    if value.startswith("openai:"):
+        return OpenAIRewriter(parse_chat_spec(value))
+    spec = parse_spec(value)
+    if spec.scheme not in ("hf", "testbed"):
+        raise InputError(f"rewriter {value!r}: expected {REWRITERS}")
+    resolve_spec(spec)  # the model's files exist (InputError naming the spec)
+    return HFRewriter(spec)
