@@ -15,23 +15,27 @@ import pytest
 
 from trainspotter.evaluation.testbed import split_path
 
+# As `trainspotter extract` does: the artifacts folder's shared local Prefect API (started
+# detached, so it outlives a killed run), not a temporary server per process (~15 s each).
 RUN = """
 import json, sys
 from trainspotter.flows.extract import ExtractConfig, run_extract
 from trainspotter.features.features import FeatureConfig
-data, out, runner = sys.argv[1:4]
+from trainspotter.tasks.server import use_local_api
+use_local_api()
+data, out, runner, chunk = sys.argv[1:5]
 config = ExtractConfig(data=data, model="testbed:mini", reference="testbed:mini/reference",
-                       access="both", out=out, chunk_size=8,
+                       access="both", out=out, chunk_size=int(chunk),
                        features=FeatureConfig(min_k=(0.2,), strip_k=(), batch_size=8))
 print(json.dumps(run_extract(config, dask=runner == "dask")))
 """
 
 
-def _start(data: Path, out: Path, storage: Path, runner: str = "default") -> subprocess.Popen:
+def _start(data: Path, out: Path, storage: Path, runner: str = "default", chunk: int = 8) -> subprocess.Popen:
     """The extract flow in a fresh process whose task results live in ``storage``."""
     env = os.environ | {"PREFECT_LOCAL_STORAGE_PATH": str(storage)}
     # a session of its own, so SIGKILL takes any process it started with it
-    return subprocess.Popen([sys.executable, "-c", RUN, str(data), str(out), runner], env=env,
+    return subprocess.Popen([sys.executable, "-c", RUN, str(data), str(out), runner, str(chunk)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
 
@@ -53,11 +57,11 @@ def test_sigkill_midway_then_rerun_recomputes_no_finished_chunk(mini_testbed, tm
     import json
 
     data = tmp_path / "passages.jsonl"
-    rows = [json.loads(line) for line in split_path("mini", "member").read_text().splitlines()[:48]]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))  # 48 passages = 6 chunks
+    rows = [json.loads(line) for line in split_path("mini", "member").read_text().splitlines()[:24]]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))  # 24 passages = 6 chunks of 4
     storage = tmp_path / "results"
 
-    proc = _start(data, tmp_path / "killed.parquet", storage)
+    proc = _start(data, tmp_path / "killed.parquet", storage, chunk=4)
     deadline = time.time() + 300
     while _chunks_stored(storage) < 2 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -66,21 +70,22 @@ def test_sigkill_midway_then_rerun_recomputes_no_finished_chunk(mini_testbed, tm
     finished = _chunks_stored(storage)
     assert 2 <= finished < 6, "the kill must land midway"
 
-    resumed = _finish(_start(data, tmp_path / "resumed.parquet", storage))
+    resumed = _finish(_start(data, tmp_path / "resumed.parquet", storage, chunk=4))
     assert resumed["chunks"] == 6
     assert resumed["chunks_cached"] == finished and resumed["chunks_computed"] == 6 - finished
 
-    clean = _finish(_start(data, tmp_path / "clean.parquet", tmp_path / "other-results"))
+    clean = _finish(_start(data, tmp_path / "clean.parquet", tmp_path / "other-results", chunk=4))
     assert clean["chunks_computed"] == 6
     pd.testing.assert_frame_equal(pd.read_parquet(resumed["out"]), pd.read_parquet(clean["out"]))
 
 
 @pytest.mark.slow
 def test_dask_runner_gives_the_same_features(mini_testbed, tmp_path):
-    data = split_path("mini", "heldout")  # 80 passages = 10 chunks
+    data = tmp_path / "passages.jsonl"  # 32 passages = 4 chunks, spread over the cluster's workers
+    data.write_text("".join(line + "\n" for line in split_path("mini", "heldout").read_text().splitlines()[:32]))
     local = _finish(_start(data, tmp_path / "local.parquet", tmp_path / "local-results"))
     dask = _finish(_start(data, tmp_path / "dask.parquet", tmp_path / "dask-results", "dask"))
-    assert local["chunks_computed"] == dask["chunks_computed"] == 10
+    assert local["chunks_computed"] == dask["chunks_computed"] == 4
     a, b = pd.read_parquet(local["out"]), pd.read_parquet(dask["out"])
     assert list(a["id"]) == list(b["id"]) and list(a.columns) == list(b.columns)
     # other processes, other thread counts: equal up to float summation order
