@@ -75,7 +75,7 @@ def test_blind_inputs_built_once_give_the_same_trials():
     """The benchmark builds each pool's blind inputs (``TextRows``) once and hands them to both
     arms: the same crossings, matched pairs and blind stops as when each arm builds its own."""
     from trainspotter.evaluation.shift import scenario_trials
-    from trainspotter.stats.blind import TextRows
+    from trainspotter.features.text import TextRows
 
     s = pool(60, VOCAB, seed=7, shift=1.0, placebo_shift=0.0)
     h = pool(60, VOCAB[:250], seed=8, shift=0.0, placebo_shift=0.0)
