@@ -131,7 +131,7 @@ def main() -> None:
     from trainspotter.flows.benchmark import _extract, features_table
     from trainspotter.report import power_plot
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.stats.simulation import simulate_many
+    from trainspotter.tables import simulate_many
 
     out = Path(args.results)
     summary = json.loads((out / "results.json").read_text())

@@ -70,7 +70,7 @@ def main() -> None:
     from trainspotter.flows.benchmark import features_table
     from trainspotter.report import power_plot
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.stats.simulation import simulate_many
+    from trainspotter.tables import simulate_many
 
     @flow(name="bench-exposures")
     def table_of(config):

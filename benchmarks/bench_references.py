@@ -47,7 +47,7 @@ from trainspotter.features.extract import extract, feature_columns
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.stats.simulation import simulate_many
+from trainspotter.tables import simulate_many
 
 RESULTS = Path(__file__).parent / "results"
 SPLITS = ("member", "nonmember", "heldout")

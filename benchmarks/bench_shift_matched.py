@@ -42,7 +42,7 @@ from trainspotter.evaluation.shift_matched import matched_trials, member_pools, 
 from trainspotter.flows.shift import _difficulty, _features, _split
 from trainspotter.flows.tracking import git_commit
 from trainspotter.matching import Encoded, match_pairs
-from trainspotter.stats.blind import TextRows
+from trainspotter.features.text import TextRows
 
 
 def _timings(table, pool_a, pool_b, sizes=(20, 80, 320, 0)) -> dict[str, float]:

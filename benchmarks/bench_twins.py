@@ -114,7 +114,9 @@ def main() -> None:
         return render(json.loads((OUT / "twins.json").read_text()))
     from trainspotter.backends import load_backend
     from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
-    from trainspotter.stats.blind import TextRows, blind_stops
+    from trainspotter.features.orientation import directions
+    from trainspotter.features.text import TextRows
+    from trainspotter.stats.blind import blind_stops
     from trainspotter.stats.sequential import TestConfig
     from trainspotter.stats.simulation import stream_stops
     from trainspotter.twins import load_twins
@@ -162,7 +164,7 @@ def main() -> None:
 
     def stops_of(S, H, ix, iy, names, scorer="online"):
         test = config.model_copy(update={"scorer": scorer})
-        return stream_stops(cols(S, names), cols(H, names), ix, iy, [test], [config.alpha], names)[0][0, 0]
+        return stream_stops(cols(S, names), cols(H, names), ix, iy, [test], [config.alpha], directions(names))[0][0, 0]
 
     # the same trials (orders, draws) for every subset
     n1 = len(F["member", "public"])

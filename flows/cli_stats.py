@@ -22,8 +22,8 @@ from trainspotter.flows.cli_common import (ALPHA, JSON, LAMBDA_MAX_HELP, PAYOFF_
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
-from trainspotter.stats.simulation import pollution, simulate
-from trainspotter.stats.sequential import TestConfig, run_test
+from trainspotter.stats.sequential import TestConfig
+from trainspotter.tables import pollution, run_test, simulate
 from trainspotter.verdict import format_e
 
 _console = Console()

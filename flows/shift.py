@@ -28,7 +28,7 @@ from trainspotter.evaluation.shift import (DIFFICULTY_JUDGE, PLACEBO_PREFIX, Shi
 from trainspotter.evaluation.testbed import PRESETS, split_path
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.report import shift_plot
-from trainspotter.stats.simulation import pollution
+from trainspotter.tables import pollution
 
 
 def _features(passages: list[dict], testbed: str) -> pd.DataFrame:

@@ -58,9 +58,8 @@ def fresh_cost_task(name: str, passages: list[dict], labels: list[int], model: s
                               repeats=repeats, bank=bank, population=population)
 
 
-# pvalue_baseline (evaluation.benchmark_di) over di_pvalue (stats.pvalue) and split_features.
-PVALUE_CODE = ("trainspotter.stats.pvalue", "trainspotter.evaluation.benchmark_di",
-               "trainspotter.stats.sequential", "trainspotter.data")
+# pvalue_baseline (evaluation.benchmark_di) over di_pvalue (stats.pvalue) and split_features (data).
+PVALUE_CODE = ("trainspotter.stats.pvalue", "trainspotter.evaluation.benchmark_di", "trainspotter.data")
 
 
 def pvalue_cache_key(context, parameters) -> str:

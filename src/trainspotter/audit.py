@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value
+from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value, blind_check
 from trainspotter.backends.spec import References, Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
 from trainspotter.errors import BudgetExhausted, FieldError, InputError
@@ -34,7 +34,7 @@ from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
 from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET,  # named TestConfig overrides
                                   UNGUARDED_MIN_PAIRS, check_test_preset)
 from trainspotter.record import prior_of, seal
-from trainspotter.stats.blind import BlindResult, blind_check
+from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
 

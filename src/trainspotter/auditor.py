@@ -1,5 +1,6 @@
-"""The sequential test fed one batch of feature rows at a time (``Auditor``), and the API
-usage of one audit (``UsageMeter``)."""
+"""The sequential test fed one batch of feature rows at a time (``Auditor``; each column's
+member-like sign from the feature catalogue), the blind check on texts (``blind_check``), and
+the API usage of one audit (``UsageMeter``)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,31 @@ import pandas as pd
 from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
 from trainspotter.features.answers import ANSWERS
+from trainspotter.features.orientation import directions
+from trainspotter.features.text import TextRows, describe_differences
 from trainspotter.placebo import PlaceboResult
-from trainspotter.stats.blind import BlindResult
+from trainspotter.stats.blind import BlindResult, run_blind
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 from trainspotter.verdict import AuditResult, Context, decide, explain, explain_baseline
 
-__all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value"]
+__all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value", "blind_check"]
 
 log = logging.getLogger(__name__)
 
 HISTORY = ("wealth", "lambda", "u", "score_x", "score_y")
+
+
+def blind_check(suspect: list[str], heldout: list[str], config: TestConfig) -> BlindResult:
+    """The blind check (``stats.blind``) on the pairs (suspect[t], heldout[t]) in order, from
+    the texts alone (``features.text``), stopping at the first W_t ≥ 1/α as the model's test
+    does; with what differs most between the sets, for the reader."""
+    n = min(len(suspect), len(heldout))
+    rows = TextRows(suspect[:n]), TextRows(heldout[:n])
+    result = run_blind(*rows, config)
+    if n:
+        result.differences = describe_differences(suspect[:n], heldout[:n], rows)
+    return result
 
 
 class UsageMeter:
@@ -100,7 +115,7 @@ class Auditor:
             return self.rejected
         if self.test is None:
             self.columns = self.columns or _first_batch_columns(rows)
-            self.test = SequentialTest(len(self.columns), self.config, columns=self.columns)
+            self.test = SequentialTest(len(self.columns), self.config, signs=directions(self.columns))
         for x, y in zip(sides["suspect"], sides["heldout"]):
             self.test.update(self._vector(x), self._vector(y))
             self.rows += [x, y]

@@ -1,4 +1,5 @@
-"""Reading passages from the user's files and pairing suspect with held-out passages.
+"""Reading passages from the user's files and pairing suspect with held-out passages;
+reading and checking features tables (``read_features``, ``split_features``).
 
 Accepted inputs (docs/architecture.md, "Conventions"): JSONL with a ``text`` field, Parquet or CSV
 with a ``text`` column, a ``.txt`` file (one passage per non-empty line), a folder of
@@ -276,3 +277,49 @@ def read_features(path: str | Path):
     except Exception as e:  # pyarrow / pandas parse errors come in many types
         raise InputError(f"{path}: cannot read the features table ({type(e).__name__}: {e})") from None
     raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; use .parquet or .csv")
+
+
+def split_features(df, feature_cols: list[str] | None = None):
+    """Check a features table; return (suspect rows, held-out rows, columns) as float arrays.
+
+    The table has a ``set`` column in {"suspect", "heldout"} and one numeric column per
+    feature; non-numeric columns (id, text, …) are ignored. Raises InputError naming the
+    column/row and the problem.
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError("features table must be a pandas DataFrame")
+    if "set" not in df.columns:
+        raise InputError(f"features table has no 'set' column saying which rows are 'suspect' and "
+                         f"which 'heldout' (columns: {', '.join(map(str, df.columns))}); `trainspotter extract "
+                         f"--suspect A --heldout B` writes it, as does a `set` field in the passages it reads")
+    labels = df["set"].astype(str)
+    bad = ~labels.isin(SET_LABELS)
+    if bad.any():
+        i = int(np.argmax(bad.to_numpy()))
+        raise InputError(f"row {i}: column 'set' has unknown label {df['set'].iloc[i]!r} "
+                         f"(expected 'suspect' or 'heldout')")
+    if feature_cols is None:
+        feature_cols = [c for c in df.columns if c != "set" and pd.api.types.is_numeric_dtype(df[c])
+                        and not pd.api.types.is_bool_dtype(df[c]) and str(c).lower() not in ("id", "index")]
+    else:
+        missing = [c for c in feature_cols if c not in df.columns]
+        if missing:
+            raise InputError(f"feature column(s) not in the table: {', '.join(map(str, missing))}")
+        nonnum = [c for c in feature_cols if not pd.api.types.is_numeric_dtype(df[c])]
+        if nonnum:
+            raise InputError(f"feature column {nonnum[0]!r} is not numeric")
+    if not feature_cols:
+        raise InputError("features table has no numeric feature column")
+    values = df[feature_cols].to_numpy(dtype=float)
+    nonfinite = ~np.isfinite(values)
+    if nonfinite.any():
+        i, j = np.argwhere(nonfinite)[0]
+        raise InputError(f"row {int(i)}: column {feature_cols[j]!r} is {values[i, j]} (NaN/inf values are not allowed)")
+    for name in SET_LABELS:
+        if not (labels == name).any():
+            raise InputError(f"features table has no {name!r} rows in column 'set'")
+    is_s = (labels == "suspect").to_numpy()
+    return values[is_s], values[~is_s], list(feature_cols)

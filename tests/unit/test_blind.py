@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.features.text import SURFACE, surface_stats
+from trainspotter.auditor import blind_check
+from trainspotter.features.text import SURFACE, TextRows, surface_stats
 from trainspotter.presets import TEST_PRESETS
-from trainspotter.stats.blind import BlindTest, NaiveBayes, TextRows, blind_check, blind_stops
+from trainspotter.stats.blind import BlindTest, NaiveBayes, blind_stops
 from trainspotter.stats.sequential import TestConfig
 
 DEFAULT = TestConfig(**TEST_PRESETS["default"])

@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+from trainspotter.data import split_features
 from trainspotter.stats.ebh import ebh
-from trainspotter.stats.simulation import pollution, power_curve, run_batch, simulate, simulate_many, stop_times
-from trainspotter.stats.sequential import split_features, SequentialTest, TestConfig
+from trainspotter.stats.simulation import power_curve, run_batch, stop_times
+from trainspotter.stats.sequential import SequentialTest, TestConfig
+from trainspotter.tables import pollution, simulate, simulate_many
 
 
 def _table(n_s, n_h, p=4, shift=0.0, seed=0):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from trainspotter.features.orientation import directions
 from trainspotter.stats.fixed_scorer import FixedScorer
 from trainspotter.stats.scoring import make_scorer, scorer_from_dict
 from trainspotter.stats.sequential import SequentialTest, TestConfig
@@ -43,7 +44,7 @@ def test_unknown_directions_get_no_weight_and_none_known_is_refused():
 def test_the_pair_is_scored_before_it_is_learned_and_a_swap_flips_the_difference():
     rng = np.random.default_rng(3)
     X, Y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
-    test, shadow = SequentialTest(2, FIXED, columns=COLUMNS), FixedScorer(2, signs=[-1, 1])
+    test, shadow = SequentialTest(2, FIXED, signs=directions(COLUMNS)), FixedScorer(2, signs=[-1, 1])
     for x, y in zip(X, Y):
         before = shadow.score(x) - shadow.score(y)
         step = test.update(x, y)
@@ -60,9 +61,9 @@ def test_the_pair_is_scored_before_it_is_learned_and_a_swap_flips_the_difference
 def test_save_and_load_continue_the_same_stream():
     rng = np.random.default_rng(4)
     X, Y = rng.normal(0.3, 1, size=(40, 2)), rng.normal(size=(40, 2))
-    full = SequentialTest(2, FIXED, columns=COLUMNS)
+    full = SequentialTest(2, FIXED, signs=directions(COLUMNS))
     full.run(X, Y, stop_on_reject=False)
-    part = SequentialTest(2, FIXED, columns=COLUMNS)
+    part = SequentialTest(2, FIXED, signs=directions(COLUMNS))
     part.run(X[:17], Y[:17], stop_on_reject=False)
     resumed = SequentialTest.from_dict(json.loads(json.dumps(part.to_dict())))
     assert isinstance(resumed.scorer, FixedScorer)
@@ -74,7 +75,7 @@ def test_save_and_load_continue_the_same_stream():
 def _stops(S, H, B=2000, n=150, seed=0):
     rng = np.random.default_rng(seed)
     idx = np.stack([rng.permutation(len(S))[:n] for _ in range(B)])
-    return stream_stops(S, H, idx, idx, [FIXED], [0.05], COLUMNS)[0][0, 0]
+    return stream_stops(S, H, idx, idx, [FIXED], [0.05], directions(COLUMNS))[0][0, 0]
 
 
 def test_type_one_rate_on_exchangeable_pairs_is_at_most_alpha():

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from trainspotter.matching import greedy_match, match_pairs, propensity_logits
-from trainspotter.stats.blind import blind_check
+from trainspotter.auditor import blind_check
 from trainspotter.stats.sequential import TestConfig
 
 VOCAB = [f"w{i}" for i in range(400)]

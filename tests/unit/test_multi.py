@@ -155,7 +155,7 @@ def test_fdr_of_stopping_at_k_over_alpha_then_ebh_in_simulation(alternatives):
         assert set_config.test.alpha == alpha / K
         X = rng.normal(size=(B, n, p))
         X[:, :, :2] += 0.6 if i < alternatives else 0.0
-        run = run_batch(X, Y, set_config.test, [f"f{j}" for j in range(p)])
+        run = run_batch(X, Y, set_config.test)  # no catalogued column: no sign to keep
         stop, log_w = run["stop_time"], run["log_wealth"]
         e[:, i] = np.exp(np.where(stop > 0, log_w[np.arange(B), np.maximum(stop, 1) - 1], log_w[:, -1]))
         crossed[:, i] = (log_w >= np.log(1 / alpha)).any(axis=1)  # 1/α comes before K/α: the path has it

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.features.orientation import direction
+from trainspotter.features.orientation import direction, directions
 from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.newton_scorer import NewtonScorer
 from trainspotter.stats.oriented_qp import oriented_qp
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.stats.simulation import pollution
+from trainspotter.tables import pollution
 
 
 def test_oriented_qp_by_hand():
@@ -85,7 +85,7 @@ def test_pollution_costs_power_not_validity():
 def test_oriented_scorer_state_round_trips_and_old_states_stay_unoriented():
     rng = np.random.default_rng(1)
     cols = ["gray_ref_diff", "gray_min_k_20", "custom"]
-    test = SequentialTest(3, TestConfig(), columns=cols)
+    test = SequentialTest(3, TestConfig(), signs=directions(cols))
     for _ in range(30):
         test.update(rng.normal(size=3), rng.normal(size=3))
     assert test.scorer.signs.tolist() == [-1, 1, 0]

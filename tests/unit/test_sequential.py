@@ -14,7 +14,8 @@ from trainspotter.stats.simulation import run_batch, stop_times
 from trainspotter.stats.adam_scorer import AdamScorer
 from trainspotter.stats.newton_scorer import NewtonScorer
 from trainspotter.stats.scoring import make_scorer
-from trainspotter.stats.sequential import SequentialTest, TestConfig, run_test
+from trainspotter.stats.sequential import SequentialTest, TestConfig
+from trainspotter.tables import run_test
 
 STRATEGIES = ["ons", "kelly", "mixture"]
 PAYOFFS = ["mmd", "ks", "diff"]

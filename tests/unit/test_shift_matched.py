@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from trainspotter.evaluation.shift_matched import matched_trials, matched_verdicts, summarise_matched
+from trainspotter.features.orientation import directions
 from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
 from trainspotter.stats.simulation import stream_stops
@@ -67,7 +68,7 @@ def test_padding_never_moves_a_crossing():
     assert len(set(res["matched"])) > 1  # streams of different lengths were padded
     for b, m in enumerate(res["matched"]):
         alone = stream_stops(s[["score"]].to_numpy(float), h[["score"]].to_numpy(float), mx[b:b + 1, :m],
-                             my[b:b + 1, :m], [CONFIG], [CONFIG.alpha], ["score"])[0][0, 0, 0] if m else 0
+                             my[b:b + 1, :m], [CONFIG], [CONFIG.alpha], directions(["score"]))[0][0, 0, 0] if m else 0
         assert res["model"]["gray"][b] == alone
 
 
@@ -75,7 +76,7 @@ def test_blind_inputs_built_once_give_the_same_trials():
     """The benchmark builds each pool's blind inputs (``TextRows``) once and hands them to both
     arms: the same crossings, matched pairs and blind stops as when each arm builds its own."""
     from trainspotter.evaluation.shift import scenario_trials
-    from trainspotter.stats.blind import TextRows
+    from trainspotter.features.text import TextRows
 
     s = pool(60, VOCAB, seed=7, shift=1.0, placebo_shift=0.0)
     h = pool(60, VOCAB[:250], seed=8, shift=0.0, placebo_shift=0.0)

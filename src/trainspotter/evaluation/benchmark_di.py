@@ -1,7 +1,7 @@
 """Dataset inference in the benchmark (BADI Sec. 5.1, App. D): the sequential test's Monte
 Carlo TPR (members vs held-out), FPR (non-members vs held-out, a negative control with the
 same data pipeline), the pooled control's FPR (non-members ∪ held-out split anew in every
-trial) and stopping times (``trainspotter.stats.simulation.simulate_many``),
+trial) and stopping times (``trainspotter.tables.simulate_many``),
 the paired comparison of configurations, and Maini et al.'s fixed-n p-value
 (``trainspotter.stats.pvalue.di_pvalue``) on random subsamples of n pairs.
 """
@@ -13,10 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 
+from trainspotter.data import split_features
 from trainspotter.errors import InputError
 from trainspotter.evaluation.benchmark import BenchmarkConfig
 from trainspotter.stats.pvalue import di_pvalue
-from trainspotter.stats.sequential import TestConfig, split_features
+from trainspotter.stats.sequential import TestConfig
 
 __all__ = ["di_frame", "pooled_frame", "di_configs", "censored_stops", "paired_saving", "di_row",
            "compare_configurations", "best_valid", "pvalue_row", "pvalue_baseline"]

@@ -48,8 +48,10 @@ from pydantic import BaseModel, Field, field_validator
 from scipy.stats import binomtest
 
 from trainspotter.data import Passage
+from trainspotter.features.orientation import directions
+from trainspotter.features.text import TextRows
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, UNGUARDED_MIN_PAIRS, check_test_preset
-from trainspotter.stats.blind import TextRows, blind_stops
+from trainspotter.stats.blind import blind_stops
 from trainspotter.stats.sequential import TestConfig
 from trainspotter.stats.simulation import stream_stops
 
@@ -268,8 +270,8 @@ def scenario_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[st
         ix, iy = (d[start:start + batch_size] for d in draws)
         for name, (cols, test) in tests.items():
             S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
-            names = [c.split(":")[-1] for c in cols]  # the catalogue name keeps its direction
-            model[name].append(stream_stops(S, H, ix, iy, [test], [test.alpha], names)[0][0, 0])
+            signs = directions([c.split(":")[-1] for c in cols])  # the catalogue name keeps its direction
+            model[name].append(stream_stops(S, H, ix, iy, [test], [test.alpha], signs)[0][0, 0])
         b, w = blind_stops(*rows, ix, iy, config)
         blind.append(b)
         top.append(w)

@@ -34,10 +34,12 @@ import pandas as pd
 from trainspotter.verdict import matched_verdict
 from trainspotter.data import Passage
 from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of, trial_draws
+from trainspotter.features.orientation import directions
+from trainspotter.features.text import TextRows
 from trainspotter.matching import Encoded, match_pairs
 from trainspotter.placebo import PlaceboResult
 from trainspotter.presets import UNGUARDED_MIN_PAIRS
-from trainspotter.stats.blind import BlindResult, TextRows, blind_stops
+from trainspotter.stats.blind import BlindResult, blind_stops
 from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
 from trainspotter.stats.simulation import stream_stops
 from trainspotter.verdict import decide
@@ -75,7 +77,8 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
     model = {}
     for name, (cols, test) in tests.items():
         S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
-        model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], [c.split(":")[-1] for c in cols])[0][0, 0])
+        signs = directions([c.split(":")[-1] for c in cols])
+        model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], signs)[0][0, 0])
     blind, _ = blind_stops(*(text_rows or (TextRows(ts), TextRows(th))), mx, my, config)
     return {"pairs": n, "trials": trials, "matched": matched, "auroc": auroc, "model": model,
             "blind_stop": own(blind), "needed": min_pairs_to_reject(config), "rows": (mx, my)}

@@ -7,7 +7,8 @@ The row code (``features.features``, ``features.twin_positions``) fills these co
 the two together.
 
 This module imports no feature code (only constants), so the member-like directions it holds
-cost the sequential test (``stats.sequential`` via ``features.orientation``) no feature module.
+(read by ``features.orientation`` and passed to the sequential test as its ``signs``) cost no
+feature module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Model-free text features for the blind check (trainspotter.stats.blind).
+"""Model-free text features for the blind check (its e-process: trainspotter.stats.blind).
 
 What a text looks like without any language model: surface statistics (length, word
 length, digits, casing, punctuation, repetition) and hashed word and character n-grams.
@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 from scipy import sparse
 
-__all__ = ["SURFACE", "NGRAM_BUCKETS", "surface_stats", "ngram_counts"]
+__all__ = ["SURFACE", "NGRAM_BUCKETS", "TextRows", "describe_differences", "surface_stats", "ngram_counts"]
 
 NGRAM_BUCKETS = 2 ** 15  # hashed n-gram columns; collisions only add noise
 
@@ -59,9 +59,65 @@ def ngram_counts(texts: list[str], buckets: int = NGRAM_BUCKETS) -> sparse.csr_m
     whichever set it is in)."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
+    if not texts:  # (the hasher cannot transform an empty list)
+        return sparse.csr_matrix((0, buckets))
     kw = {"n_features": buckets, "alternate_sign": False, "norm": None, "binary": True}
     words = HashingVectorizer(analyzer="word", ngram_range=(1, 2), lowercase=True, **kw)
     chars = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 3), lowercase=False, **kw)
     m = words.transform(texts) + chars.transform(texts)
     m.data = np.minimum(m.data, 1.0)  # a word and a char gram in one bucket still count once
     return m.tocsr()
+
+
+class TextRows:
+    """The blind inputs of a list of texts: surface statistics (n, k) and their hashed
+    n-grams as padded index/value rows (n, m) — pad index = ``buckets`` (a dummy column),
+    pad value 0 — so that B streams gather one row each with plain array indexing
+    (``stats.blind.BlindTest`` reads ``surface``, ``idx``, ``val`` and ``buckets``)."""
+
+    def __init__(self, texts: list[str], buckets: int = NGRAM_BUCKETS):
+        self.buckets = buckets
+        self.surface = surface_stats(texts)
+        counts: sparse.csr_matrix = ngram_counts(texts, buckets)
+        lengths = np.diff(counts.indptr)
+        m = max(int(lengths.max(initial=0)), 1)
+        self.idx = np.full((len(texts), m), buckets, dtype=np.int64)
+        self.val = np.zeros((len(texts), m), dtype=np.float64)
+        cols = np.arange(m)[None, :] < lengths[:, None]
+        self.idx[cols] = counts.indices
+        self.val[cols] = counts.data
+
+    def __len__(self) -> int:
+        return len(self.surface)
+
+
+def describe_differences(suspect: list[str], heldout: list[str], rows: tuple[TextRows, TextRows],
+                         top: int = 3) -> list[str]:
+    """A few human-readable differences between the sets: the surface statistics with the
+    largest standardised mean difference (|d| ≥ 0.2) and the words most over-represented on
+    each side (smoothed log-odds of document frequencies, words in ≥ 1% of passages)."""
+    out = []
+    s, h = rows[0].surface, rows[1].surface
+    pooled = np.sqrt((s.var(axis=0) + h.var(axis=0)) / 2)
+    d = np.divide(s.mean(axis=0) - h.mean(axis=0), pooled, out=np.zeros(len(SURFACE)), where=pooled > 0)
+    for j in np.argsort(-np.abs(d))[:top]:
+        if abs(d[j]) >= 0.2:
+            out.append(f"{SURFACE[j].replace('_', ' ')}: suspect {s[:, j].mean():.3g} vs held-out "
+                       f"{h[:, j].mean():.3g} (d = {d[j]:+.2f})")
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    n = len(suspect)
+    try:
+        vec = CountVectorizer(binary=True, min_df=max(2, int(0.01 * 2 * n)))
+        m = vec.fit_transform(suspect + heldout)
+    except ValueError:  # no word is frequent enough
+        return out
+    words = vec.get_feature_names_out()
+    cs, ch = np.asarray(m[:n].sum(axis=0)).ravel(), np.asarray(m[n:].sum(axis=0)).ravel()
+    logodds = np.log((cs + 0.5) / (n - cs + 0.5)) - np.log((ch + 0.5) / (n - ch + 0.5))
+    for side, order in (("suspect", np.argsort(-logodds)), ("held-out", np.argsort(logodds))):
+        picked = [f"{words[j]!r} ({cs[j] / n:.0%} vs {ch[j] / n:.0%})" for j in order[:top]
+                  if abs(logodds[j]) >= 0.5]
+        if picked:
+            out.append(f"words more frequent in the {side} set: " + ", ".join(picked))
+    return out

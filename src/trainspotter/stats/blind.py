@@ -8,7 +8,7 @@ Duan et al. 2024; Meeus et al.'s SoK). The blind check is a second e-process on 
 pairs with the same betting machinery (BADI Sec. 4, App. C: W_t = W_{t−1}(1 + λ_t u_t)),
 whose scores come from the texts alone:
 
-1. per passage, the surface statistics of ``trainspotter.features.text.SURFACE``, and
+1. per passage, its surface statistics (``trainspotter.features.text.SURFACE``), and
 2. the log-odds of a multinomial naive Bayes over hashed word and character n-grams,
    log p(x | suspect) − log p(x | held-out) with Laplace-smoothed counts of the pairs
    before t (McCallum & Nigam 1998),
@@ -18,39 +18,21 @@ constraints: any difference counts, in either direction. Every input to round t 
 function of pairs < t and of pair t's own texts, so under exchangeability W_t is a test
 martingale and P(sup_t W_t ≥ 1/α) ≤ α (Ville): the check rarely fires on sets that do
 not differ. It needs no model query, so an audit runs it on every available pair first.
+
+This module takes the texts' numbers, not the texts: each side's ``rows`` hold ``surface`` (n, k)
+and the hashed n-grams as padded ``idx``/``val`` rows (n, m) with pad index ``buckets``
+(``trainspotter.features.text.TextRows`` makes them; ``trainspotter.auditor.blind_check`` runs
+the check on texts).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel, Field
-from scipy import sparse
 
-from trainspotter.features.text import NGRAM_BUCKETS, SURFACE, ngram_counts, surface_stats
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 
-__all__ = ["BlindResult", "BlindTest", "TextRows", "blind_check", "blind_config", "blind_stops"]
-
-
-class TextRows:
-    """The blind inputs of a list of texts: surface statistics (n, k) and their hashed
-    n-grams as padded index/value rows (n, m) — pad index = ``buckets`` (a dummy column),
-    pad value 0 — so that B streams gather one row each with plain array indexing."""
-
-    def __init__(self, texts: list[str], buckets: int = NGRAM_BUCKETS):
-        self.buckets = buckets
-        self.surface = surface_stats(texts)
-        counts: sparse.csr_matrix = ngram_counts(texts, buckets)
-        lengths = np.diff(counts.indptr)
-        m = max(int(lengths.max(initial=0)), 1)
-        self.idx = np.full((len(texts), m), buckets, dtype=np.int64)
-        self.val = np.zeros((len(texts), m), dtype=np.float64)
-        cols = np.arange(m)[None, :] < lengths[:, None]
-        self.idx[cols] = counts.indices
-        self.val[cols] = counts.data
-
-    def __len__(self) -> int:
-        return len(self.surface)
+__all__ = ["BlindResult", "BlindTest", "NaiveBayes", "blind_config", "blind_stops", "run_blind"]
 
 
 class NaiveBayes:
@@ -60,7 +42,7 @@ class NaiveBayes:
     log(aD + N_H)] with the counts c of past suspect (S) and held-out (H) rows, N their
     totals, D buckets, Laplace a = 1: 0 before any data."""
 
-    def __init__(self, buckets: int = NGRAM_BUCKETS, batch: int | None = None, smoothing: float = 1.0):
+    def __init__(self, buckets: int, batch: int | None = None, smoothing: float = 1.0):
         B = 1 if batch is None else batch
         self.D, self.a = buckets, smoothing
         self.counts = np.zeros((2, B, buckets + 1), dtype=np.float32)  # exact for counts < 2^24
@@ -87,12 +69,12 @@ def blind_config(test: TestConfig) -> TestConfig:
 
 class BlindTest:
     """The blind e-process: ``update(ix, iy)`` plays round t on rows ix of the suspect
-    ``TextRows`` and iy of the held-out ones (ints for one stream, (B,) arrays for B)."""
+    ``rows`` and iy of the held-out ones (ints for one stream, (B,) arrays for B)."""
 
-    def __init__(self, suspect: TextRows, heldout: TextRows, config: TestConfig, batch: int | None = None):
+    def __init__(self, suspect, heldout, config: TestConfig, batch: int | None = None):
         self.sides, self.batch = (suspect, heldout), batch
         self.nb = NaiveBayes(suspect.buckets, batch)
-        self.test = SequentialTest(len(SURFACE) + 1, blind_config(config), batch)
+        self.test = SequentialTest(suspect.surface.shape[1] + 1, blind_config(config), batch)
 
     def _rows(self, side: int, i) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         rows = self.sides[side]
@@ -108,7 +90,7 @@ class BlindTest:
         return step
 
 
-def blind_stops(suspect: TextRows, heldout: TextRows, idx_x: np.ndarray, idx_y: np.ndarray,
+def blind_stops(suspect, heldout, idx_x: np.ndarray, idx_y: np.ndarray,
                 config: TestConfig) -> tuple[np.ndarray, np.ndarray]:
     """B streams of the blind check at once (Monte Carlo): round t pairs suspect row
     idx_x[:, t] with held-out row idx_y[:, t]. Returns each stream's first crossing of 1/α
@@ -134,15 +116,14 @@ class BlindResult(BaseModel):
     differences: list[str] = []  # what differs most, measured on all pairs (for the reader only)
 
 
-def blind_check(suspect: list[str], heldout: list[str], config: TestConfig) -> BlindResult:
-    """Run the blind e-process over the pairs (suspect[t], heldout[t]) in order, stopping at
-    the first W_t ≥ 1/α, as the model's test does."""
-    n = min(len(suspect), len(heldout))
+def run_blind(suspect, heldout, config: TestConfig) -> BlindResult:
+    """Run the blind e-process over the pairs (row t of ``suspect``, row t of ``heldout``) in
+    order, stopping at the first W_t ≥ 1/α, as the model's test does."""
+    n = min(len(suspect.surface), len(heldout.surface))
     if n == 0:  # (a matched audit where nothing matched)
         return BlindResult(fired=False, e_value=1.0, max_wealth=1.0, p_value=1.0, pairs_used=0, pairs_available=0,
                            stop_time=None, alpha=config.alpha, wealth=[])
-    rows = TextRows(suspect[:n]), TextRows(heldout[:n])
-    test = BlindTest(*rows, config)
+    test = BlindTest(suspect, heldout, config)
     for t in range(n):
         test.update(t, t)
         if test.test.rejected:
@@ -150,37 +131,4 @@ def blind_check(suspect: list[str], heldout: list[str], config: TestConfig) -> B
     e = test.test
     return BlindResult(fired=bool(e.rejected), e_value=float(e.e_value), max_wealth=float(e.max_wealth),
                        p_value=float(e.p_value), pairs_used=int(e.t), pairs_available=n, stop_time=e.stop_time,
-                       alpha=config.alpha, wealth=[float(w) for w in e.history["wealth"]],
-                       differences=describe_differences(suspect[:n], heldout[:n], rows))
-
-
-def describe_differences(suspect: list[str], heldout: list[str], rows: tuple[TextRows, TextRows],
-                         top: int = 3) -> list[str]:
-    """A few human-readable differences between the sets: the surface statistics with the
-    largest standardised mean difference (|d| ≥ 0.2) and the words most over-represented on
-    each side (smoothed log-odds of document frequencies, words in ≥ 1% of passages)."""
-    out = []
-    s, h = rows[0].surface, rows[1].surface
-    pooled = np.sqrt((s.var(axis=0) + h.var(axis=0)) / 2)
-    d = np.divide(s.mean(axis=0) - h.mean(axis=0), pooled, out=np.zeros(len(SURFACE)), where=pooled > 0)
-    for j in np.argsort(-np.abs(d))[:top]:
-        if abs(d[j]) >= 0.2:
-            out.append(f"{SURFACE[j].replace('_', ' ')}: suspect {s[:, j].mean():.3g} vs held-out "
-                       f"{h[:, j].mean():.3g} (d = {d[j]:+.2f})")
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    n = len(suspect)
-    try:
-        vec = CountVectorizer(binary=True, min_df=max(2, int(0.01 * 2 * n)))
-        m = vec.fit_transform(suspect + heldout)
-    except ValueError:  # no word is frequent enough
-        return out
-    words = vec.get_feature_names_out()
-    cs, ch = np.asarray(m[:n].sum(axis=0)).ravel(), np.asarray(m[n:].sum(axis=0)).ravel()
-    logodds = np.log((cs + 0.5) / (n - cs + 0.5)) - np.log((ch + 0.5) / (n - ch + 0.5))
-    for side, order in (("suspect", np.argsort(-logodds)), ("held-out", np.argsort(logodds))):
-        picked = [f"{words[j]!r} ({cs[j] / n:.0%} vs {ch[j] / n:.0%})" for j in order[:top]
-                  if abs(logodds[j]) >= 0.5]
-        if picked:
-            out.append(f"words more frequent in the {side} set: " + ", ".join(picked))
-    return out
+                       alpha=config.alpha, wealth=[float(w) for w in e.history["wealth"]])

@@ -15,7 +15,7 @@ its direction from the labels, so it separates the two sets whichever way they d
 held-out passages that are *more* member-like than the suspect ones (members leaking into
 the held-out set, App. D.6) would raise the wealth and read as "trained on". With
 ``oriented`` the scorer's weights keep the known member-like direction of every catalogued
-feature (trainspotter.features.orientation), so the score s is non-decreasing in each of
+feature (``signs``: the caller reads them from the feature catalogue), so the score s is non-decreasing in each of
 them. If the held-out scores then stochastically dominate the suspect ones (a polluted
 held-out set: Y ~ (1−ρ)N + ρM with s(M) ≥_st s(N)), a payoff that is non-decreasing in
 s(X_t) − s(Y_t) — ``diff`` (tanh) and ``ks`` — has E[u_t | F_{t−1}] ≤ 0, the wealth is a
@@ -29,29 +29,24 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import pandas as pd
 import pydantic
 
-from trainspotter.data import SET_LABELS, pair_indices
-from trainspotter.errors import InputError
-from trainspotter.features.orientation import directions
+from trainspotter.data import pair_indices
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.stats.eprocess import EProcess
 from trainspotter.stats.payoffs import PAYOFFS, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 from trainspotter.stats.strategies import STRATEGIES
 
-__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "signs_of",
-           "split_features"]
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "signs_of"]
 
-SET_COLUMN = "set"
 _DEFAULT = TEST_PRESETS[DEFAULT_PRESET]
 
 
-def signs_of(config: "TestConfig", columns: list[str] | None) -> list[int] | None:
-    """The scorer's orientation constraints for feature ``columns``: their member-like
-    directions when ``config.oriented`` (0 for a column outside the catalogue), else none."""
-    return directions(columns) if config.oriented and columns is not None else None
+def signs_of(config: "TestConfig", signs) -> list[int] | None:
+    """The scorer's orientation constraints: ``signs`` (each feature's member-like direction,
+    +1/−1, 0 = learned) when ``config.oriented``, else none."""
+    return [int(s) for s in signs] if config.oriented and signs is not None else None
 
 
 def min_pairs_to_reject(config: "TestConfig") -> int:
@@ -127,17 +122,19 @@ class SequentialTest:
     evaluation); then ``update`` takes rows of shape (B, p) and the read-outs
     are arrays. The default ``batch=None`` is the single audit stream.
     ``keep_history=False`` skips the per-round history (memory flat in n).
+    ``signs``: each feature's member-like direction (+1/−1, 0 = learned), kept by the
+    scorer when ``config.oriented``.
     """
 
     __test__ = False
 
     def __init__(self, n_features: int, config: TestConfig | None = None, batch: int | None = None,
-                 keep_history: bool = True, columns: list[str] | None = None):
+                 keep_history: bool = True, signs=None):
         self.config = config = config or TestConfig()
         self.n_features, self.batch, self.keep_history = int(n_features), batch, keep_history
         self.scorer = make_scorer(config.scorer, n_features, lr=config.lr, epochs=config.epochs,
                                   ridge=config.ridge, trim=config.trim, seed=config.seed, batch=batch,
-                                  signs=signs_of(config, columns))
+                                  signs=signs_of(config, signs))
         self.payoff = make_payoff(config.payoff, dim=1, batch=batch)  # witness on scalar scores
         self.eprocess = EProcess(config.strategy, config.lambda_max, config.alpha, batch)
         self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
@@ -215,71 +212,23 @@ class SequentialTest:
         return obj
 
 
-# ---------------------------------------------------------------------------
-# Features tables
-# ---------------------------------------------------------------------------
-
-
-def split_features(df: pd.DataFrame, feature_cols: list[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Validate a features table; return (suspect rows, held-out rows, columns).
-
-    The table has a ``set`` column in {"suspect", "heldout"} and one numeric
-    column per feature; non-numeric columns (id, text, …) are ignored.
-    Raises InputError naming the column/row and the problem.
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError("features table must be a pandas DataFrame")
-    if SET_COLUMN not in df.columns:
-        raise InputError(f"features table has no {SET_COLUMN!r} column saying which rows are 'suspect' and "
-                         f"which 'heldout' (columns: {', '.join(map(str, df.columns))}); `trainspotter extract "
-                         f"--suspect A --heldout B` writes it, as does a `set` field in the passages it reads")
-    labels = df[SET_COLUMN].astype(str)
-    bad = ~labels.isin(SET_LABELS)
-    if bad.any():
-        i = int(np.argmax(bad.to_numpy()))
-        raise InputError(f"row {i}: column {SET_COLUMN!r} has unknown label {df[SET_COLUMN].iloc[i]!r} "
-                         f"(expected 'suspect' or 'heldout')")
-    if feature_cols is None:
-        feature_cols = [c for c in df.columns if c != SET_COLUMN and pd.api.types.is_numeric_dtype(df[c])
-                        and not pd.api.types.is_bool_dtype(df[c]) and str(c).lower() not in ("id", "index")]
-    else:
-        missing = [c for c in feature_cols if c not in df.columns]
-        if missing:
-            raise InputError(f"feature column(s) not in the table: {', '.join(map(str, missing))}")
-        nonnum = [c for c in feature_cols if not pd.api.types.is_numeric_dtype(df[c])]
-        if nonnum:
-            raise InputError(f"feature column {nonnum[0]!r} is not numeric")
-    if not feature_cols:
-        raise InputError("features table has no numeric feature column")
-    values = df[feature_cols].to_numpy(dtype=float)
-    nonfinite = ~np.isfinite(values)
-    if nonfinite.any():
-        i, j = np.argwhere(nonfinite)[0]
-        raise InputError(f"row {int(i)}: column {feature_cols[j]!r} is {values[i, j]} (NaN/inf values are not allowed)")
-    for name in SET_LABELS:
-        if not (labels == name).any():
-            raise InputError(f"features table has no {name!r} rows in column {SET_COLUMN!r}")
-    is_s = (labels == "suspect").to_numpy()
-    return values[is_s], values[~is_s], list(feature_cols)
-
-
-def run_test(df: pd.DataFrame, config: TestConfig | None = None, feature_cols: list[str] | None = None) -> dict:
-    """Run the sequential test on a features table; JSON-able summary.
+def run_test(S: np.ndarray, H: np.ndarray, config: TestConfig | None = None, signs=None) -> dict:
+    """Run the sequential test on suspect rows ``S`` and held-out rows ``H`` (n, p); JSON-able
+    summary (``signs``: the columns' member-like directions, ``SequentialTest``).
 
     Rows are paired as an audit with seed ``config.seed`` pairs the passages they came from
-    (``data.pair_indices``: each side shuffled by its own seeded generator, then zipped), so a
-    table that ``trainspotter extract`` wrote from an audit's files (each side's rows in file
-    order) gives that audit's e-value; pairs = min(#suspect, #heldout). Stops at the first
-    crossing.
+    (``data.pair_indices``: each side shuffled by its own seeded generator, then zipped), so the
+    rows of an audit's files (each side's rows in file order) give that audit's e-value;
+    pairs = min(#suspect, #heldout). Stops at the first crossing.
     """
     config = config or TestConfig()
-    S, H, cols = split_features(df, feature_cols)
+    S, H = np.asarray(S, dtype=float), np.asarray(H, dtype=float)
     pairs = np.array(pair_indices(len(S), len(H), config.seed), dtype=int).reshape(-1, 2)
     S, H = S[pairs[:, 0]], H[pairs[:, 1]]
     n = len(pairs)
-    test = SequentialTest(len(cols), config, columns=cols)
+    test = SequentialTest(S.shape[1], config, signs=signs)
     res = test.run(S, H, stop_on_reject=True)
     out = res.summary()
     out.update({"pairs_available": n, "n_suspect": int(len(S)), "n_heldout": int(len(H)),
-                "feature_cols": cols, "final_wealth": float(test.wealth), "config": config.model_dump()})
+                "final_wealth": float(test.wealth), "config": config.model_dump()})
     return out

@@ -10,7 +10,9 @@ rejecting trials, the sequential power curve Power(t) = (1/T) Σ_i 1{T_i ≤ t}
 
 Trials run as a batch of independent streams through the same code as a
 single audit (``SequentialTest(batch=B)``), so what is evaluated is exactly
-what is shipped.
+what is shipped. Everything here takes arrays: suspect rows S and held-out rows H (n, p), and
+``signs``, each feature's member-like direction (+1/−1, 0 = learned) for the one-sided scorer
+(``TestConfig.oriented``); ``trainspotter.tables`` runs it on a features table.
 """
 
 from __future__ import annotations
@@ -18,19 +20,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from trainspotter.stats.eprocess import EProcess, wealth_path
 from trainspotter.stats.payoffs import make_payoff
 from trainspotter.stats.scoring import make_scorer
-from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of, split_features
+from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of
 
 __all__ = ["run_batch", "stop_times", "stream_stops", "power_curve", "simulate", "simulate_many", "pollution"]
 
 
-def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig, columns: list[str] | None = None) -> dict:
-    """Run B independent streams X, Y of shape (B, n, p) through the test (``columns``
-    name the features, for the scorer's orientation).
+def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig, signs=None) -> dict:
+    """Run B independent streams X, Y of shape (B, n, p) through the test (``signs``: the
+    features' member-like directions, for the scorer's orientation).
 
     Returns {"stop_time" (B,) with 0 = no crossing, "log_wealth" (B, n),
     "u" (B, n)}. The streams continue after a crossing (the first crossing
@@ -39,7 +40,7 @@ def run_batch(X: np.ndarray, Y: np.ndarray, config: TestConfig, columns: list[st
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float)
     B, n, p = X.shape
-    test = SequentialTest(p, config, batch=B, columns=columns)
+    test = SequentialTest(p, config, batch=B, signs=signs)
     logw = np.zeros((B, n))
     for t in range(n):
         test.update(X[:, t], Y[:, t])
@@ -91,9 +92,10 @@ SCORER_FIELDS = ("scorer", "lr", "epochs", "trim", "ridge", "seed", "oriented")
 
 def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndarray,
                   configs: list[TestConfig], alphas: list[float],
-                  columns: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  signs=None) -> tuple[np.ndarray, np.ndarray]:
     """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test of every
-    configuration (all with the scorer settings of ``configs[0]``), one round at a time.
+    configuration (all with the scorer settings of ``configs[0]``, oriented by ``signs``),
+    one round at a time.
 
     A round is ``SequentialTest.update`` shared out: the pair is scored once by the scorer
     of pairs < t; each payoff in use gives u_t from its witness of rounds < t (a witness
@@ -106,7 +108,7 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
     B, n = idx_x.shape
     c0 = configs[0]
     scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
-                         seed=c0.seed, batch=B, signs=signs_of(c0, columns))
+                         seed=c0.seed, batch=B, signs=signs_of(c0, signs))
     payoffs = {c.payoff: make_payoff(c.payoff, dim=1, batch=B) for c in configs}
     eprocesses = [EProcess(c.strategy, c.lambda_max, c.alpha, B) for c in configs]
     log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
@@ -127,10 +129,11 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
     return stops, sum_logw
 
 
-def simulate(df: pd.DataFrame, config: TestConfig | None = None, trials: int = 200, n_max: int | None = None,
-             null: bool = False, seed: int = 0, feature_cols: list[str] | None = None,
+def simulate(S: np.ndarray, H: np.ndarray, config: TestConfig | None = None, trials: int = 200,
+             n_max: int | None = None, null: bool = False, seed: int = 0, signs=None,
              batch_size: int = 500, alphas: tuple[float, ...] | None = None) -> dict:
-    """Monte Carlo estimate of the test's rejection rate (Sec. 5.1, App. D).
+    """Monte Carlo estimate of the test's rejection rate (Sec. 5.1, App. D) on suspect rows
+    ``S`` and held-out rows ``H``.
 
     null=False: suspect vs held-out streams (the rate is a TPR).
     null=True: two disjoint random halves of the held-out rows (an FPR).
@@ -139,12 +142,11 @@ def simulate(df: pd.DataFrame, config: TestConfig | None = None, trials: int = 2
     gives the top-level keys. ``by_alpha[str(α)]`` holds each level's
     rejection_rate, mean_stop, std_stop, power_curve, stop_times (and tpr/fpr/fnr).
     """
-    return simulate_many(df, [config or TestConfig()], trials, n_max, null, seed, feature_cols,
-                         batch_size, alphas)[0]
+    return simulate_many(S, H, [config or TestConfig()], trials, n_max, null, seed, signs, batch_size, alphas)[0]
 
 
-def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200, n_max: int | None = None,
-                  null: bool = False, seed: int = 0, feature_cols: list[str] | None = None,
+def simulate_many(S: np.ndarray, H: np.ndarray, configs: list[TestConfig], trials: int = 200,
+                  n_max: int | None = None, null: bool = False, seed: int = 0, signs=None,
                   batch_size: int = 500, alphas: tuple[float, ...] | None = None) -> list[dict]:
     """``simulate`` for several configurations on the same trial streams (one result each,
     in order). Configurations that share the scorer settings share one scorer pass, which
@@ -158,7 +160,7 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
     if not all(0.0 < a < 1.0 for lv in levels for a in lv):
         raise ValueError(f"every alpha must lie in (0, 1); got {sorted(set().union(*levels))}")
     every = sorted(set().union(*levels))
-    S, H, cols = split_features(df, feature_cols)
+    S, H = np.asarray(S, dtype=float), np.asarray(H, dtype=float)
     n = len(H) // 2 if null else min(len(S), len(H))
     if n_max is not None:
         n = min(n, int(n_max))
@@ -181,7 +183,7 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
             ix = np.stack([r.permutation(len(S))[:n] for r in chunk])
             iy = np.stack([r.permutation(len(H))[:n] for r in chunk])
         for members in groups.values():
-            st, lw = stream_stops(X, H, ix, iy, [configs[i] for i in members], every, cols)
+            st, lw = stream_stops(X, H, ix, iy, [configs[i] for i in members], every, signs)
             stops[members, :, start: start + len(chunk)] = st
             sum_logw[members] += lw
     results = []
@@ -191,7 +193,7 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
         for a in lv:
             by_alpha[str(a)] = _summary(stops[k, every.index(a)], n, null)
         res = {"null": null, "trials": int(trials), "pairs": int(n), "n_max": n_max, "alpha": config.alpha,
-               "alphas": lv, "features": len(cols), "config": config.model_dump()}
+               "alphas": lv, "features": S.shape[1], "config": config.model_dump()}
         res.update(_summary(stops[k, every.index(float(config.alpha))], n, null))
         res["by_alpha"] = by_alpha
         res["mean_log_wealth"] = (sum_logw[k] / trials).tolist()
@@ -199,20 +201,21 @@ def simulate_many(df: pd.DataFrame, configs: list[TestConfig], trials: int = 200
     return results
 
 
-def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0.2, 0.5, 0.7, 0.9),
-              trials: int = 50, n_max: int | None = None, seed: int = 0, feature_cols: list[str] | None = None,
-              batch_size: int = 64, pollutant: pd.DataFrame | None = None) -> dict:
+def pollution(S: np.ndarray, H: np.ndarray, config: TestConfig | None = None, ratios=(0.0, 0.2, 0.5, 0.7, 0.9),
+              trials: int = 50, n_max: int | None = None, seed: int = 0, signs=None,
+              batch_size: int = 64, pollutant: np.ndarray | None = None) -> dict:
     """D.6: replace a fraction ρ of the held-out stream by true members.
 
     The injected members are suspect rows that are not in the trial's suspect stream
     (suspect = members: what pollution costs in power), or rows of ``pollutant`` (e.g.
-    members while the suspect rows are non-members: whether pollution breaks validity).
+    members while the suspect rows are non-members: whether pollution breaks validity), in
+    the columns of S and H.
     Returns per ratio the rejection rate, mean stop, censored mean pairs to decision and
     the mean log-wealth trajectory (the paper plots the latter).
     """
     config = config or TestConfig()
-    S, H, cols = split_features(df, feature_cols)
-    P = None if pollutant is None else pollutant[cols].to_numpy(dtype=float)
+    S, H = np.asarray(S, dtype=float), np.asarray(H, dtype=float)
+    P = None if pollutant is None else np.asarray(pollutant, dtype=float)
     rmax = max(ratios)
     n = min(len(H), len(S)) if P is not None else min(len(H), int(len(S) / (1.0 + rmax)))
     if n_max is not None:
@@ -231,7 +234,7 @@ def pollution(df: pd.DataFrame, config: TestConfig | None = None, ratios=(0.0, 0
             for i in range(b):  # members at k random positions of the held-out stream
                 pos = rng.choice(n, size=k, replace=False)
                 Y[i, pos] = S[ps[i, n: n + k]] if P is None else P[rng.choice(len(P), size=k, replace=False)]
-            res = run_batch(X, Y, config, cols)
+            res = run_batch(X, Y, config, signs)
             stops.append(res["stop_time"])
             mean_logw += res["log_wealth"].sum(axis=0)
         stops = np.concatenate(stops)
