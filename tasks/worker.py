@@ -44,6 +44,11 @@ def extract_rows(passages: list[dict], model, reference, access: str, features, 
     return extract(passages, load_backend(model), references, access, features, answers=answers).to_dict("records")
 
 
+def active() -> bool:
+    """Whether a worker serves this process's local models now."""
+    return bool(_active)
+
+
 def can_fork(specs: Iterable) -> bool:
     """Whether ``serving`` forks a worker for these model specs (module docstring)."""
     return (os.environ.get("TRAINSPOTTER_MODEL_WORKER", "1") != "0" and "torch" not in sys.modules
