@@ -192,9 +192,9 @@ NOTES = """Phases nest: `flow run` holds everything the flow does, `task run` ho
 the batch; `garbage collection` is spread over all of them. In the CLI the model loads and the
 features are computed in the model worker (tasks/worker.py), a process forked before flows/audit.py
 is imported: its phases are not seen here, only `waiting for the model worker's rows` (within
-`task run`); torch is still imported in the CLI's own process (`backend modules`: the model's
-fingerprint needs the HF backend's module), after the fork. In the library the torch import falls
-in `model load`.
+`task run`). The CLI's own process then imports neither torch nor transformers (the fingerprints
+and the sealed record read the weights' files: backends/weights.py); `backend modules` is that
+import where no worker serves. In the library the torch import falls in `model load`.
 
 Before the earlier fixes a CLI audit paid, beyond the library's work: the imports of prefect,
 mlflow and the CLI (the largest part); the SQLite MLflow store's first use (its SQLAlchemy models
