@@ -251,8 +251,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
 
 def _run_audit(config, passages: dict, pairs: tuple[int, float], tracking_uri: str | None,
                dask_address: str | None, refresh: bool, sign_key, transient: bool) -> dict:
-    """The audit flow on the artifacts folder's local Prefect API, with a progress bar of
-    ``pairs`` (at most how many are queried, and the e-value before the first)."""
+    """The audit flow on the local Prefect API; a progress bar of ``pairs`` (most queried, e before)."""
     from trainspotter.flows.audit import AuditSetsConfig, check_dask_audit, run_audit
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
@@ -381,6 +380,8 @@ def _error(message: str, status: int = 2):
 
 
 def main() -> None:
+    from trainspotter.tasks.worker import allow_fork
+    allow_fork()  # this process is the command's own: an audit may fork its model worker
     try:
         status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:

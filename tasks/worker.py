@@ -11,10 +11,10 @@ process), so the e-values, cache keys and records are those of an audit without 
 A thread would not help: the imports and the model load hold the GIL
 (benchmarks/results/cli_overhead.md).
 
-A worker is only forked where forking is safe and useful: local models only (an API model's
-budget and usage meter live in the process that queries it), this process has no other
-thread and has not imported torch (OpenMP is not fork-safe), and ``TRAINSPOTTER_MODEL_WORKER``
-is not ``0``. Otherwise, or once the worker is gone, the rows are computed here as before. The
+A worker is only forked where forking is safe and useful: in the `trainspotter` command's own
+process (``allow_fork``), for local models only (an API model's budget and usage meter live in
+the process that queries it), when this process has no other thread and has not imported torch
+(OpenMP is not fork-safe), and ``TRAINSPOTTER_MODEL_WORKER`` is not ``0``. Otherwise, or once the worker is gone, the rows are computed here as before. The
 worker ends when the audit ends, and by itself when this process dies (its end of the pipe
 closes); an error in it is raised here, as the same exception where it can be pickled.
 """
@@ -32,6 +32,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 _active: dict = {}  # "process", "conn", "lock" of the worker serving this process, if any
+_allowed: list[bool] = []  # set by allow_fork(): this process is the `trainspotter` command's own
+
+
+def allow_fork() -> None:
+    """Let ``serving`` fork in this process: only the `trainspotter` command's ``main`` calls it,
+    never a process that hosts the CLI (a notebook, a test runner's in-process invocation)."""
+    _allowed.append(True)
 
 
 def extract_rows(passages: list[dict], model, reference, access: str, features, answers: bool) -> list[dict]:
@@ -51,7 +58,7 @@ def active() -> bool:
 
 def can_fork(specs: Iterable) -> bool:
     """Whether ``serving`` forks a worker for these model specs (module docstring)."""
-    return (os.environ.get("TRAINSPOTTER_MODEL_WORKER", "1") != "0" and "torch" not in sys.modules
+    return (bool(_allowed) and os.environ.get("TRAINSPOTTER_MODEL_WORKER", "1") != "0" and "torch" not in sys.modules
             and threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
             and all(not spec.remote for spec in specs))
 

@@ -20,6 +20,8 @@ FAKE = """
 import json, os, sys
 from trainspotter.tasks import worker
 
+worker.allow_fork()  # as the `trainspotter` command's main() does
+
 class Spec:  # a local model spec as serving() sees one (its load fails in the worker, unused here)
     remote = False
 
@@ -76,6 +78,8 @@ with worker.serving([Spec()]) as forked:
     assert out.stdout.split() == ["True", "False", "False", "False", "False", "False"]
     off = python("print(worker.can_fork([Spec()]))", env={"TRAINSPOTTER_MODEL_WORKER": "0"})
     assert off.stdout.split() == ["False"]
+    hosted = python("worker._allowed.clear()\nprint(worker.can_fork([Spec()]))")  # not the command's process
+    assert hosted.stdout.split() == ["False"], hosted.stderr
 
 
 def test_an_error_in_the_worker_is_raised_here():
