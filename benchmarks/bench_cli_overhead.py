@@ -10,7 +10,10 @@ One audit — testbed `tiny`, 16 member/held-out pairs, gray box, no reference,
   computed again), plus Prefect, MLflow and the CLI — the overhead itself;
 - ``cli``: the same without ``--refresh``: its batches come from the cache, as on a repeated audit;
 - ``cli, cold API``: the same with the local API stopped first, so the call starts it (what
-  every call paid before the API was shared: Prefect's temporary server per process).
+  every call paid before the API was shared: Prefect's temporary server per process);
+- ``cli --refresh, no worker``: ``cli --refresh`` with ``TRAINSPOTTER_MODEL_WORKER=0``: the
+  model loads and the features are computed in the CLI's own process (tasks/worker.py), as
+  before the worker.
 
 Each is the median of ``--repeats`` runs, interleaved so that load on the machine hits them
 alike; the figures that count are the ratios to ``library`` of the same run. The e-values of
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import functools
 import gc
 import importlib
@@ -66,7 +70,9 @@ CLI_PHASES = [
     ("MLflow store + experiment", "trainspotter.flows.audit", "_experiment"),
     ("MLflow run setup (params, tags, inputs)", "trainspotter.flows.audit", "_log_setup"),
     ("MLflow run setup (params, tags, inputs)", "trainspotter.flows.audit", "log_dataset"),
+    ("backend modules (torch), imported in the flow", "trainspotter.flows.audit", "_settle_backends"),
     ("task run (Prefect engine and all below)", "trainspotter.flows.audit", "extract_batch"),
+    ("waiting for the model worker's rows", "trainspotter.tasks.worker", "rows"),
     ("MLflow step metrics", "trainspotter.flows.audit", "StepLogger.__call__"),
     ("MLflow step metrics", "trainspotter.flows.audit", "log_steps"),
     ("MLflow outputs (plot, report, artifacts)", "trainspotter.flows.audit", "log_audit_outputs"),
@@ -77,7 +83,6 @@ LIBRARY_PHASES = [
     ("blind check", "trainspotter.audit", "blind_on"),
     ("model load (torch, transformers, weights)", "trainspotter.backends", "_load_backend"),
     ("features", "trainspotter.features.extract", "extract"),
-    ("features", "trainspotter.tasks.extract", "extract"),
     ("seal record", "trainspotter.audit", "seal"),
 ]
 
@@ -119,7 +124,7 @@ def _child(mode: str, argv: list[str]) -> None:
         seconds | {"garbage collection (within the above)": gc_time[0], "in process": time.perf_counter() - start})))
     if mode == "library":
         imported("imports: trainspotter.audit", "trainspotter.audit")
-        for phase in LIBRARY_PHASES[:3] + LIBRARY_PHASES[4:]:
+        for phase in LIBRARY_PHASES:
             wrap(*phase)
         from trainspotter import audit
 
@@ -130,9 +135,20 @@ def _child(mode: str, argv: list[str]) -> None:
         print(json.dumps({"e_value": result.e_value}))
         return
     imported("imports: the CLI", "trainspotter.flows.cli")
-    imported("imports: flows.audit (prefect, mlflow, library)", "trainspotter.flows.audit")
-    for phase in CLI_PHASES + LIBRARY_PHASES[:2] + LIBRARY_PHASES[3:]:
-        wrap(*phase)
+    worker = importlib.import_module("trainspotter.tasks.worker")
+    serving = worker.serving
+
+    @contextlib.contextmanager
+    def serving_then_timed(specs):
+        """flows/audit.py is imported and wrapped where the CLI imports it: after the model
+        worker is forked (which needs a process without prefect's threads and torch)."""
+        with serving(specs) as forked:
+            imported("imports: flows.audit (prefect, mlflow, library)", "trainspotter.flows.audit")
+            for phase in CLI_PHASES + LIBRARY_PHASES:  # the model worker's (load, features) are not seen here
+                wrap(*phase)
+            yield forked
+
+    worker.serving = serving_then_timed
     from trainspotter.flows.cli import main
 
     sys.argv = ["trainspotter", *argv]
@@ -172,26 +188,32 @@ def breakdown_lines(now: dict[str, dict[str, float]]) -> list[str]:
                     f"less the library's in these runs: {extra}.", "", *NOTES]
 
 
-NOTES = """Phases nest: `flow run` holds everything the flow does, `task run` holds the model load and
-the features of the batch; `garbage collection` is spread over all of them. In the CLI the
-torch import falls in `MLflow run setup` (the model's fingerprint, a tag, loads the HF
-backend's module), in the library in `model load`.
+NOTES = """Phases nest: `flow run` holds everything the flow does, `task run` holds the features of
+the batch; `garbage collection` is spread over all of them. In the CLI the model loads and the
+features are computed in the model worker (tasks/worker.py), a process forked before flows/audit.py
+is imported: its phases are not seen here, only `waiting for the model worker's rows` (within
+`task run`). The CLI's own process then imports neither torch nor transformers (the fingerprints
+and the sealed record read the weights' files: backends/weights.py); `backend modules` is that
+import where no worker serves. In the library the torch import falls in `model load`.
 
-Before the fixes a CLI audit paid, beyond the library's work: the imports of prefect, mlflow
-and the CLI (the largest part); the SQLite MLflow store's first use (its SQLAlchemy models
-are imported then); the plot and the report; the Prefect flow and task engines; and the
-cyclic garbage collector, which walked the ~0.4 M objects those imports build at every full
-collection (4.0 s of collection in that CLI run, 1.8 s in the library's). Both also spent
-~3 s tearing the interpreter down at exit, mostly in a last collection.
-`trainspotter.tasks.settled_imports` imports flows/audit.py's modules with the collector
-paused and freezes what they built (it lives until exit); `freeze_at_exit` freezes
-everything when the exit handlers are done, so the CLI no longer pays the last collection
-(the library call, which imports no flow, still does). What is left is the import of prefect
-and mlflow and MLflow's store, which every fresh process that runs a flow pays: a CLI call
-within a few seconds of the library's would need a resident worker that keeps them
-imported, which `trainspotter` does not have. All figures are of one run each; when other
-work loads the 2 cores (the load average above), every phase stretches and the share of
-fixed costs moves: compare ratios taken at similar loads only.""".splitlines()
+Before the earlier fixes a CLI audit paid, beyond the library's work: the imports of prefect,
+mlflow and the CLI (the largest part); the SQLite MLflow store's first use (its SQLAlchemy models
+are imported then); the plot and the report; the Prefect flow and task engines; and the cyclic
+garbage collector, which walked the ~0.4 M objects those imports build at every full collection.
+`trainspotter.tasks.settled_imports` imports flows/audit.py's modules with the collector paused
+and freezes what they built; `freeze_at_exit` freezes everything when the exit handlers are done,
+so the CLI no longer pays the last collection (the library call, which imports no flow, still
+does). What was left, the import of prefect and mlflow and MLflow's store (nearly all of it the
+import of SQLAlchemy, alembic and MLflow's table models, and mapper configuration: its alembic
+schema check is ~3% of it), is pure Python work that every fresh process pays, one core at a time.
+On 2 cores the model worker takes the model's side of the audit (torch's and transformers' import
+in that process, the weights, the features) off that core: both run at once, and the CLI's
+process waits only for what is left of the worker's work when the first batch is due. A thread
+does not do this: the same MLflow store setup in a thread beside the model load took longer than
+the two one after the other (16.4-18.4 s against 14.9-16.1 s, one process each, load ~8), as both
+hold the GIL. All figures are of one run each; when other work loads the 2 cores (the load
+average above), every phase stretches, the worker competes with the CLI for a core and the share
+of fixed costs moves: compare ratios taken at similar loads only.""".splitlines()
 
 
 def stop_api(root: Path) -> None:
@@ -243,14 +265,16 @@ def main() -> None:
         stop_api(root)
         print(json.dumps(breakdown, indent=1))
         return
-    times: dict[str, list[float]] = {"library": [], "cli --refresh": [], "cli": [], "cli, cold API": []}
+    times: dict[str, list[float]] = {"library": [], "cli --refresh": [], "cli": [], "cli, cold API": [],
+                                     "cli --refresh, no worker": []}
     e_values = set()
     for _ in range(args.repeats):
         for name, cmd in (("library", library), ("cli --refresh", cli + ["--refresh"]), ("cli", cli),
-                          ("cli, cold API", cli)):
+                          ("cli, cold API", cli), ("cli --refresh, no worker", cli + ["--refresh"])):
             if name == "cli, cold API":
                 stop_api(root)
-            seconds, e = timed(cmd, env)
+            no_worker = {"TRAINSPOTTER_MODEL_WORKER": "0"} if name.endswith("no worker") else {}
+            seconds, e = timed(cmd, env | no_worker)
             times[name].append(seconds)
             e_values.add(round(e, 6))
     stop_api(root)
@@ -280,7 +304,9 @@ def main() -> None:
         "`cli --refresh` does the library's work (features computed again) through the CLI, with the",
         "artifacts folder's local Prefect API up, as it is for every call after the first: the ratio is",
         "the CLI's overhead. `cli` is a repeated audit (batches from the cache). `cli, cold API` starts",
-        "that API first, as every call did before it was shared.",
+        "that API first, as every call did before it was shared. `cli --refresh, no worker` is",
+        "`cli --refresh` without the model worker (`TRAINSPOTTER_MODEL_WORKER=0`): the model loads in",
+        "the CLI's own process, as before `trainspotter.tasks.worker`.",
         "",
         *breakdown_lines(breakdown),
     ]

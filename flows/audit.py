@@ -22,6 +22,7 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact,
                                              log_audit_outputs, log_dataset, log_sets_outputs, log_steps,
                                              mark_killed_runs, owner_tags, use_experiment)
+    from trainspotter.tasks import worker
     from trainspotter.tasks.extract import extract_chunk
     from trainspotter import __version__
     from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
@@ -101,9 +102,12 @@ def _settle_backends(config: AuditConfig) -> None:
     """Import the backend modules of the audit's models (torch and transformers for a local
     one), which the model's fingerprint or first batch would import anyway, as
     ``settled_imports``: without the collector walking what they build, then frozen, so
-    that the collections during the batches skip those objects too."""
+    that the collections during the batches skip those objects too. Not those of the local
+    models while a model worker loads them (``trainspotter.tasks.worker``): this process then
+    needs neither torch nor transformers."""
     specs = (config.model, *config.reference, config.placebo)
-    modules = {SCHEMES[s.scheme].backend.partition(":")[0] for s in specs if s is not None}
+    modules = {SCHEMES[s.scheme].backend.partition(":")[0] for s in specs
+               if s is not None and (s.remote or not worker.active())}
     missing = sorted(m for m in modules if m not in sys.modules)
     if missing:
         with settled_imports():

@@ -230,20 +230,14 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
 
             passages = dict(zip((config.suspect, config.heldout), read_sides(config)))
         check_inputs(config, passages[config.suspect], passages[config.heldout])
-    from trainspotter.flows.audit import check_dask_audit, run_audit
-    from trainspotter.tasks.server import use_local_api
-    from trainspotter.tasks.cache import refreshing
+    from trainspotter.tasks.worker import serving
 
-    if dask_address:
-        check_dask_audit(config, dask_address)
-    total, start = _pairs_to_query(passages, suspect or [config.suspect], config.heldout, max_pairs,
-                                   name if ledger else None)
-    use_local_api()  # before refreshing(), whose settings context would not see it
-    with _audit_progress(total, start, transient=json_out) as progress, refreshing(refresh):
-        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
-                           sign_key=sign_key)
-        if len(suspect or [config.suspect]) == 1:  # the bar ends on the result's e-value, also when nothing was queried
-            progress(result["pairs_queried"], result["e_value"])
+    # The models every batch needs load in a worker process while this one imports Prefect and MLflow.
+    with serving(() if dask_address else (config.model, *config.reference)):
+        total, start = _pairs_to_query(passages, suspect or [config.suspect], config.heldout, max_pairs,
+                                       name if ledger else None)
+        result = _run_audit(config, passages, (total, start), tracking_uri, dask_address, refresh, sign_key,
+                            transient=json_out)
     write_record(result, record)
     if json_out:
         emit_json(result)
@@ -253,6 +247,24 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         _print_results([result], f"Audit {name!r} (α = {alpha})")
     if any(r["verdict"] == "inconclusive" for r in result.get("sets", [result])):
         raise typer.Exit(INCONCLUSIVE_EXIT)
+
+
+def _run_audit(config, passages: dict, pairs: tuple[int, float], tracking_uri: str | None,
+               dask_address: str | None, refresh: bool, sign_key, transient: bool) -> dict:
+    """The audit flow on the local Prefect API; a progress bar of ``pairs`` (most queried, e before)."""
+    from trainspotter.flows.audit import AuditSetsConfig, check_dask_audit, run_audit
+    from trainspotter.tasks.server import use_local_api
+    from trainspotter.tasks.cache import refreshing
+
+    if dask_address:
+        check_dask_audit(config, dask_address)
+    use_local_api()  # before refreshing(), whose settings context would not see it
+    with _audit_progress(*pairs, transient=transient) as progress, refreshing(refresh):
+        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
+                           sign_key=sign_key)
+        if not isinstance(config, AuditSetsConfig):  # the bar ends on the result's e-value, also when nothing was queried
+            progress(result["pairs_queried"], result["e_value"])
+    return result
 
 
 def _print_sets(summary: dict) -> None:
@@ -368,6 +380,8 @@ def _error(message: str, status: int = 2):
 
 
 def main() -> None:
+    from trainspotter.tasks.worker import allow_fork
+    allow_fork()  # this process is the command's own: an audit may fork its model worker
     try:
         status = app(standalone_mode=False)  # typer's usage errors come here instead of a box
     except InputError as e:

@@ -3,13 +3,13 @@ re-queries no model."""
 
 from prefect import task
 
-from trainspotter.backends import SCHEMES, ModelSpec, load_backend, spec_fingerprint
+from trainspotter.backends import SCHEMES, ModelSpec, spec_fingerprint
 from trainspotter.backends.spec import parse_references
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import query_fields
 from trainspotter.errors import BudgetExhausted
-from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
+from trainspotter.tasks import worker
 
 
 def _retry_unless_budget(task, task_run, state) -> bool:
@@ -57,8 +57,7 @@ def extract_chunk(passages: list[dict], model: ModelSpec, reference, access: str
     """Feature rows of one chunk of passages (one row per passage, library ``extract``);
     ``reference``: none, one or several model specs (``parse_references``); ``answers``: the
     rows carry the model's answers too (``features.answers``, for a sealed record).
-    Only ``query_fields`` go in: the cache key covers nothing else."""
+    Only ``query_fields`` go in: the cache key covers nothing else. Computed by the CLI
+    audit's model worker while one serves (``tasks.worker``: same code, same rows), else here."""
     passages = [query_fields(p) for p in passages]
-    references = [load_backend(r) for r in parse_references(reference)]
-    df = extract(passages, load_backend(model), references, access, features, answers=answers)
-    return df.to_dict("records")
+    return worker.rows(passages, model, reference, access, features, answers)

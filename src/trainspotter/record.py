@@ -136,7 +136,7 @@ def model_identity(spec, api: dict | None = None) -> dict:
         mine = {k: v for k, v in (api or {}).items() if k.startswith(f"{spec.model}@")}
         return {"scheme": spec.scheme, "model": spec.model, "host": urlparse(spec.where).hostname,
                 "fingerprint": spec.fingerprint, "server": mine}
-    from trainspotter.backends.hf import _file_digest
+    from trainspotter.backends.weights import _file_digest
     from trainspotter.backends.spec import resolve_spec
 
     try:

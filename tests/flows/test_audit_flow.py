@@ -62,13 +62,13 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
-    import trainspotter.features.extract as extract
+    import trainspotter.tasks.worker as worker
     from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.evaluation.testbed import split_path
 
     calls = []
-    original = extract.extract
-    monkeypatch.setattr("trainspotter.tasks.extract.extract", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = worker.extract_rows
+    monkeypatch.setattr("trainspotter.tasks.worker.extract_rows", lambda *a, **k: calls.append(1) or original(*a, **k))
     config = AuditConfig(name="demo-mini-members", suspect=str(split_path("mini", "member")),
                          heldout=str(split_path("mini", "heldout")), model="testbed:mini",
                          reference="testbed:mini/reference")

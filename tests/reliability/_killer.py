@@ -28,7 +28,7 @@ def main() -> None:
     import mlflow
 
     import trainspotter.flows.tracking as tracking
-    import trainspotter.tasks.extract as task_extract
+    import trainspotter.tasks.worker as task_extract
     import trainspotter.ledger
     from trainspotter.flows.cli import main as cli_main
 
@@ -42,7 +42,10 @@ def main() -> None:
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    extract = task_extract.extract
+    # The batches are computed in this process (no model worker: tasks/worker.py), so that a
+    # kill inside a query kills the command itself; the worker's own end is tests/flows/test_model_worker.py's.
+    os.environ["TRAINSPOTTER_MODEL_WORKER"] = "0"
+    extract = task_extract.extract_rows
 
     def killing_extract(passages, *args, **kwargs):
         rows = extract(passages, *args, **kwargs)
@@ -51,7 +54,7 @@ def main() -> None:
             f.write(json.dumps([p["id"] for p in passages]) + "\n")
         return rows
 
-    task_extract.extract = killing_extract
+    task_extract.extract_rows = killing_extract
 
     step = tracking.StepLogger.__call__
 

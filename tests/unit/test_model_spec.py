@@ -44,12 +44,12 @@ def test_a_spec_is_frozen_equal_by_text_and_parsed_once():
 
 
 def test_strings_are_parsed_once_at_entry_and_the_fingerprint_computed_once(model_dir, monkeypatch):
-    import trainspotter.backends.hf as hf
+    import trainspotter.backends.weights as weights
 
     parses, digests = [], []
-    real_parse, real_fp = S._parse_local, hf.model_fingerprint
+    real_parse, real_fp = S._parse_local, weights.model_fingerprint
     monkeypatch.setattr(S, "_parse_local", lambda text: parses.append(text) or real_parse(text))
-    monkeypatch.setattr(hf, "model_fingerprint", lambda *a: digests.append(a) or real_fp(*a))
+    monkeypatch.setattr(weights, "model_fingerprint", lambda *a: digests.append(a) or real_fp(*a))
     text = f"hf:{model_dir}?dtype=float16"
     fp = spec_fingerprint(text)
     assert parses == [text] and len(digests) == 1

@@ -236,7 +236,7 @@ def _reference_model(s: ModelSpec) -> Path:
 
 
 def _local_fingerprint(s: ModelSpec) -> str:
-    from trainspotter.backends.hf import model_fingerprint
+    from trainspotter.backends.weights import model_fingerprint
 
     return model_fingerprint(resolve_spec(s), s.options.get("dtype", "float32"))
 
@@ -255,7 +255,8 @@ def _check_api(s: ModelSpec) -> None:
     check_reachable(s.where, s.model)
 
 
-_COMMON = ("trainspotter.backends", "trainspotter.backends.base", "trainspotter.backends.spec")
+_COMMON = ("trainspotter.backends", "trainspotter.backends.base", "trainspotter.backends.spec",
+           "trainspotter.backends.weights")
 _LOCAL = _COMMON + ("trainspotter.backends.hf",)
 # The one registry of backend schemes, in the order error messages list them (the parsers are
 # looked up when called, so a test may wrap them).

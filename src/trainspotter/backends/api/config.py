@@ -42,7 +42,7 @@ def tokenizer_identity(path: str | Path) -> str:
     the whole file (its tokenizer lives in the metadata)."""
     path = Path(path)
     if path.is_file():
-        from trainspotter.backends.hf import weights_fingerprint
+        from trainspotter.backends.weights import weights_fingerprint
 
         return weights_fingerprint(path)
     h = hashlib.sha256()
