@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from contextlib import contextmanager
 from enum import Enum
 
 import pydantic
@@ -199,6 +200,18 @@ def folded_table(title: str, columns: tuple[str, ...], **kwargs) -> Table:
     for col in columns:
         table.add_column(col, overflow="fold")
     return table
+
+
+@contextmanager
+def count_progress(label: str, total: int, transient: bool = False):
+    """A progress bar of ``total`` items on stderr (label, bar, done/total, time elapsed); yields
+    the ``progress(done, total)`` callback the flows and ``make_twins`` take."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=transient) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
 
 
 def emit_json(obj) -> None:

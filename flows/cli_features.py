@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 
 from trainspotter.flows.cli_common import (ACCESS_HELP, DASK_ADDRESS, FEATURES_HELP, JSON, MODEL, REFERENCE, REFRESH, SEED,
-                                           Access, FeatureSet, Typer, choice, edge_specs, emit_json, folded_table,
-                                           input_error)
+                                           Access, FeatureSet, Typer, choice, count_progress, edge_specs, emit_json,
+                                           folded_table, input_error)
 from trainspotter.errors import InputError
 
 features_app = Typer(help="Membership features: the catalogue.", no_args_is_help=True)
@@ -143,8 +143,6 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     flow: chunks are cached tasks, so an interrupted extraction resumes). With --suspect and
     --heldout (or `set` labels in --data) the table has a `set` column and is ready for
     `trainspotter test` and `simulate`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     from trainspotter.data import load_labeled
 
     if out.suffix.lower() != ".parquet":
@@ -171,12 +169,9 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     flow_config = ExtractConfig(**files, model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
     use_local_api()  # before refreshing(), whose settings context would not see it
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=json_out) as bar, \
-            refreshing(refresh):
-        task = bar.add_task("extracting features", total=len(passages))
-        result = run_extract(flow_config, dask=dask, dask_address=dask_address,
-                             progress=lambda done, total: bar.update(task, completed=done), passages=passages)
+    with count_progress("extracting features", len(passages), transient=json_out) as progress, refreshing(refresh):
+        result = run_extract(flow_config, dask=dask, dask_address=dask_address, progress=progress,
+                             passages=passages)
     if json_out:
         return emit_json(result)
     sets = result["sets"]

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import JSON, Typer, emit_json, folded_table
+from trainspotter.flows.cli_common import JSON, Typer, count_progress, emit_json, folded_table
 
 twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, one drawn at random to "
                        "publish, the others kept, so that a later audit (audit --twins DIR) is exchangeable "
@@ -143,12 +143,8 @@ def _progress(total: int, quiet: bool):
     if quiet:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    with Progress("passages rewritten", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("twins", total=total)
-        yield lambda done, _total: bar.update(task, completed=done)
+    with count_progress("passages rewritten", total, transient=True) as progress:
+        yield progress
 
 
 @twins_app.command("verify", short_help="Check a twins folder and the commitment to its draw.")
