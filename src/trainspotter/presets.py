@@ -109,6 +109,12 @@ TESTBEDS: dict[str, Testbed] = {
     "tiny-pretrain-twins": Testbed("tiny-pretrain with twins (k = 2) of every passage: members' public "
                                    "versions seen once; twins folders in twins-member/, twins-nonmember/ "
                                    "(audit --twins DIR)", _PRETRAIN | {"twins": 2}),
+    # The black-box twins testbed (issue 35): BADI's 2000 passages per split, the members' public
+    # versions seen twice, the exposure at which the unpaired black audit first has power
+    # (benchmarks/results/exposures: seen once it has none, seen twice 554 pairs on average).
+    "tiny-pretrain-2k-twins-x2": Testbed("tiny-pretrain-2k with twins (k = 2) of every passage: members' "
+                                         "public versions seen twice (the black-box twins testbed)",
+                                         _PRETRAIN_2K | {"twins": 2, "member_repeats": 2}),
     # A seconds-scale variant of the pre-training recipe for tests.
     "mini-pretrain": Testbed("seconds-scale version of tiny-pretrain, for tests", _MINI_PRETRAIN),
     "mini-pretrain-twins": Testbed("seconds-scale version of tiny-pretrain-twins, for tests",
