@@ -50,6 +50,19 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # the draw predates the audit
     # the changed-position features too were computed again from the recorded answers (twin token ids included)
     assert "twin_ids" in pairs[0]["suspect"]["answers"] and "matches bit-for-bit" in checks["features"]["detail"]
+    # black box (greedy tokens only): the changed-position greedy matches, recorded and recomputed too
+    black = tmp_path / "black.json"
+    out = run("audit", "--twins", str(folder), "--model", "testbed:mini", "--alpha", "0.01", "--access", "black",
+              "--features", "twins", "--record", str(black), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "no evidence" and "black_twin_match" in result["features"]
+    assert not any(f.startswith("gray_") for f in result["features"])
+    out = run("verify", str(black), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert "matches bit-for-bit" in checks["features"]["detail"] and "black_twin_match" not in checks["features"][
+        "detail"].partition("not recomputed")[2]
     manifest = folder / "manifest.json"
     manifest.write_text(manifest.read_text() + "\n")  # any change to the committed manifest
     out = run("verify", str(record), "--json")
@@ -114,10 +127,13 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
     both = [twins.variants[i][j] for i in twins.ids for j in sorted(twins.variants[i])]  # no trace of the draw
     for model, texts, verdict in [("released", public, "trained on"), ("leaked", both, "no evidence")]:
         path = _finetuned(mini_testbed, texts, tmp_path / model)
-        out = run("audit", "--twins", str(folder), "--model", f"hf:{path}", "--alpha", "0.01", "--json")
-        assert out.returncode == 0, out.stderr
-        result = json.loads(out.stdout)
-        assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
+        for access in ("gray", "black"):  # black: greedy tokens only, the twins set's changed-position matches
+            out = run("audit", "--twins", str(folder), "--model", f"hf:{path}", "--alpha", "0.01", "--json",
+                      "--access", access, *(["--features", "twins"] if access == "black" else []))
+            assert out.returncode == 0, out.stderr
+            result = json.loads(out.stdout)
+            print(model, access, result["e_value"], result["pairs_used"], result["pairs_available"])
+            assert result["verdict"] == verdict, (model, access, result["e_value"], result["pairs_used"])
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
 

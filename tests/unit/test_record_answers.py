@@ -335,6 +335,7 @@ class BlackBackend(FakeBackend):
 BLACK_CONFIGS = {
     "both, full, two references": ("both", FeatureConfig(batch_size=4), 2),
     "black, petal, other tokenizer": ("black", FeatureConfig(batch_size=4, estimator="petal", sequence=False), 1),
+    "black, twins": ("black", FEATURE_SETS["twins"].model_copy(update={"batch_size": 4}), 1),
 }
 
 
@@ -348,7 +349,7 @@ def test_black_rows_recomputed_from_the_answers_equal_the_extracted_ones_bit_for
 
     access, config, k = BLACK_CONFIGS[name]
     refs = [BlackBackend(10 + j, shift=1000 if "other" in name else 0) for j in range(k)]
-    ps = passages(6)
+    ps = passages(6, twins="twins" in name)
     df = extract(ps, BlackBackend(1), refs, access, config, answers=True)
     features = [c for c in df.columns if c not in ("id", ANSWERS)]
     assert "black_match_rate" in features and list(df.columns)[-1] == ANSWERS
@@ -366,6 +367,11 @@ def test_black_rows_recomputed_from_the_answers_equal_the_extracted_ones_bit_for
                                                                                                  "reference"}
         assert np.isfinite(df[[c for c in features if "_seq_" in c]].to_numpy()).all()
         assert all("token_ids" not in r and "true" not in r for r in black["references"])  # one tokenizer
+    elif "twins" in name:  # the changed-position columns, and the twin's ids beside the black answers
+        assert {"black_twin_lp", "black_twin_ref_diff", "black_twin_match"} <= set(features)
+        assert np.isfinite(df[["black_twin_lp", "black_twin_ref_diff", "black_twin_match"]].to_numpy()).all()
+        assert "twin_ids" in answers and "target" not in answers
+        assert not any(c.startswith("gray_") for c in features)
     else:
         assert "token_ids" in black["references"][0] and "logprobs" in black["references"][0]  # PETAL's surrogate
         assert math.isnan(row["black_ez"])

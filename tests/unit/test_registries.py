@@ -105,7 +105,7 @@ def test_no_code_outside_the_registry_tests_a_scheme_by_name():
 
 # The orientation rules as they were before the directions moved into the catalogue entries
 # (features/orientation.py at e9959ea), written out once: the derived directions must agree.
-OLD_RULES = [(r"^gray_twin_(lp|ref_diff)$", +1), (r"_ppl$", -1), (r"_ref_(ratio|diff)$", -1), (r"_refs_diff$", -1),
+OLD_RULES = [(r"^(gray|black|petal)_twin_(lp|ref_diff|match)$", +1), (r"_ppl$", -1), (r"_ref_(ratio|diff)$", -1), (r"_refs_diff$", -1),
              (r"_refs_(lira|token_lira|rmia)$", +1), (r"_zlib_ratio$", +1), (r"_min_kp?p?_\d+$", +1),
              (r"_strip_k_\d+$", +1), (r"_pert_(ratio|diff)_", +1), (r"_ez$", +1), (r"^black_seq_bertscore", +1),
              (r"_match_rate$", +1), (r"_ref_(match|seq)_diff$", +1), (r"_(conf|true_p|top_p_1|margin)$", +1),
@@ -173,7 +173,7 @@ def test_every_named_feature_set_is_catalogued():
         assert columns and set(columns) <= {s.name for s in catalog(config, "both")}, name
         assert {s.name for s in catalog(config, "both")} <= every | {s.name for s in catalog(config)}, name
     full = {s.name for s in catalog(FEATURE_SETS["full"], "both")}
-    opt_in = {n for n in every - full if n.startswith(("gray_top_p_", "gray_pv_", "gray_twin_"))}
+    opt_in = {n for n in every - full if n.startswith(("gray_top_p_", "gray_pv_", "gray_twin_", "black_twin_"))}
     assert every - full == opt_in
 
 

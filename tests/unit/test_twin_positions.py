@@ -35,6 +35,19 @@ def test_twin_features_by_hand():
     assert row == {"gray_twin_lp": -2.0, "gray_twin_ref_diff": 0.5}
 
 
+def test_black_twin_features_by_hand():
+    """Black: the same means of the estimated log-probs, and the greedy match rate at the changed tokens."""
+    lp, ref = np.array([-1.0, -2.0, -3.0, -4.0]), np.array([-1.5, -2.5, -3.5, -6.0])
+    argmax = [1, 2, 0, 0]  # greedy token right at positions 0 and 1 (1 is changed), wrong at 2 and 3 (3 is)
+    row = twin_row([1, 2, 3, 4], lp, [1, 9, 3, 8], [1, 2, 3, 4], ref, access="black", argmax=argmax)
+    assert row == {"black_twin_lp": -3.0, "black_twin_ref_diff": 1.25, "black_twin_match": 0.5}
+    row = twin_row([1, 2, 3, 4], lp, [1, 2, 3, 8], access="black", argmax=argmax)  # only position 3 changed
+    assert row == {"black_twin_lp": -4.0, "black_twin_match": 0.0}
+    assert all(math.isnan(v) for v in twin_row([1], lp[:1], None, access="black").values())
+    assert set(twin_row([1], lp[:1], None, access="black")) == {"black_twin_lp", "black_twin_ref_diff",
+                                                                 "black_twin_match"}
+
+
 def test_twin_features_edge_cases():
     lp, ref = np.array([-1.0, -3.0]), np.array([-2.0, -2.0])
     # the twin only adds a token: nothing of the passage's own changed, measured at all its tokens
@@ -53,6 +66,11 @@ def test_twin_columns_are_catalogued_member_like_and_only_in_the_twins_set():
     assert not any("twin" in s.name for s in catalog(FEATURE_SETS["lean"], "both"))
     assert "gray_twin_lp" in feature_columns(FEATURE_SETS["twins"], "gray", 0)
     assert "gray_twin_ref_diff" not in feature_columns(FEATURE_SETS["twins"], "gray", 0)  # needs a reference
+    black = feature_columns(FEATURE_SETS["twins"], "black", 1)
+    assert {"black_twin_lp", "black_twin_ref_diff", "black_twin_match"} <= set(black)
+    assert not any(c.startswith("gray_") for c in black)
+    assert all(direction(c) == 1 for c in ("black_twin_lp", "black_twin_ref_diff", "black_twin_match"))
+    assert "black_twin_match" not in feature_columns(FEATURE_SETS["lean"], "black", 1)
 
 
 def test_twin_sides_carry_each_others_text():

@@ -13,7 +13,8 @@ Answers of one passage (``encode``; ``extract(..., answers=True)`` puts them und
 - ``perturbed``: per perturbation kind, the target's ``logprobs`` of the perturbed passage;
 - ``references``: per reference model, its ``logprobs`` and its ``token_ids`` (left out when
   equal to the target's: one tokenizer);
-- ``twin_ids``: in a twins audit, the twin's token ids under the target's tokenizer.
+- ``twin_ids``: in a twins audit, the twin's token ids under the target's tokenizer (gray or
+  black: one list beside both parts).
 
 A float array is the base64 of its little-endian float64 bytes (``{"shape": [n, k], "f8": …}``
 for a 2-D one), so the values read back are the very doubles the backend returned and the
@@ -163,5 +164,6 @@ def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, floa
         t, pert, refs, twin_ids = decode(answers)
         row |= gray_rows([text], [t], {k: [v] for k, v in pert.items()}, [[r] for r in refs], config, [twin_ids])[0]
     if black_answers.BLACK in answers:
-        row |= black_answers.black_row(text, black_answers.decode(answers[black_answers.BLACK]), config)
+        row |= black_answers.black_row(text, black_answers.decode(answers[black_answers.BLACK]), config,
+                                       answers.get("twin_ids"))
     return row

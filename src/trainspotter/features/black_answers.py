@@ -40,6 +40,7 @@ from trainspotter.features.answers import decode_floats, encode_floats, missing_
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, match_rate, token_level_row
 from trainspotter.features.probability import estimate_logprobs, petal_fit
+from trainspotter.features.twin_positions import twin_row
 
 __all__ = ["BLACK", "F1_TOLERANCE", "SIM_TOLERANCE", "black_row", "check_models", "decode", "encode",
            "sequence_columns", "side", "sides"]
@@ -81,12 +82,13 @@ def _sequence_row(seq: dict | None, config: FeatureConfig, reference: bool) -> d
     return row
 
 
-def black_row(text: str, black: dict, config: FeatureConfig) -> dict[str, float]:
+def black_row(text: str, black: dict, config: FeatureConfig, twin_ids: Sequence[int] | None = None) -> dict[str, float]:
     """The black-box row of one passage from its answers (module docstring; in memory, as
     ``decode`` gives them): token probabilities estimated from the similarities (BADI App. A.6),
     every token-level feature of them, EZ with the first reference, the label-only match rates
-    (TDDBench's Metric-corr; on the perturbed passages: query-augment) and, with
-    ``config.sequence``, the suffix completion features."""
+    (TDDBench's Metric-corr; on the perturbed passages: query-augment), with
+    ``config.sequence`` the suffix completion features, and with ``config.twin_positions`` the
+    changed-position columns (``features.twin_positions``; ``twin_ids``: the twin's token ids)."""
     t, refs = black["target"], black["references"]
     r = refs[0] if refs else None
     fit = None
@@ -112,6 +114,9 @@ def black_row(text: str, black: dict, config: FeatureConfig) -> dict[str, float]
         row["black_ref_match_diff"] = row["black_match_rate"] - match_rate(r["token_ids"], r["argmax"])
     if config.sequence:
         row |= _sequence_row(black.get("sequence"), config, r is not None)
+    if config.twin_positions:
+        row |= twin_row(t["token_ids"], lp, twin_ids, None if r is None else r["token_ids"], ref_lp,
+                        access="black", argmax=t["argmax"])
     return row
 
 

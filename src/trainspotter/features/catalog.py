@@ -145,13 +145,22 @@ def _prediction_specs(config: FeatureConfig) -> list[FeatureSpec]:
     return specs
 
 
-def _twin_specs() -> list[FeatureSpec]:
-    """The changed-position columns of a twins audit (``features.twin_positions``)."""
+def _twin_specs(access: str) -> list[FeatureSpec]:
+    """The changed-position columns of a twins audit (``features.twin_positions``): from the
+    target's log-probabilities (gray) or from its greedy tokens (black: log-probabilities
+    estimated from them as every black column is, and the greedy match rate)."""
     where = "at the tokens where the passage differs from its twin (difflib alignment of token ids)"
-    return [FeatureSpec("gray_twin_lp", "gray", _T, 1, f"mean target log p(x_i|x_<i) {where}",
-                        "ours: LOSS (Yeom et al. 2018) at twins' changed tokens; needs a twins audit"),
-            FeatureSpec("gray_twin_ref_diff", "gray", _TR, 1, f"mean target − reference log p(x_i|x_<i) {where}",
-                        "ours: RefL (Carlini et al. 2021; BADI App. A.2 item 5) at twins' changed tokens")]
+    lp = "log p(x_i|x_<i)" if access == "gray" else "estimated log p(x_i|x_<i) (BADI App. A.6)"
+    specs = [FeatureSpec(f"{access}_twin_lp", access, _T, 1, f"mean target {lp} {where}",
+                         "ours: LOSS (Yeom et al. 2018) at twins' changed tokens; needs a twins audit"),
+             FeatureSpec(f"{access}_twin_ref_diff", access, _TR, 1, f"mean target − reference {lp} {where}",
+                         "ours: RefL (Carlini et al. 2021; BADI App. A.2 item 5) at twins' changed tokens")]
+    if access == "black":
+        specs.append(FeatureSpec("black_twin_match", "black", _T, 1, "fraction of the changed tokens whose greedy "
+                                 f"token (given the passage's own prefix) is the actual token; {where}",
+                                 "ours: a radioactivity count (Sander et al. 2024) of the version's own word "
+                                 "choices, label-only (Choquette-Choo et al. 2021)"))
+    return specs
 
 
 def _black_specs(config: FeatureConfig) -> list[FeatureSpec]:
@@ -178,8 +187,10 @@ def catalog(config: FeatureConfig, access: str = "both") -> list[FeatureSpec]:
     """Every feature column ``extract`` can produce under ``config`` (a ``FeatureConfig``, or
     ``EVERY_COLUMN``), in column order."""
     specs = _token_specs("gray", config) if access in ("gray", "both") else []
-    specs += _twin_specs() if config.twin_positions and access in ("gray", "both") else []
-    return specs + (_black_specs(config) if access in ("black", "both") else [])
+    specs += _twin_specs("gray") if config.twin_positions and access in ("gray", "both") else []
+    if access in ("black", "both"):
+        specs += _black_specs(config) + (_twin_specs("black") if config.twin_positions else [])
+    return specs
 
 
 # A configuration with every option on (one percent each for Min-K%/STRIP-K%, every perturbation):

@@ -127,11 +127,11 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
     rows = [{"id": p.get("id", str(j)), **({"set": p["set"]} if "set" in p else {})}
             for j, p in enumerate(passages)]
     parts, recorded = [], [{} for _ in passages]  # recorded: each row's answers (features.answers)
+    # a twins audit: passages carry their twin's text (``Twins.sides``); its token ids are the
+    # target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are
+    twin_ids = [target.encode(p["twin"])[1:] if isinstance(p.get("twin"), str) else None
+                for p in passages] if config.twin_positions else None
     if access in ("gray", "both"):
-        # a twins audit: passages carry their twin's text (``Twins.sides``); its token ids are the
-        # target's ``encode`` without the first (BOS) entry, as ``TokenScores.token_ids`` are
-        twin_ids = [target.encode(p["twin"])[1:] if isinstance(p.get("twin"), str) else None
-                    for p in passages] if config.twin_positions else None
         parts.append(gray_rows(texts, t_orig, t_pert, r_orig, config, twin_ids))
         for i, t in enumerate(t_orig if answers else ()):  # what the rows came from, for the sealed record
             recorded[i] |= encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
@@ -141,9 +141,12 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
         if config.sequence:
             for b, seq in zip(black, _sequences(t_orig, target, references[0] if references else None, config)):
                 b["sequence"] = seq
-        parts.append([black_answers.black_row(text, b, config) for text, b in zip(texts, black)])
+        parts.append([black_answers.black_row(text, b, config, None if twin_ids is None else twin_ids[i])
+                      for i, (text, b) in enumerate(zip(texts, black))])
         for i, b in enumerate(black if answers else ()):
             recorded[i][black_answers.BLACK] = black_answers.encode(b)
+            if twin_ids is not None and twin_ids[i] is not None:  # (gray's encode has put it there already)
+                recorded[i]["twin_ids"] = [int(x) for x in twin_ids[i]]
     for part in parts:
         for row, extra in zip(rows, part):
             row.update(extra)

@@ -14,10 +14,18 @@ tokens*: the positions of its target-tokenizer token ids that are not in a match
   Carlini et al. 2021 (RefL, BADI App. A.2 item 5) at the changed tokens, so that a
   substituted word's rarity, which hits both models alike, cancels.
 
-Both are member-like when larger (their ``features.catalog`` entries). A passage whose tokens all match
+A black-box twins audit (label-only: the target's greedy token at each position) has the same
+two columns on the log-probabilities estimated from the greedy tokens (``black_twin_lp``,
+``black_twin_ref_diff``; BADI App. A.6, as every black column) and ``black_twin_match``: the
+share of the changed tokens at which the target's greedy token, given the passage's own prefix,
+is the passage's token. A model trained on the public version has seen its word choices in
+their context: it names them more often than the private version's (a radioactivity count,
+Sander et al. 2024, of one passage's choices; label-only, Choquette-Choo et al. 2021).
+
+All are member-like when larger (their ``features.catalog`` entries). A passage whose tokens all match
 its twin's (the twin only adds tokens, or the two are equal in the audited tokens) is measured at
 all its tokens instead, so the columns stay finite (the audit drops a column that is not finite on
-its first batch). A passage without a twin gets NaN, and ``gray_twin_ref_diff`` is NaN where the
+its first batch). A passage without a twin gets NaN, and ``*_twin_ref_diff`` is NaN where the
 reference tokenizes the passage differently (its log-probs are then not position-aligned).
 
 Validity. The feature of A is f(A | B), of B is f(B | A), for one fixed function f of (passage,
@@ -34,9 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["COLUMNS", "changed_mask", "twin_row"]
-
-COLUMNS = ("gray_twin_lp", "gray_twin_ref_diff")
+__all__ = ["changed_mask", "columns", "twin_row"]
 
 
 def changed_mask(token_ids: Sequence[int], twin_ids: Sequence[int]) -> np.ndarray:
@@ -55,19 +61,26 @@ def _mean_at(values: np.ndarray | None, mask: np.ndarray) -> float:
     return float(np.mean(np.asarray(values, dtype=float)[mask]))
 
 
-def twin_row(token_ids, logprobs, twin_ids, reference_ids=None, reference_logprobs=None) -> dict[str, float]:
+def columns(access: str) -> tuple[str, ...]:
+    """The changed-position columns of ``access`` ("gray" or "black")."""
+    return (f"{access}_twin_lp", f"{access}_twin_ref_diff") + (("black_twin_match",) if access == "black" else ())
+
+
+def twin_row(token_ids, logprobs, twin_ids, reference_ids=None, reference_logprobs=None, *,
+             access: str = "gray", argmax=None) -> dict[str, float]:
     """The changed-position columns of one passage; ``twin_ids``: its twin's token ids under the
-    same tokenizer (None: no twin, NaN); reference arrays: the (first) reference's scores."""
+    same tokenizer (None: no twin, NaN); ``logprobs``: the target's (black: estimated); reference
+    arrays: the (first) reference's; ``argmax``: the target's greedy tokens (black)."""
     if twin_ids is None:
-        return dict.fromkeys(COLUMNS, float("nan"))
+        return dict.fromkeys(columns(access), float("nan"))
     mask = changed_mask(token_ids, twin_ids)
     if not mask.any():  # nothing of its own to measure: the whole passage (module docstring)
         mask = np.ones_like(mask)
-    row = {"gray_twin_lp": _mean_at(logprobs, mask)}
+    row = {f"{access}_twin_lp": _mean_at(logprobs, mask)}
     if reference_logprobs is not None:
         aligned = reference_ids is not None and np.array_equal(np.asarray(reference_ids), np.asarray(token_ids))
-        row["gray_twin_ref_diff"] = (_mean_at(np.asarray(logprobs) - np.asarray(reference_logprobs), mask)
-                                     if aligned else float("nan"))
+        row[f"{access}_twin_ref_diff"] = (_mean_at(np.asarray(logprobs) - np.asarray(reference_logprobs), mask)
+                                          if aligned else float("nan"))
+    if access == "black":
+        row["black_twin_match"] = _mean_at(np.asarray(argmax) == np.asarray(token_ids), mask)
     return row
-
-
