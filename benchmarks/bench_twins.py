@@ -7,7 +7,7 @@ by the keyed lexical rewriter, one version drawn public; the target was pre-trai
 members' public versions mixed in once, the reference without them. Features: the `twins` set
 (gray box, with the reference), extracted once for every version, each with its twin's text:
 the lean pass plus the changed-position features (``features.twin_positions``). Each feature
-subset (``SUBSETS``: lean, calibrated, changed positions, combinations) is columns of that one
+subset (``ACCESS``: lean, calibrated, changed positions, combinations) is columns of that one
 table, tested on the same trials with the audit's sequential test (``stream_stops``, default
 preset, α = 0.05):
 
@@ -28,9 +28,17 @@ Every row runs with two scorers (``SCORED``): the default preset's learned one (
 twins preset's fixed directions (``stats.fixed_scorer``). Beside them, STAMP's fixed-n paired
 t-test (``STAMP``) on the same trials: power and H0 rate at each n of ``STAMP_NS``.
 
-Writes benchmarks/results/twins/{twins.md,twins.json}.
+Black box (``--access black``): the same with the greedy tokens only, the lean black columns
+and the black changed-position ones (``black_twin_lp``, ``black_twin_ref_diff``,
+``black_twin_match``), STAMP's t-test on the greedy match rates. Its testbed is
+`tiny-pretrain-2k-twins-x2` (``--testbed``; 2000 passages per split, the members' public versions
+seen twice, the exposure at which the unpaired black audit first has power).
+
+Writes benchmarks/results/twins/{twins.md,twins.json} (another testbed or access:
+benchmarks/results/twins/TESTBED-ACCESS/).
 
     python benchmarks/bench_twins.py [--trials 1000]
+    python benchmarks/bench_twins.py --access black --testbed tiny-pretrain-2k-twins-x2
 """
 
 from __future__ import annotations
@@ -53,33 +61,50 @@ TESTBED = "tiny-pretrain-twins"
 
 
 # The feature subsets compared on the same trials (issue 35): columns of one extraction with the
-# `twins` set (the lean pass plus the changed-position features, ``features.twin_positions``).
+# `twins` set (the lean pass plus the changed-position features, ``features.twin_positions``),
+# gray box (log-probabilities) or black box (greedy tokens only: ``--access black``).
 LEAN = ["gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_min_kpp_20", "gray_ref_ratio", "gray_ref_diff",
         "gray_ez"]
 CALIBRATED = ["gray_ref_ratio", "gray_ref_diff", "gray_ez"]
 CHANGED = ["gray_twin_lp", "gray_twin_ref_diff"]
-SUBSETS = {"lean": LEAN, "calibrated": CALIBRATED, "changed positions": CHANGED,
-           "changed ref-relative only": ["gray_twin_ref_diff"], "calibrated + changed": CALIBRATED + CHANGED,
-           "lean + changed (twins set)": LEAN + CHANGED}
+BLACK_LEAN = ["black_ppl", "black_zlib_ratio", "black_min_k_20", "black_ref_ratio", "black_ref_diff",
+              "black_match_rate", "black_ref_match_diff", "black_ez"]
+BLACK_CALIBRATED = ["black_ref_ratio", "black_ref_diff", "black_ref_match_diff", "black_ez"]
+BLACK_CHANGED = ["black_twin_lp", "black_twin_ref_diff", "black_twin_match"]
+ACCESS = {  # access -> (lean columns, changed-position columns, subsets)
+    "gray": (LEAN, CHANGED, {"lean": LEAN, "calibrated": CALIBRATED, "changed positions": CHANGED,
+                             "changed ref-relative only": ["gray_twin_ref_diff"],
+                             "calibrated + changed": CALIBRATED + CHANGED, "lean + changed (twins set)": LEAN + CHANGED}),
+    "black": (BLACK_LEAN, BLACK_CHANGED, {
+        "lean": BLACK_LEAN, "calibrated": BLACK_CALIBRATED, "changed positions": BLACK_CHANGED,
+        "changed greedy match only": ["black_twin_match"], "changed ref-relative only": ["black_twin_ref_diff"],
+        "calibrated + changed": BLACK_CALIBRATED + BLACK_CHANGED,
+        "lean + changed (twins set)": BLACK_LEAN + BLACK_CHANGED}),
+}
 # The scorers compared on every subset: the default preset's learned one, and the twins preset's
 # fixed directions (trainspotter.stats.fixed_scorer); the rows' keys end in " (fixed)" for the latter.
 SCORED = {"online": "", "fixed": " (fixed)"}
 # STAMP's test (Rastogi et al. 2025): a one-sided paired t-test of the target's log-likelihood of
 # each public version against its private twin, at a fixed n; here on log perplexity (the target
 # alone, as STAMP) and on the reference-calibrated gray_ref_diff (the best single paired feature).
-STAMP = {"log perplexity": ("gray_ppl", -1), "gray_ref_diff": ("gray_ref_diff", -1)}
-STAMP_NS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 700, 800)
+# Black box, the same t-test on the greedy match rate at the changed tokens (a radioactivity
+# count, Sander et al. 2024) and on the whole passage's.
+STAMP = {"gray": {"log perplexity": ("gray_ppl", -1), "gray_ref_diff": ("gray_ref_diff", -1)},
+         "black": {"greedy match at changed tokens": ("black_twin_match", 1),
+                   "greedy match, whole passage": ("black_match_rate", 1)}}
+STAMP_NS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 700, 800, 1000, 1200, 1500, 1800)
 
 
-def features(passages: list[dict], target, reference):
+def features(passages: list[dict], target, reference, access: str = "gray"):
     from trainspotter.features.extract import extract
     from trainspotter.features.features import FEATURE_SETS
 
+    lean, changed, _ = ACCESS[access]
     if not all("twin" in p for p in passages):  # held-out text has no twin (extract refuses the twins set)
-        df = extract(passages, target, reference, "gray", FEATURE_SETS["lean"])
-        return np.column_stack([df[LEAN].to_numpy(dtype=float), np.full((len(df), len(CHANGED)), np.nan)])
-    df = extract(passages, target, reference, "gray", FEATURE_SETS["twins"])
-    return df[LEAN + CHANGED].to_numpy(dtype=float)
+        df = extract(passages, target, reference, access, FEATURE_SETS["lean"])
+        return np.column_stack([df[lean].to_numpy(dtype=float), np.full((len(df), len(changed)), np.nan)])
+    df = extract(passages, target, reference, access, FEATURE_SETS["twins"])
+    return df[lean + changed].to_numpy(dtype=float)
 
 
 def summary(stops: np.ndarray, n: int, alpha: float, h0: bool) -> dict:
@@ -100,16 +125,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--subsets", default=",".join(SUBSETS), help="comma-separated names of SUBSETS")
+    parser.add_argument("--subsets", help="comma-separated names of the access's subsets (ACCESS; default: all)")
     parser.add_argument("--render", action="store_true", help="only rewrite twins.md from twins.json")
     parser.add_argument("--cache", type=Path, help="an .npz of the extracted features: read if there, else written")
     parser.add_argument("--rewriter", type=json.loads, help="JSON: KeyedLexicalRewriter settings for a variant "
                         "testbed (TESTBED-NAME, from --name); results under results/twins/NAME/")
     parser.add_argument("--name", default="variant", help="the variant's name (with --rewriter)")
+    parser.add_argument("--access", choices=list(ACCESS), default="gray")
+    parser.add_argument("--testbed", default=TESTBED, help="a twins testbed (results under results/twins/"
+                        "TESTBED-ACCESS/ unless it is the default one, gray box)")
     args = parser.parse_args()
     global OUT
     if args.rewriter is not None:
         OUT = OUT / args.name
+    elif (args.testbed, args.access) != (TESTBED, "gray"):
+        OUT = OUT / f"{args.testbed}-{args.access}"
     if args.render:
         return render(json.loads((OUT / "twins.json").read_text()))
     from trainspotter.backends import load_backend
@@ -122,14 +152,16 @@ def main() -> None:
     from trainspotter.twins import load_twins
 
     start = time.time()
-    config, bed = PRESETS[TESTBED], TESTBED
+    config, bed = PRESETS[args.testbed], args.testbed
+    lean, changed, subsets = ACCESS[args.access]
+    args.subsets = args.subsets or ",".join(subsets)
     if args.rewriter is not None:  # a variant: another rewriter (or shared keys: {"keys": "shared"})
         from trainspotter.twins import KeyedLexicalRewriter
 
         spec = dict(args.rewriter)
         keys = spec.pop("keys", "per split")
         rewriter = KeyedLexicalRewriter(**spec).describe() | ({"keys": keys} if keys == "per split" else {})
-        bed = f"{TESTBED}-{args.name}"
+        bed = f"{args.testbed}-{args.name}"
         config = config.model_copy(update={"name": bed, "twins_rewriter": rewriter})
     out = build_testbed(config)
     manifest = load_manifest(bed)
@@ -143,9 +175,9 @@ def main() -> None:
     else:
         F = {}
         for split, (public, private) in sides.items():  # each version with its twin's text
-            F[split, "public"] = features(public, target, reference)
-            F[split, "private"] = features(private, target, reference)
-        F["heldout"] = features(heldout, target, reference)  # no twin: changed-position columns NaN, unused
+            F[split, "public"] = features(public, target, reference, args.access)
+            F[split, "private"] = features(private, target, reference, args.access)
+        F["heldout"] = features(heldout, target, reference, args.access)  # no twin: changed columns NaN, unused
         if args.cache:
             np.savez(args.cache, extract_seconds=time.time() - start,
                      **{"/".join(k) if isinstance(k, tuple) else k: v for k, v in F.items()})
@@ -153,7 +185,7 @@ def main() -> None:
     print(f"features extracted in {extracted:.0f} s", flush=True)
     config = TestConfig(alpha=0.05)
     rng = np.random.default_rng(args.seed)
-    T, results, all_columns = args.trials, {}, LEAN + CHANGED
+    T, results, all_columns = args.trials, {}, lean + changed
     for split in ("member", "nonmember"):
         for side in ("public", "private"):
             if not np.isfinite(F[split, side]).all():
@@ -179,7 +211,7 @@ def main() -> None:
     seconds = {}
     for name in args.subsets.split(","):
         for scorer, suffix in SCORED.items():
-            t0, names, row = time.time(), SUBSETS[name], name + suffix
+            t0, names, row = time.time(), subsets[name], name + suffix
             results[f"twins, members: {row}"] = summary(
                 stops_of(F["member", "public"], F["member", "private"], order1, order1, names, scorer), n1, 0.05,
                 False)
@@ -191,22 +223,23 @@ def main() -> None:
             seconds[row] = round(time.time() - t0, 1)
             print(row, results[f"twins, members: {row}"]["rate"], results[f"twins, non-members (H0): {row}"]["rate"],
                   f"{seconds[row]} s", flush=True)
-    results["stamp"] = stamp_ttests(F, all_columns, order1, ix0, n0, T)
+    results["stamp"] = stamp_ttests(F, all_columns, order1, ix0, n0, STAMP[args.access])
     # unpaired: members' public versions vs held-out, each side its own order (lean)
     n = min(n1, len(F["heldout"]))
     ix = np.stack([rng.permutation(n1)[:n] for _ in range(T)])
     iy = np.stack([rng.permutation(len(F["heldout"]))[:n] for _ in range(T)])
     for scorer, suffix in SCORED.items():
         results[f"unpaired, members: lean{suffix}"] = summary(
-            stops_of(F["member", "public"], F["heldout"], ix, iy, LEAN, scorer), n, 0.05, False)
+            stops_of(F["member", "public"], F["heldout"], ix, iy, lean, scorer), n, 0.05, False)
     texts = [p["text"] for p in sides["nonmember"][0]] + [q["text"] for q in sides["nonmember"][1]]
     rows = TextRows(texts)
     blind, _ = blind_stops(rows, rows, ix0, iy0, config)
     results["blind check on twins (H0)"] = summary(blind, n0, 0.05, True)
-    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed,
+    report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed, "access": args.access,
+              "member_repeats": manifest.get("member_repeats", 1),
               "rewriter": manifest["config"].get("twins_rewriter"),
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": 0.05,
-              "subsets": {k: SUBSETS[k] for k in args.subsets.split(",")}, "twins": manifest["twins"],
+              "subsets": {k: subsets[k] for k in args.subsets.split(",")}, "twins": manifest["twins"],
               "extract_seconds": round(extracted, 1), "features_cached": cached, "test_seconds": seconds,
               "seconds": round(time.time() - start, 1), "results": results}
     OUT.mkdir(parents=True, exist_ok=True)
@@ -214,14 +247,14 @@ def main() -> None:
     render(report)
 
 
-def stamp_ttests(F: dict, columns: list[str], order1: np.ndarray, ix0: np.ndarray, n0: int, T: int) -> dict:
+def stamp_ttests(F: dict, columns: list[str], order1: np.ndarray, ix0: np.ndarray, n0: int, tests: dict) -> dict:
     """STAMP's fixed-n paired t-test (``STAMP``) on the first n pairs of each trial's order, for n
     in ``STAMP_NS``: the members' power (the same orders as the e-process rows) and the H0 rate on
     the fresh draws; and the one test on every member pair (n = all)."""
     from scipy.stats import ttest_1samp
 
     out = {}
-    for name, (column, sign) in STAMP.items():
+    for name, (column, sign) in tests.items():
         j = columns.index(column)
         if column == "gray_ppl":  # the log-likelihood: −log perplexity
             value = {k: -np.log(v[:, j]) for k, v in F.items() if isinstance(k, tuple)}
@@ -249,6 +282,10 @@ def _rewriter(settings: dict | None) -> str:
     return (f"v{settings.get('version', 1)}: rate {settings.get('rate')}, {settings.get('senses')} senses, "
             f"SemCor count ≥ {settings.get('min_count', 0)}, inflections, phrases {settings.get('phrases')}, "
             f"{'per-split' if settings.get('keys') == 'per split' else 'shared'} keys")
+
+
+def _times(k: int) -> str:
+    return {1: "once", 2: "twice"}.get(k, f"{k} times")
 
 
 def _quality(made: dict) -> str:
@@ -280,8 +317,9 @@ def _stamp(stamp: dict | None, res: dict) -> list[str]:
         lines.append(f"| {name} | " + " | ".join(f"{row[n]['power']:.2f} (H0 {row[n]['h0']:.3f})" for n in ns)
                      + f" | {row['all']['p']:.2g} | {at80 or '> ' + ns[-1]} |")
     best = min((r.get("pairs_for_80pct") or math.inf, k) for k, r in res.items() if k.startswith("twins, members"))
-    lines += ["", f"The e-process needs no n in advance; its fewest pairs for 80% of the members' trials: {best[0]} "
-              f"({best[1].removeprefix('twins, members: ')})."]
+    lines += ["", "The e-process needs no n in advance; " + (
+        f"its fewest pairs for 80% of the members' trials: {best[0]} ({best[1].removeprefix('twins, members: ')})."
+        if best[0] < math.inf else "no row reached 80% of the members' trials within the pairs available.")]
     return lines
 
 
@@ -294,7 +332,9 @@ def render(report: dict) -> None:
         "rate",
         "",
         f"`benchmarks/bench_twins.py`, {report['when']}, {report['trials']} trials each, α = {report['alpha']}, "
-        f"gray box with the reference, the same trials (orders, draws) for every feature subset. Twins (k = 2, "
+        f"{report.get('access', 'gray')} box with the reference, the members' public versions seen "
+        f"{_times(report.get('member_repeats', 1))} in pre-training, the same trials (orders, draws) for every "
+        f"feature subset. Twins (k = 2, "
         f"keyed lexical rewriter {_rewriter(report.get('rewriter'))}): {made['member']['passages']} members and "
         f"{made['nonmember']['passages']} non-members ({made['member']['dropped']} and "
         f"{made['nonmember']['dropped']} dropped: a version too short, or the versions equal within the 64 audited "
