@@ -269,6 +269,23 @@ def _blind_delay(stops: np.ndarray, n: int) -> float:
     return float(np.where(stops > 0, stops, n).mean())
 
 
+def _unmatched(default: dict, alpha: float, h1: bool) -> dict:
+    """``summarise_matched``'s fields that need no matching: the blind check's rate and each
+    audit's "trained on" on the draws as they are (and, on IID members, the share of the test's
+    rejections the guards keep)."""
+    from trainspotter.evaluation.shift import _rate, verdicts
+
+    out = {"pairs": default["pairs"], "trials": len(default["blind_stop"]), "blind_before": _rate(default["blind_stop"] > 0, alpha),
+           "tests": {}}
+    for name in default["model"]:
+        if name in AUDITS:
+            v = verdicts(default, name)
+            out["tests"][name] = {"default": _rate(v["guarded"], alpha), "model": _rate(v["model"], alpha)}
+            if h1:
+                out["tests"][name]["blind_kept"] = float(v["blind_only"].sum() / max(v["model"].sum(), 1))
+    return out
+
+
 def compare_text_features(args) -> dict:
     """Every scenario at every size with each of ``args.text_features`` on the very same draws:
     the blind check as the default audit runs it (before matching), matching, and the verdicts."""
@@ -281,7 +298,7 @@ def compare_text_features(args) -> dict:
     scenarios = _scenarios(args, pools, iid, config.testbed)
     texts = list(dict.fromkeys(table["text"]))
     at = {t: k for k, t in enumerate(texts)}
-    encoded = {tf: Encoded(texts, tf) for tf in args.text_features}
+    encoded = {} if args.no_match else {tf: Encoded(texts, tf) for tf in args.text_features}
     cache = {}
 
     def text_rows(ps, tf):
@@ -304,11 +321,14 @@ def compare_text_features(args) -> dict:
             for tf in args.text_features:
                 t0 = time.time()
                 both = text_rows(s, tf), text_rows(h, tf)
-                rows = encoded[tf].rows([at[p["text"]] for p in s + h])
-                res = matched_trials(S, H, tests, test, trials, n or None, config.seed, rows, both)
                 default = scenario_trials(S, H, tests, test, trials, n or None, config.seed, text_rows=both)
-                summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
-                summary["blind_pairs"] = _blind_delay(default["blind_stop"], res["pairs"])
+                if args.no_match:  # the blind check and the default audit only (cheap: no propensity fits)
+                    summary = _unmatched(default, test.alpha, part == "iid" and ls == "member")
+                else:
+                    rows = encoded[tf].rows([at[p["text"]] for p in s + h])
+                    res = matched_trials(S, H, tests, test, trials, n or None, config.seed, rows, both)
+                    summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
+                summary["blind_pairs"] = _blind_delay(default["blind_stop"], default["pairs"])
                 summary["seconds"] = round(time.time() - t0, 1)
                 row["features"][tf] = summary
                 g = summary["tests"]["gray"]
@@ -356,12 +376,20 @@ def render_text_features(summary: dict, alpha: float, audit: str = "gray") -> st
             first = next(iter(r["features"].values()))
             lines.append(f"| {r['kind']} | {r['suspect']} | {r['heldout']} | {first['pairs']}{' (all)' if r['size'] == 0 else ''} "
                          f"| {first['trials']} | {pair(r, lambda f: _cell(f['blind_before']) if part == 'iid' else format(f['blind_before']['rate'], '.3f'))} "
-                         f"| {pair(r, lambda f: format(f['blind_pairs'], '.1f'))} | {pair(r, lambda f: format(f['auroc'], '.3f'))} "
-                         f"| {pair(r, lambda f: format(f['matched_mean'], '.1f'))} "
+                         f"| {pair(r, lambda f: format(f['blind_pairs'], '.1f'))} "
+                         f"| {pair(r, lambda f: format(f['auroc'], '.3f') if 'auroc' in f else '—')} "
+                         f"| {pair(r, lambda f: format(f['matched_mean'], '.1f') if 'matched_mean' in f else '—')} "
                          f"| {pair(r, lambda f: _cell(f['tests'][audit]['default']))} "
-                         f"| {pair(r, lambda f: _cell(f['tests'][audit]['trained_on']))} |")
+                         f"| {pair(r, lambda f: _cell(f['tests'][audit]['trained_on']) if 'trained_on' in f['tests'][audit] else '—')} |")
         lines.append("")
     iid = [r for r in summary["scenarios"] if r["part"] == "iid" and r["suspect"] == "member"]
+    guard = [r for r in iid if "blind_kept" in next(iter(r["features"].values()))["tests"][audit]]
+    if guard:
+        lines += ["IID cost of the blind check (members, no matching): share of the model test's rejections that "
+                  "the blind check leaves standing, n-grams \\| n-grams + MiniLM: "
+                  + "; ".join(f"n {next(iter(r['features'].values()))['pairs']}: "
+                              + pair(r, lambda f: format(f['tests'][audit]['blind_kept'], '.3f')) for r in guard) + ".", ""]
+    iid = [r for r in iid if "lost" in next(iter(r["features"].values()))["tests"][audit]]
     if iid:
         lines += ["IID cost of matching (members): share of the default audit's true \"trained on\" that the matched "
                   "audit keeps on the same draws, n-grams \\| n-grams + MiniLM: "
@@ -472,6 +500,8 @@ if __name__ == "__main__":
                          "(gray features from the library, into NAME.md; implies --gray-only)")
     ap.add_argument("--gray-only", action="store_true", help="(with --text-features) gray features only")
     ap.add_argument("--name", default="text-features", help="file stem of the --text-features tables")
+    ap.add_argument("--no-match", action="store_true", help="(with --text-features) the blind check and the "
+                    "default audit only, no matching")
     args = ap.parse_args()
     if args.text_features:
         print(compare_text_features(args))
