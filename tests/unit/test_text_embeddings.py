@@ -106,3 +106,27 @@ def test_cross_fitting_with_embeddings_never_scores_a_passage_with_its_own_label
     in_sample = LogisticRegression(C=1.0, max_iter=2000).fit(x, y).decision_function(x)
     assert roc_auc_score(y, in_sample) > 0.95
     assert 0.35 < roc_auc_score(y, propensity_logits(s, h, seed=0, encoded=encoded)) < 0.65
+
+
+ANIMALS = ("horse zebra tiger lion wolf bear otter beaver rabbit squirrel eagle falcon sparrow pigeon dolphin whale "
+           "shark salmon giraffe elephant monkey gorilla donkey camel goat sheep cow pig chicken duck goose swan "
+           "frog toad snake lizard turtle crocodile penguin ostrich").split()
+FOODS = ("bread cheese butter pasta rice noodles pizza burger sandwich salad soup stew curry omelette pancake waffle "
+         "yogurt cereal porridge muffin biscuit cookie cake pie tart pudding custard sushi taco burrito lasagna "
+         "risotto dumpling bagel croissant toast jam honey chocolate popcorn").split()
+
+
+def test_the_propensity_with_embeddings_sees_a_topic_no_shared_word_shows():
+    """Animals vs foods, every content word in one passage only: TF-IDF keeps no topic word
+    (min_df 2) and its character n-grams barely rank the sets (measured AUROC 0.52-0.57); the
+    embeddings put them apart (0.98-0.99). Asserted with wide margins on three fold seeds."""
+    from trainspotter.matching import propensity_logits
+
+    def passages(words):
+        return [f"{words[2 * i].capitalize()} and {words[2 * i + 1]}." for i in range(len(words) // 2)]
+
+    s, h = passages(ANIMALS), passages(FOODS)
+    y = np.r_[np.ones(len(s)), np.zeros(len(h))]
+    for seed in range(3):
+        assert roc_auc_score(y, propensity_logits(s, h, seed=seed)) < 0.75
+        assert roc_auc_score(y, propensity_logits(s, h, seed=seed, text_features="ngrams+minilm")) > 0.9
