@@ -333,9 +333,9 @@ def compare_text_features(args) -> dict:
                 row["features"][tf] = summary
                 g = summary["tests"]["gray"]
                 print(f"{tf:14s} {part} {kind} {ls} vs {lh} n {summary['pairs']}: blind {summary['blind_before']['rate']:.3f} "
-                      f"({summary['blind_pairs']:.1f} pairs), auroc {summary['auroc']:.3f}, matched {summary['matched_mean']:.1f}, "
-                      f"trained on default {g['default']['rate']:.3f} matched {g['trained_on']['rate']:.3f} "
-                      f"({time.time() - t0:.0f}s)", flush=True)
+                      f"({summary['blind_pairs']:.1f} pairs), auroc {summary.get('auroc', float('nan')):.3f}, matched "
+                      f"{summary.get('matched_mean', float('nan')):.1f}, trained on default {g['default']['rate']:.3f} "
+                      f"matched {g.get('trained_on', {'rate': float('nan')})['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
             results.append(row)
             header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · config "
                       f"{json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits, 'parts': args.parts, 'text_features': args.text_features}, separators=(',', ':'))}"
