@@ -61,6 +61,23 @@ def test_the_centroid_column_uses_only_earlier_pairs():
     assert np.allclose(c.score(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])), [0.5, -1.0])
 
 
+def test_the_blind_check_scores_pair_t_with_the_centroids_of_earlier_pairs_only():
+    from trainspotter.stats.blind import BlindTest
+
+    rng = np.random.default_rng(2)
+    s, h = _unit(rng.normal(size=(3, 4))), _unit(rng.normal(size=(3, 4)))
+    test = BlindTest(Rows(s), Rows(h), TestConfig())
+    seen = []
+    play = test.test.update
+    test.test.update = lambda fx, fy: (seen.append((fx[-1], fy[-1])), play(fx, fy))[1]
+    for t in range(3):
+        test.update(t, t)
+    assert seen[0] == (0.0, 0.0)  # nothing before pair 1, not even pair 1 itself
+    for t in (1, 2):
+        centre = s[:t].mean(axis=0) - h[:t].mean(axis=0)
+        assert np.allclose(seen[t], (s[t] @ centre, h[t] @ centre))
+
+
 def test_embeddings_let_the_blind_check_see_what_the_ngrams_cannot():
     rng = np.random.default_rng(0)
     n, d = 120, 16
