@@ -4,14 +4,14 @@ When the blind check shows that suspect and held-out passages differ in what a t
 model can see, an audit can still compare like with like:
 
 1. each passage's propensity e(x) = P(suspect | text) is estimated from its text alone
-   (Rosenbaum & Rubin 1983, Sec. 2: the propensity score as a balancing score): a logistic
+   (Rosenbaum & Rubin 1983, Sec. 2, Theorems 1–2: e(x) is the coarsest balancing score): a logistic
    regression on TF-IDF word and character n-grams and the blind check's standardised
    surface statistics (``features.text.SURFACE``) and, with ``text_features="ngrams+minilm"``,
    the text's MiniLM sentence embedding (``features.text.sentence_embeddings``: 384 columns,
    unit norm, a fixed pre-trained map of the text alone that nothing here fits, so it adds
    columns without adding a way for a label to leak), **cross-fitted** — K folds, each scored
    by a model fitted on the others — so that no passage's score has seen its own label
-   (Chernozhukov et al. 2018, Definition 3.1: DML with K-fold cross-fitting);
+   (Chernozhukov et al. 2018, Sec. 3: K-fold cross-fitting, Definitions 3.1–3.2);
 2. suspect passages, in a seeded random order, each take the unused held-out passage
    nearest in logit e(x), if within a caliper of 0.2 standard deviations of logit e
    (greedy matching without replacement, Austin 2011); the others are dropped;
