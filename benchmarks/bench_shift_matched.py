@@ -22,8 +22,12 @@ The text-only models' features side by side (issue 36 item 4: n-grams vs n-grams
 embeddings, for the blind check and matching's propensity, on the very same draws), gray
 features extracted by the library directly (no Prefect, so no server), into text-features.md:
 
-    ... bench_shift_matched.py --out benchmarks/results/shift-matched --gray-only --table artifacts/gray.pkl \
-        --text-features ngrams ngrams+minilm --sizes 20 40 --trials 100 --audits gray --name text-features
+    ... bench_shift_matched.py --out OUT --table artifacts/gray.pkl --text-features ngrams ngrams+minilm \
+        --audits gray [--no-match] --sizes 20 40 80 0 --trials 200 --whole-trials 100 --name blind-check
+
+(the runs of shift-matched/text-features.md: A as above with --no-match; B --sizes 40 --trials 100;
+C --sizes 0 --whole-trials 30 --kinds period topic --parts alternative null; D --sizes 0
+--whole-trials 20 --parts iid; their tables joined into text-features.md with a short preamble)
 
 Per trial the cost is ``match_pairs``: five cross-fitted logistic fits (about 75% of it; L-BFGS on
 ~50,000 TF-IDF columns) and their designs, about 2-6 s at 1000-2000 passages a side on one
@@ -497,8 +501,7 @@ if __name__ == "__main__":
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
     ap.add_argument("--text-features", nargs="+", default=None, choices=["ngrams", "ngrams+minilm"],
                     help="compare these text features of the blind check and matching on the same draws "
-                         "(gray features from the library, into NAME.md; implies --gray-only)")
-    ap.add_argument("--gray-only", action="store_true", help="(with --text-features) gray features only")
+                         "(gray features extracted by the library, no Prefect; tables NAME.md/json)")
     ap.add_argument("--name", default="text-features", help="file stem of the --text-features tables")
     ap.add_argument("--no-match", action="store_true", help="(with --text-features) the blind check and the "
                     "default audit only, no matching")
