@@ -18,6 +18,17 @@ alternatives and IID splits, and the merge into the committed table:
     ... bench_shift_matched.py --merge benchmarks/results/shift-matched NOTE OLD.json "run 3=RUN3.json" ...
     ... bench_shift_matched.py --shift-md benchmarks/results/shift.md benchmarks/results/shift-matched/shift-matched.json
 
+The text-only models' features side by side (issue 36 item 4: n-grams vs n-grams + MiniLM
+embeddings, for the blind check and matching's propensity, on the very same draws), gray
+features extracted by the library directly (no Prefect, so no server), into text-features.md:
+
+    ... bench_shift_matched.py --out OUT --table artifacts/gray.pkl --text-features ngrams ngrams+minilm \
+        --audits gray [--no-match] --sizes 20 40 80 0 --trials 200 --whole-trials 100 --name blind-check
+
+(the runs of shift-matched/text-features.md: A as above with --no-match; B --sizes 40 --trials 100;
+C --sizes 0 --whole-trials 30 --kinds period topic --parts alternative null; D --sizes 0
+--whole-trials 20 --parts iid; their tables joined into text-features.md with a short preamble)
+
 Per trial the cost is ``match_pairs``: five cross-fitted logistic fits (about 75% of it; L-BFGS on
 ~50,000 TF-IDF columns) and their designs, about 2-6 s at 1000-2000 passages a side on one
 shared core; the streams of all trials run as one batch.
@@ -211,6 +222,203 @@ def merge(paths: list[str], out: str, note: str) -> None:
     Path(out, "shift-matched.md").write_text(render(summary, 0.05))
 
 
+def gray_setup(testbed: str, seed: int, table: str | None, embed: bool):
+    """Pools, IID splits and a gray-only feature table (target + reference, and the reference
+    in the target's place: ``placebo_gray:``), extracted by the library directly (no Prefect);
+    the ``difficulty`` shift's judge (``DIFFICULTY_JUDGE``) likewise. With ``embed``, also every
+    text's MiniLM embedding, put into ``features.text``'s process cache (the same rows as
+    computed there: one text per forward pass). Pickled at ``table`` and read from it when there."""
+    import math
+
+    from trainspotter.backends import load_backend
+    from trainspotter.evaluation.shift import DIFFICULTY_JUDGE, PLACEBO_PREFIX, unseen_passages
+    from trainspotter.features import text as text_module
+    from trainspotter.features.extract import extract
+    from trainspotter.features.features import FEATURE_SETS
+
+    cached = Path(table) if table else None
+    if cached and cached.exists():
+        pools, iid, frame, embeddings = pd.read_pickle(cached)
+    else:
+        lean, t0 = FEATURE_SETS["lean"], time.time()
+        unseen = unseen_passages(testbed)
+        ppl = extract(unseen, load_backend(f"testbed:{DIFFICULTY_JUDGE[testbed]}/reference"), None, "gray", lean)
+        difficulty = {p["id"]: -math.log(x) for p, x in zip(unseen, ppl["gray_ppl"])}
+        pools = shift_pools(testbed, seed, None, difficulty=difficulty)
+        iid = {s: _split(testbed, s) for s in ("member", "nonmember", "heldout")}
+        every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
+        unique = list({p["id"]: p for p in every}.values())
+        target, reference = load_backend(f"testbed:{testbed}"), load_backend(f"testbed:{testbed}/reference")
+        drop = lambda df: df.drop(columns=["id", "set"], errors="ignore")  # noqa: E731
+        frame = pd.concat([pd.DataFrame(unique)[["id", "text"]], drop(extract(unique, target, reference, "gray", lean)),
+                           drop(extract(unique, reference, None, "gray", lean)).add_prefix(PLACEBO_PREFIX.format("gray"))],
+                          axis=1).set_index("id", drop=False)
+        print(f"gray features of {len(unique)} passages: {time.time() - t0:.0f} s", flush=True)
+        embeddings = {}
+        if cached:
+            pd.to_pickle((pools, iid, frame, embeddings), cached)
+    if embed and not embeddings:
+        t0 = time.time()
+        texts = list(dict.fromkeys(frame["text"]))
+        embeddings = dict(zip(texts, text_module.sentence_embeddings(texts)))
+        print(f"MiniLM embeddings of {len(texts)} texts: {time.time() - t0:.0f} s", flush=True)
+        if cached:
+            pd.to_pickle((pools, iid, frame, embeddings), cached)
+    text_module._EMBEDDINGS.update(embeddings)
+    return pools, iid, frame
+
+
+def _blind_delay(stops: np.ndarray, n: int) -> float:
+    """Mean pairs to the blind check's first crossing, censored at n (no crossing counts n)."""
+    return float(np.where(stops > 0, stops, n).mean())
+
+
+def _unmatched(default: dict, alpha: float, h1: bool) -> dict:
+    """``summarise_matched``'s fields that need no matching: the blind check's rate and each
+    audit's "trained on" on the draws as they are (and, on IID members, the share of the test's
+    rejections the guards keep)."""
+    from trainspotter.evaluation.shift import _rate, verdicts
+
+    out = {"pairs": default["pairs"], "trials": len(default["blind_stop"]), "blind_before": _rate(default["blind_stop"] > 0, alpha),
+           "tests": {}}
+    for name in default["model"]:
+        if name in AUDITS:
+            v = verdicts(default, name)
+            out["tests"][name] = {"default": _rate(v["guarded"], alpha), "model": _rate(v["model"], alpha)}
+            if h1:
+                out["tests"][name]["blind_kept"] = float(v["blind_only"].sum() / max(v["model"].sum(), 1))
+    return out
+
+
+def compare_text_features(args) -> dict:
+    """Every scenario at every size with each of ``args.text_features`` on the very same draws:
+    the blind check as the default audit runs it (before matching), matching, and the verdicts."""
+    start, load = time.time(), os.getloadavg()[0]
+    config = ShiftConfig(testbed=args.testbed, trials=args.trials, seed=args.seed)
+    test = config.test()
+    pools, iid, table = gray_setup(config.testbed, config.seed, args.table, "ngrams+minilm" in args.text_features)
+    keep = set(args.audits) | {guard_of(a) for a in args.audits}
+    tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
+    scenarios = _scenarios(args, pools, iid, config.testbed)
+    texts = list(dict.fromkeys(table["text"]))
+    at = {t: k for k, t in enumerate(texts)}
+    encoded = {} if args.no_match else {tf: Encoded(texts, tf) for tf in args.text_features}
+    cache = {}
+
+    def text_rows(ps, tf):
+        key = (tuple(p["id"] for p in ps), tf)
+        if key not in cache:
+            cache[key] = TextRows([p["text"] for p in ps], text_features=tf)
+        return cache[key]
+
+    out, results = Path(args.out), []
+    out.mkdir(parents=True, exist_ok=True)
+    per_size = {int(k): int(v) for k, v in (x.split(":") for x in args.size_trials)}
+    for n in args.sizes:
+        trials = per_size.get(n, args.whole_trials if n == 0 else args.trials)
+        for part, kind, ls, s, lh, h in scenarios:
+            if n and n >= min(len(s), len(h)):
+                continue
+            row = {"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n, "pool_sizes": [len(s), len(h)],
+                   "features": {}}
+            S, H = table.loc[[p["id"] for p in s]], table.loc[[p["id"] for p in h]]
+            for tf in args.text_features:
+                t0 = time.time()
+                both = text_rows(s, tf), text_rows(h, tf)
+                default = scenario_trials(S, H, tests, test, trials, n or None, config.seed, text_rows=both)
+                if args.no_match:  # the blind check and the default audit only (cheap: no propensity fits)
+                    summary = _unmatched(default, test.alpha, part == "iid" and ls == "member")
+                else:
+                    rows = encoded[tf].rows([at[p["text"]] for p in s + h])
+                    res = matched_trials(S, H, tests, test, trials, n or None, config.seed, rows, both)
+                    summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
+                summary["blind_pairs"] = _blind_delay(default["blind_stop"], default["pairs"])
+                summary["seconds"] = round(time.time() - t0, 1)
+                row["features"][tf] = summary
+                g = summary["tests"]["gray"]
+                print(f"{tf:14s} {part} {kind} {ls} vs {lh} n {summary['pairs']}: blind {summary['blind_before']['rate']:.3f} "
+                      f"({summary['blind_pairs']:.1f} pairs), auroc {summary.get('auroc', float('nan')):.3f}, matched "
+                      f"{summary.get('matched_mean', float('nan')):.1f}, trained on default {g['default']['rate']:.3f} "
+                      f"matched {g.get('trained_on', {'rate': float('nan')})['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
+            results.append(row)
+            header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · config "
+                      f"{json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits, 'parts': args.parts, 'text_features': args.text_features}, separators=(',', ':'))}"
+                      f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on {os.cpu_count()} "
+                      f"CPUs shared (1 thread, nice 15; load average {load:.1f} at the start, "
+                      f"{os.getloadavg()[0]:.1f} now)")
+            summary_all = {"header": header, "scenarios": results}
+            (out / f"{args.name}.json").write_text(json.dumps(summary_all, indent=1))
+            (out / f"{args.name}.md").write_text(render_text_features(summary_all, test.alpha))
+    return {"rows": len(results), "minutes": (time.time() - start) / 60}
+
+
+def render_text_features(summary: dict, alpha: float, audit: str = "gray") -> str:
+    """The side-by-side table of ``compare_text_features``: per scenario and size, each cell
+    "n-grams | n-grams + MiniLM"."""
+    def pair(row, get):
+        return " \\| ".join(get(row["features"][tf]) for tf in row["features"])
+
+    lines = ["# Text features of the blind check and matching: n-grams vs n-grams + MiniLM", "", summary["header"], "",
+             "Per trial: the draw of shift.md (n per side), the same draw for both text features. Each cell: "
+             "**n-grams \\| n-grams + MiniLM** (`--text-features ngrams` \\| `ngrams+minilm`). *blind*: the "
+             "blind check fires on the draw as the default audit runs it (before matching), with its one-sided "
+             f"binomial p against α = {alpha:g} where that is a false alarm (IID splits, **bold**: p < 0.05); "
+             "*blind pairs*: mean pairs to its first crossing, censored at n; *AUROC*: the cross-fitted "
+             "propensity between the sets; *matched*: mean matched pairs; *trained on*: the default audit "
+             "(`--shift-check stop`) and the matched audit (`--shift-check match`), gray + reference, with the "
+             "binomial p of rate ≤ α.", ""]
+    sections = (("null", "## Null shifts: neither model saw either set (every \"trained on\" is false)"),
+                ("alternative", "## Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
+                ("iid", "## IID splits (members: H1, non-members: H0; every blind-check firing is a false alarm)"))
+    for part, title in sections:
+        rows = [r for r in summary["scenarios"] if r["part"] == part]
+        if not rows:
+            continue
+        lines += [title, "", "| scenario | suspect | held-out | n | trials | blind | blind pairs | AUROC | matched "
+                  "| trained on (default) | trained on (matched) |", "|---" * 11 + "|"]
+        for r in rows:
+            first = next(iter(r["features"].values()))
+            lines.append(f"| {r['kind']} | {r['suspect']} | {r['heldout']} | {first['pairs']}{' (all)' if r['size'] == 0 else ''} "
+                         f"| {first['trials']} | {pair(r, lambda f: _cell(f['blind_before']) if part == 'iid' else format(f['blind_before']['rate'], '.3f'))} "
+                         f"| {pair(r, lambda f: format(f['blind_pairs'], '.1f'))} "
+                         f"| {pair(r, lambda f: format(f['auroc'], '.3f') if 'auroc' in f else '—')} "
+                         f"| {pair(r, lambda f: format(f['matched_mean'], '.1f') if 'matched_mean' in f else '—')} "
+                         f"| {pair(r, lambda f: _cell(f['tests'][audit]['default']))} "
+                         f"| {pair(r, lambda f: _cell(f['tests'][audit]['trained_on']) if 'trained_on' in f['tests'][audit] else '—')} |")
+        lines.append("")
+    iid = [r for r in summary["scenarios"] if r["part"] == "iid" and r["suspect"] == "member"]
+    guard = [r for r in iid if "blind_kept" in next(iter(r["features"].values()))["tests"][audit]]
+    if guard:
+        lines += ["IID cost of the blind check (members, no matching): share of the model test's rejections that "
+                  "the blind check leaves standing, n-grams \\| n-grams + MiniLM: "
+                  + "; ".join(f"n {next(iter(r['features'].values()))['pairs']}: "
+                              + pair(r, lambda f: format(f['tests'][audit]['blind_kept'], '.3f')) for r in guard) + ".", ""]
+    iid = [r for r in iid if "lost" in next(iter(r["features"].values()))["tests"][audit]]
+    if iid:
+        lines += ["IID cost of matching (members): share of the default audit's true \"trained on\" that the matched "
+                  "audit keeps on the same draws, n-grams \\| n-grams + MiniLM: "
+                  + "; ".join(f"n {next(iter(r['features'].values()))['pairs']}: "
+                              + pair(r, lambda f: format(1 - f['tests'][audit]['lost'], '.3f')) for r in iid) + ".", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _scenarios(args, pools, iid, testbed):
+    """The (part, kind, suspect label, suspect, held-out label, held-out) asked for, in order."""
+    scenarios = []
+    for kind, (la, a, lb, b) in pools.items():
+        if kind in args.kinds:
+            scenarios += [("null", kind, la, a, lb, b), ("null", kind, lb, b, la, a)]
+    for kind, (la, a, lb, b) in member_pools(testbed, pools).items():
+        if kind.split("-")[0] in args.kinds:
+            scenarios.append(("alternative", kind, la, a, lb, b))
+    scenarios += [("iid", "iid", "member", iid["member"], "heldout", iid["heldout"]),
+                  ("iid", "iid", "nonmember", iid["nonmember"], "heldout", iid["heldout"])]
+    scenarios = [sc for sc in scenarios if sc[0] in args.parts]
+    order = {k: i for i, k in enumerate(args.kinds)}
+    scenarios.sort(key=lambda sc: (args.parts.index(sc[0]), order.get(sc[1].split("-")[0], len(order))))
+    return scenarios
+
+
 START, END = "<!-- shift-matched: start -->", "<!-- shift-matched: end -->"
 
 
@@ -291,6 +499,15 @@ if __name__ == "__main__":
                     help="n per side of the match_pairs timings in the header (none: skip them)")
     ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
+    ap.add_argument("--text-features", nargs="+", default=None, choices=["ngrams", "ngrams+minilm"],
+                    help="compare these text features of the blind check and matching on the same draws "
+                         "(gray features extracted by the library, no Prefect; tables NAME.md/json)")
+    ap.add_argument("--name", default="text-features", help="file stem of the --text-features tables")
+    ap.add_argument("--no-match", action="store_true", help="(with --text-features) the blind check and the "
+                    "default audit only, no matching")
     args = ap.parse_args()
+    if args.text_features:
+        print(compare_text_features(args))
+        sys.exit()
     # with the pools and features already pickled (--table) no task runs: skip Prefect's server
     print((run.fn if args.table and Path(args.table).exists() else run)(args))

@@ -19,7 +19,8 @@ from rich.table import Table
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER_HELP, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, choice, decision, edge_specs, emit_json,
+                                           Scorer, SHIFT_CHECK_HELP, ShiftCheck, Strategy, TEXT_FEATURES_HELP,
+                                           TextFeatures, choice, decision, edge_specs, emit_json,
                                            Typer, folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
@@ -158,13 +159,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           seed: int = SEED,
           ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
                                                   "with pairs not used before (recurring audits)."),
-          shift_check: ShiftCheck = choice(ShiftCheck, "shift-check", "stop", "When the blind check finds "
-                                           "that the held-out set differs from the suspect set (the verdict "
-                                           "is then inconclusive, exit 3): stop before any model query, or "
-                                           "continue to record the model's e-value anyway; match: first "
-                                           "pair passages of the same text-only propensity, drop the rest, "
-                                           "and audit those pairs (it assumes the words show the whole "
-                                           "difference; needs --reference, gray access)."),
+          shift_check: ShiftCheck = choice(ShiftCheck, "shift-check", "stop", SHIFT_CHECK_HELP),
+          text_features: TextFeatures = choice(TextFeatures, "text-features", "ngrams", TEXT_FEATURES_HELP),
           placebo: Optional[str] = typer.Option(
               None, help="The placebo check's model (a spec, or none to skip the check): once the model's "
                          "e-value reaches 1/α, the same test runs with it in the target's place, and if it "
@@ -213,6 +209,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
                              **({"preset": preset} if preset else {}), shift_check=shift_check.value, placebo=placebo,
                              placebo_check=placebo_check, assume_exchangeable=assume_exchangeable,
+                             text_features=text_features.value,
                              test=TestConfig(alpha=alpha, seed=seed,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:

@@ -32,6 +32,15 @@ Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
 Scorer = Enum("Scorer", {s: s for s in SCORERS}, type=str)
 FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
 ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, type=str)
+TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")}, type=str)  # features.text
+SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
+                    "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
+                    "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "
+                    "and audit those pairs (it assumes the words show the whole difference; needs --reference, "
+                    "gray access).")
+TEXT_FEATURES_HELP = ("What the blind check and matching read of each text without the model: word and character "
+                      "n-grams and surface statistics, or those and the packaged MiniLM's sentence embeddings "
+                      "(topic and phrasing beyond shared words; about 20-60 ms per passage on one CPU core).")
 
 JSON = typer.Option(False, "--json", help="Print only a machine-readable JSON result on stdout.")
 REFRESH = typer.Option(False, "--refresh", help="Recompute cached task results (and overwrite "

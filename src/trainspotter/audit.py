@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value, blind_check
+from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value, blind_on
 from trainspotter.backends.spec import References, Spec
 from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
 from trainspotter.errors import BudgetExhausted, FieldError, InputError
@@ -69,6 +69,8 @@ class AuditConfig(BaseModel):
     # "match" first pairs each suspect passage with a held-out passage of the same text-only
     # propensity (trainspotter.matching), drops the rest, and checks and tests only those pairs.
     shift_check: Literal["stop", "continue", "match"] = "stop"
+    # what the blind check and matching's propensity read of a text (features.text.TEXT_FEATURES)
+    text_features: Literal["ngrams", "ngrams+minilm"] = "ngrams"  # = features.text.DEFAULT_TEXT_FEATURES
     # The blind check's level (default: the test's α). An audit of several suspect sets
     # (trainspotter.multi) stops each model test at K/α but keeps the guard at α.
     blind_alpha: float | None = Field(None, gt=0.0, lt=1.0)
@@ -328,16 +330,12 @@ class Guards:
         return result
 
 
-def blind_on(pairs: list[tuple[Passage, Passage]], config: AuditConfig) -> BlindResult:
-    """The blind check on an audit's pairs, in their order, at the config's blind level."""
-    return blind_check([x["text"] for x, _ in pairs], [y["text"] for _, y in pairs], config.blind_test)
-
-
 def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]):
     """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
     the blind check on the pairs as drawn before matching is kept for the record."""
     blind = blind_on(make_pairs(suspect, heldout, seed=config.seed), config)
-    match = match_pairs([p["text"] for p in suspect], [p["text"] for p in heldout], seed=config.seed)
+    match = match_pairs(*([p["text"] for p in side] for side in (suspect, heldout)), config.seed,
+                        text_features=config.text_features)
     match.blind_e_value = blind.e_value
     log.info("matching: %d of %d suspect passages matched (AUROC %.2f; blind e = %.3g before matching)",
              match.matched, match.suspect_total, match.auroc, blind.e_value)

@@ -13,30 +13,40 @@ from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
 from trainspotter.features.answers import ANSWERS
 from trainspotter.features.orientation import directions
-from trainspotter.features.text import TextRows, describe_differences
+from trainspotter.features.text import DEFAULT_TEXT_FEATURES, TextRows, describe_differences
 from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult, run_blind
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 from trainspotter.verdict import AuditResult, Context, decide, explain, explain_baseline
 
-__all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value", "blind_check"]
+__all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value", "blind_check", "blind_on"]
 
 log = logging.getLogger(__name__)
 
 HISTORY = ("wealth", "lambda", "u", "score_x", "score_y")
 
 
-def blind_check(suspect: list[str], heldout: list[str], config: TestConfig) -> BlindResult:
+def blind_check(suspect: list[str], heldout: list[str], config: TestConfig,
+                text_features: str = DEFAULT_TEXT_FEATURES) -> BlindResult:
     """The blind check (``stats.blind``) on the pairs (suspect[t], heldout[t]) in order, from
-    the texts alone (``features.text``), stopping at the first W_t ≥ 1/α as the model's test
+    the texts alone (``features.text``; ``text_features``: n-grams and surface statistics, or
+    those and MiniLM sentence embeddings), stopping at the first W_t ≥ 1/α as the model's test
     does; with what differs most between the sets, for the reader."""
     n = min(len(suspect), len(heldout))
-    rows = TextRows(suspect[:n]), TextRows(heldout[:n])
+    rows = (TextRows(suspect[:n], text_features=text_features),
+            TextRows(heldout[:n], text_features=text_features))
     result = run_blind(*rows, config)
     if n:
         result.differences = describe_differences(suspect[:n], heldout[:n], rows)
     return result
+
+
+def blind_on(pairs: list[tuple[dict, dict]], config) -> BlindResult:
+    """The blind check on an audit's pairs, in their order, at the blind level and with the text
+    features of ``config`` (an ``AuditConfig``)."""
+    texts = ([x["text"] for x, _ in pairs], [y["text"] for _, y in pairs])
+    return blind_check(*texts, config.blind_test, config.text_features)
 
 
 class UsageMeter:

@@ -4,10 +4,14 @@ When the blind check shows that suspect and held-out passages differ in what a t
 model can see, an audit can still compare like with like:
 
 1. each passage's propensity e(x) = P(suspect | text) is estimated from its text alone
-   (Rosenbaum & Rubin 1983): a logistic regression on TF-IDF word and character n-grams
-   and the blind check's standardised surface statistics (``features.text.SURFACE``),
-   **cross-fitted** — K folds, each scored by a model fitted on the others — so that no
-   passage's score has seen its own label (Chernozhukov et al. 2018);
+   (Rosenbaum & Rubin 1983, Sec. 2, Theorems 1–2: e(x) is the coarsest balancing score): a logistic
+   regression on TF-IDF word and character n-grams and the blind check's standardised
+   surface statistics (``features.text.SURFACE``) and, with ``text_features="ngrams+minilm"``,
+   the text's MiniLM sentence embedding (``features.text.sentence_embeddings``: 384 columns,
+   unit norm, a fixed pre-trained map of the text alone that nothing here fits, so it adds
+   columns without adding a way for a label to leak), **cross-fitted** — K folds, each scored
+   by a model fitted on the others — so that no passage's score has seen its own label
+   (Chernozhukov et al. 2018, Sec. 3: K-fold cross-fitting, Definitions 3.1–3.2);
 2. suspect passages, in a seeded random order, each take the unused held-out passage
    nearest in logit e(x), if within a caliper of 0.2 standard deviations of logit e
    (greedy matching without replacement, Austin 2011); the others are dropped;
@@ -26,6 +30,8 @@ import random
 
 import numpy as np
 from pydantic import BaseModel, Field, computed_field
+
+from trainspotter.features.text import DEFAULT_TEXT_FEATURES
 
 __all__ = ["Encoded", "MatchResult", "greedy_match", "match_pairs", "propensity_logits"]
 
@@ -70,17 +76,18 @@ MIN_DF, MAX_FEATURES = 2, 50_000
 class Encoded:
     """What the propensity model reads of each text, computed once per text: the raw counts of
     every word 1–2-gram and character 3–5-gram (one column per term, in the sorted order
-    scikit-learn's vectorizers use) and the surface statistics. Both are stateless per text;
+    scikit-learn's vectorizers use), the surface statistics and, with ``text_features``
+    "ngrams+minilm", the MiniLM embeddings (``embedding``, else None). All are stateless per text;
     only the TF-IDF vocabulary and weights and the scaling of the surface statistics depend on
     the training texts, and ``_design`` computes those per fold, exactly as a ``TfidfVectorizer``
     (sublinear tf, min_df 2, at most 50,000 terms) fitted on the fold's training texts would
     (tests/unit/test_matching.py compares the two). ``rows`` picks passages (e.g. one Monte
     Carlo draw) without encoding them again."""
 
-    def __init__(self, texts: list[str]):
+    def __init__(self, texts: list[str], text_features: str = DEFAULT_TEXT_FEATURES):
         from sklearn.feature_extraction.text import CountVectorizer
 
-        from trainspotter.features.text import surface_stats
+        from trainspotter.features.text import sentence_embeddings, surface_stats, wants_embeddings
 
         self.counts = []
         for kwargs in _ANALYZERS:
@@ -89,6 +96,7 @@ class Encoded:
             except ValueError:  # no term at all
                 pass
         self.surface = surface_stats(texts)
+        self.embedding = sentence_embeddings(texts) if wants_embeddings(text_features) else None
 
     def rows(self, index) -> "Encoded":
         out = Encoded.__new__(Encoded)
@@ -97,6 +105,7 @@ class Encoded:
             c = c[index]
             out.counts.append(c[:, np.unique(c.indices)])
         out.surface = self.surface[index]
+        out.embedding = None if self.embedding is None else self.embedding[index]
         return out
 
     def __len__(self) -> int:
@@ -127,8 +136,9 @@ def _tfidf(counts, train: np.ndarray, test: np.ndarray):
 
 def _design(encoded: Encoded, train: np.ndarray, test: np.ndarray):
     """Sparse design matrices of the training and scored rows: TF-IDF word 1–2-grams and
-    character 3–5-grams (vocabulary and weights from the training texts only) and the
-    surface statistics, standardised on the training texts."""
+    character 3–5-grams (vocabulary and weights from the training texts only), the
+    surface statistics, standardised on the training texts, and the embeddings as they are
+    (unit norm, as each TF-IDF block's rows)."""
     from scipy import sparse
     from sklearn.preprocessing import StandardScaler
 
@@ -141,19 +151,23 @@ def _design(encoded: Encoded, train: np.ndarray, test: np.ndarray):
     scaler = StandardScaler().fit(encoded.surface[train])
     blocks[0].append(sparse.csr_matrix(scaler.transform(encoded.surface[train])))
     blocks[1].append(sparse.csr_matrix(scaler.transform(encoded.surface[test])))
+    if encoded.embedding is not None:
+        blocks[0].append(sparse.csr_matrix(encoded.embedding[train]))
+        blocks[1].append(sparse.csr_matrix(encoded.embedding[test]))
     return sparse.hstack(blocks[0]).tocsr(), sparse.hstack(blocks[1]).tocsr()
 
 
 def propensity_logits(suspect: list[str], heldout: list[str], folds: int = 5, seed: int = 0,
-                      encoded: Encoded | None = None) -> np.ndarray:
+                      encoded: Encoded | None = None, text_features: str = DEFAULT_TEXT_FEATURES) -> np.ndarray:
     """Cross-fitted logit e(x) of every passage, suspect rows first: fold k is scored by a
     logistic regression fitted on the other folds (stratified, seeded). ``encoded``: the
-    texts, suspect rows first, already encoded (``Encoded``; default: encoded here)."""
+    texts, suspect rows first, already encoded (``Encoded``; default: encoded here with
+    ``text_features``)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
     texts = list(suspect) + list(heldout)
-    encoded = encoded if encoded is not None else Encoded(texts)
+    encoded = encoded if encoded is not None else Encoded(texts, text_features)
     y = np.r_[np.ones(len(suspect), dtype=int), np.zeros(len(heldout), dtype=int)]
     folds = max(2, min(folds, len(suspect), len(heldout)))
     logits = np.zeros(len(texts))
@@ -188,14 +202,16 @@ def greedy_match(ls: np.ndarray, lh: np.ndarray, caliper: float, seed: int = 0) 
 
 
 def match_pairs(suspect: list[str], heldout: list[str], seed: int = 0, folds: int = 5,
-                caliper_sd: float = CALIPER_SD, encoded: Encoded | None = None) -> MatchResult:
+                caliper_sd: float = CALIPER_SD, encoded: Encoded | None = None,
+                text_features: str = DEFAULT_TEXT_FEATURES) -> MatchResult:
     """Greedy caliper matching on the cross-fitted logit propensity (module docstring).
     ``encoded``: the texts, suspect rows first, already encoded (``Encoded.rows`` of a pool's
-    encoding; the same result, without encoding a text twice)."""
+    encoding; the same result, without encoding a text twice); else encoded here with
+    ``text_features`` (``features.text.TEXT_FEATURES``)."""
     from sklearn.metrics import roc_auc_score
 
     n_s, n_h = len(suspect), len(heldout)
-    logits = propensity_logits(suspect, heldout, folds, seed, encoded)
+    logits = propensity_logits(suspect, heldout, folds, seed, encoded, text_features)
     ls, lh = logits[:n_s], logits[n_s:]
     caliper = caliper_sd * float(logits.std())
     pairs = greedy_match(ls, lh, caliper, seed)

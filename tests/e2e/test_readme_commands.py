@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 # Documented options the runs below leave out, and where they are exercised instead.
 SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Dask cluster)",
+           ("audit", "--text-features"): "tests/e2e/test_match_cli.py (ngrams+minilm: loads MiniLM, a matched audit and verify)",
            ("extract", "--dask"): "tests/e2e/test_dask_cli.py",
            ("extract", "--dask-address"): "tests/e2e/test_dask_cli.py",
            ("testbed build", "--force"): "rebuilding a testbed here would invalidate the session's mini",

@@ -35,7 +35,7 @@ from trainspotter.verdict import matched_verdict
 from trainspotter.data import Passage
 from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of, trial_draws
 from trainspotter.features.orientation import directions
-from trainspotter.features.text import TextRows
+from trainspotter.features.text import DEFAULT_TEXT_FEATURES, TextRows
 from trainspotter.matching import Encoded, match_pairs
 from trainspotter.placebo import PlaceboResult
 from trainspotter.presets import UNGUARDED_MIN_PAIRS
@@ -49,18 +49,20 @@ __all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matc
 
 def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                    config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
-                   encoded: Encoded | None = None, text_rows: tuple[TextRows, TextRows] | None = None) -> dict:
+                   encoded: Encoded | None = None, text_rows: tuple[TextRows, TextRows] | None = None,
+                   text_features: str = DEFAULT_TEXT_FEATURES) -> dict:
     """Monte Carlo of the matched audit on one (suspect pool, held-out pool), ``scenario_trials``'
     draws: per trial, ``match_pairs`` on the drawn texts (seed ``seed * 1_000_003 + trial``), then
     each test of ``tests`` and the blind check on the matched pairs. ``encoded``: the texts of
     both pools, suspect rows first (``Encoded``; default: encoded here); ``text_rows``: their
-    blind inputs (``TextRows`` per pool; default: built here). Returns the draw size,
+    blind inputs (``TextRows`` per pool; default: built here); both default to ``text_features``
+    (given ``encoded`` and ``text_rows`` carry their own). Returns the draw size,
     each trial's matched pairs and propensity AUROC, each test's first crossing (0 = none) and
     the blind check's, on the matched pairs, and the pairs' rows (``rows``: suspect, held-out;
     trial b's first ``matched[b]`` columns, the rest padding)."""
     n = int(min(len(suspect), len(heldout), n_max or math.inf))
     ts, th = list(suspect["text"]), list(heldout["text"])
-    encoded = encoded if encoded is not None else Encoded(ts + th)
+    encoded = encoded if encoded is not None else Encoded(ts + th, text_features)
     ix, iy = trial_draws(len(suspect), len(heldout), n, trials, seed)
     matched, auroc = np.zeros(trials, dtype=int), np.zeros(trials)
     mx, my = np.zeros((trials, n), dtype=int), np.zeros((trials, n), dtype=int)
@@ -79,7 +81,8 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
         S, H = suspect[cols].to_numpy(dtype=float), heldout[cols].to_numpy(dtype=float)
         signs = directions([c.split(":")[-1] for c in cols])
         model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], signs)[0][0, 0])
-    blind, _ = blind_stops(*(text_rows or (TextRows(ts), TextRows(th))), mx, my, config)
+    text_rows = text_rows or (TextRows(ts, text_features=text_features), TextRows(th, text_features=text_features))
+    blind, _ = blind_stops(*text_rows, mx, my, config)
     return {"pairs": n, "trials": trials, "matched": matched, "auroc": auroc, "model": model,
             "blind_stop": own(blind), "needed": min_pairs_to_reject(config), "rows": (mx, my)}
 

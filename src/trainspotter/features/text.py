@@ -6,6 +6,13 @@ length, digits, casing, punctuation, repetition) and hashed word and character n
 membership benchmarks (Das et al. 2024, "Blind baselines beat membership inference
 attacks"; Duan et al. 2024): when they separate an audit's suspect and held-out sets,
 the sets differ in distribution and a model's test on them is not evidence of training.
+
+With ``text_features="ngrams+minilm"`` each text also gets its all-MiniLM-L6-v2 sentence
+embedding (384-d, unit norm; the encoder BADI App. A.6 names, packaged offline): what a
+text is about and how it is phrased, beyond the words it shares with other texts. The
+embedding is a fixed, pre-trained function of the text alone — never fitted on an audit's
+texts or labels — so everything the blind check and the matching's cross-fitting rest on
+holds as with n-grams alone (``stats.blind``, ``trainspotter.matching``).
 """
 
 from __future__ import annotations
@@ -16,9 +23,16 @@ import zlib
 import numpy as np
 from scipy import sparse
 
-__all__ = ["SURFACE", "NGRAM_BUCKETS", "TextRows", "describe_differences", "surface_stats", "ngram_counts"]
+__all__ = ["DEFAULT_TEXT_FEATURES", "EMBEDDING_DIM", "SURFACE", "NGRAM_BUCKETS", "TEXT_FEATURES", "TextRows",
+           "describe_differences", "ngram_counts", "sentence_embeddings", "surface_stats", "wants_embeddings"]
 
 NGRAM_BUCKETS = 2 ** 15  # hashed n-gram columns; collisions only add noise
+# What the text-only models (the blind check, matching's propensity) read of each text.
+TEXT_FEATURES = ("ngrams", "ngrams+minilm")
+DEFAULT_TEXT_FEATURES = "ngrams"  # benchmarks/results/shift-matched/text-features.md: why
+EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
+_EMBEDDINGS: dict[str, np.ndarray] = {}  # text -> its embedding, this process (exact: see below)
+_EMBEDDINGS_MAX = 50_000  # ~150 MB of float64 rows at most; then the cache starts afresh
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
@@ -69,15 +83,53 @@ def ngram_counts(texts: list[str], buckets: int = NGRAM_BUCKETS) -> sparse.csr_m
     return m.tocsr()
 
 
+def wants_embeddings(text_features: str) -> bool:
+    """Whether ``text_features`` (one of ``TEXT_FEATURES``) includes the MiniLM embeddings."""
+    if text_features not in TEXT_FEATURES:
+        raise ValueError(f"text features {text_features!r}: expected one of {', '.join(TEXT_FEATURES)}")
+    return text_features.endswith("+minilm")
+
+
+def sentence_embeddings(texts: list[str]) -> np.ndarray:
+    """(n, 384) unit-norm all-MiniLM-L6-v2 sentence embeddings (mean-pooled, as the model is
+    meant to be used; BADI App. A.6's encoder), float64. One text per forward pass: no padding,
+    so a row is a function of its text alone, bit for bit, whatever else is encoded beside it or
+    before it (batching would change the last bits with the batch's padding). Each distinct text
+    is encoded once per process (the audit embeds its passages for the blind check, matching
+    and the blind check on the matched pairs). The encoder: ``features.probability.minilm``
+    (loaded once per process; ``AssetMissing`` says what to install when it is not there)."""
+    out = np.zeros((len(texts), EMBEDDING_DIM))
+    todo = list(dict.fromkeys(t for t in texts if t not in _EMBEDDINGS))
+    new = {}
+    if todo:
+        from transformers.utils import logging as hf_logging
+
+        from trainspotter.features.probability import minilm
+
+        hf_logging.disable_progress_bar()  # "Loading weights" on stderr
+        vectors = minilm().encode(todo, batch_size=1, convert_to_numpy=True, normalize_embeddings=True,
+                                  show_progress_bar=False)
+        new = dict(zip(todo, np.asarray(vectors, dtype=np.float64)))
+    for i, t in enumerate(texts):
+        out[i] = new[t] if t in new else _EMBEDDINGS[t]
+    if len(_EMBEDDINGS) + len(new) > _EMBEDDINGS_MAX:
+        _EMBEDDINGS.clear()
+    _EMBEDDINGS.update(new)
+    return out
+
+
 class TextRows:
     """The blind inputs of a list of texts: surface statistics (n, k) and their hashed
     n-grams as padded index/value rows (n, m) — pad index = ``buckets`` (a dummy column),
     pad value 0 — so that B streams gather one row each with plain array indexing
-    (``stats.blind.BlindTest`` reads ``surface``, ``idx``, ``val`` and ``buckets``)."""
+    (``stats.blind.BlindTest`` reads ``surface``, ``idx``, ``val``, ``buckets`` and
+    ``embedding``); ``embedding``: the texts' MiniLM embeddings (n, 384) with
+    ``text_features="ngrams+minilm"``, else None."""
 
-    def __init__(self, texts: list[str], buckets: int = NGRAM_BUCKETS):
+    def __init__(self, texts: list[str], buckets: int = NGRAM_BUCKETS, text_features: str = DEFAULT_TEXT_FEATURES):
         self.buckets = buckets
         self.surface = surface_stats(texts)
+        self.embedding = sentence_embeddings(texts) if wants_embeddings(text_features) else None
         counts: sparse.csr_matrix = ngram_counts(texts, buckets)
         lengths = np.diff(counts.indptr)
         m = max(int(lengths.max(initial=0)), 1)

@@ -12,17 +12,23 @@ whose scores come from the texts alone:
 2. the log-odds of a multinomial naive Bayes over hashed word and character n-grams,
    log p(x | suspect) − log p(x | held-out) with Laplace-smoothed counts of the pairs
    before t (McCallum & Nigam 1998),
+3. with sentence embeddings (``text_features="ngrams+minilm"``), the nearest-centroid
+   discriminant e(x)·(μ̂_S − μ̂_H): the embedding against the difference of the mean suspect
+   and held-out embeddings of the pairs before t (Fisher's linear discriminant with a
+   spherical covariance; the log-odds of two Gaussians of equal spherical covariance, up to
+   a constant that cancels within a pair),
 
 aggregated by the online scorer fitted on pairs before t (App. A.4, A.7) with no sign
 constraints: any difference counts, in either direction. Every input to round t is a
-function of pairs < t and of pair t's own texts, so under exchangeability W_t is a test
+function of pairs < t and of pair t's own texts (the embeddings are a fixed pre-trained map
+of a text alone, fitted on nothing of the audit), so under exchangeability W_t is a test
 martingale and P(sup_t W_t ≥ 1/α) ≤ α (Ville): the check rarely fires on sets that do
 not differ. It needs no model query, so an audit runs it on every available pair first.
 
 This module takes the texts' numbers, not the texts: each side's ``rows`` hold ``surface`` (n, k)
-and the hashed n-grams as padded ``idx``/``val`` rows (n, m) with pad index ``buckets``
-(``trainspotter.features.text.TextRows`` makes them; ``trainspotter.auditor.blind_check`` runs
-the check on texts).
+and the hashed n-grams as padded ``idx``/``val`` rows (n, m) with pad index ``buckets``, and
+``embedding`` (n, d) or None (``trainspotter.features.text.TextRows`` makes them;
+``trainspotter.auditor.blind_check`` runs the check on texts).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pydantic import BaseModel, Field
 
 from trainspotter.stats.sequential import SequentialTest, TestConfig
 
-__all__ = ["BlindResult", "BlindTest", "NaiveBayes", "blind_config", "blind_stops", "run_blind"]
+__all__ = ["BlindResult", "BlindTest", "Centroids", "NaiveBayes", "blind_config", "blind_stops", "run_blind"]
 
 
 class NaiveBayes:
@@ -61,6 +67,27 @@ class NaiveBayes:
             self.totals[side] += val.sum(axis=1)
 
 
+class Centroids:
+    """Online nearest-centroid discriminant over embeddings, B streams at once:
+    ``score(e)`` = e·(μ_S − μ_H) with μ the mean embedding of the past suspect (S) and
+    held-out (H) rows (0 for a side with none): 0 before any data."""
+
+    def __init__(self, dim: int, batch: int | None = None):
+        B = 1 if batch is None else batch
+        self.sums = np.zeros((2, B, dim))
+        self.n = 0
+
+    def score(self, e: np.ndarray) -> np.ndarray:
+        if self.n == 0:
+            return np.zeros(e.shape[0])
+        return np.einsum("bd,bd->b", e, (self.sums[0] - self.sums[1]) / self.n)
+
+    def update(self, ex: np.ndarray, ey: np.ndarray) -> None:
+        self.sums[0] += ex
+        self.sums[1] += ey
+        self.n += 1
+
+
 def blind_config(test: TestConfig) -> TestConfig:
     """The model test's betting settings (α, strategy, payoff, λ_max) with the online scorer,
     whose cost per pair does not grow with the number of pairs."""
@@ -74,19 +101,29 @@ class BlindTest:
     def __init__(self, suspect, heldout, config: TestConfig, batch: int | None = None):
         self.sides, self.batch = (suspect, heldout), batch
         self.nb = NaiveBayes(suspect.buckets, batch)
-        self.test = SequentialTest(suspect.surface.shape[1] + 1, blind_config(config), batch)
+        embedding = getattr(suspect, "embedding", None)
+        self.centroids = None if embedding is None else Centroids(embedding.shape[1], batch)
+        columns = suspect.surface.shape[1] + 1 + (self.centroids is not None)
+        self.test = SequentialTest(columns, blind_config(config), batch)
 
-    def _rows(self, side: int, i) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    def _rows(self, side: int, i) -> tuple[np.ndarray, tuple]:
         rows = self.sides[side]
         i = np.atleast_1d(i)
         grams = (rows.idx[i], rows.val[i])
-        features = np.column_stack([rows.surface[i], self.nb.llr(*grams)])
-        return (features[0] if self.batch is None else features), grams
+        columns = [rows.surface[i], self.nb.llr(*grams)]
+        embedding = None
+        if self.centroids is not None:
+            embedding = rows.embedding[i]
+            columns.append(self.centroids.score(embedding))
+        features = np.column_stack(columns)
+        return (features[0] if self.batch is None else features), (grams, embedding)
 
     def update(self, ix, iy) -> dict:
-        (fx, gx), (fy, gy) = self._rows(0, ix), self._rows(1, iy)
+        (fx, (gx, ex)), (fy, (gy, ey)) = self._rows(0, ix), self._rows(1, iy)
         step = self.test.update(fx, fy)  # scored and bet on with the fit of pairs < t
         self.nb.update(gx, gy)           # only then absorb pair t
+        if self.centroids is not None:
+            self.centroids.update(ex, ey)
         return step
 
 
