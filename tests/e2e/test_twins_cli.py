@@ -127,13 +127,10 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
     both = [twins.variants[i][j] for i in twins.ids for j in sorted(twins.variants[i])]  # no trace of the draw
     for model, texts, verdict in [("released", public, "trained on"), ("leaked", both, "no evidence")]:
         path = _finetuned(mini_testbed, texts, tmp_path / model)
-        for access in ("gray", "black"):  # black: greedy tokens only, the twins set's changed-position matches
-            out = run("audit", "--twins", str(folder), "--model", f"hf:{path}", "--alpha", "0.01", "--json",
-                      "--access", access, *(["--features", "twins"] if access == "black" else []))
-            assert out.returncode == 0, out.stderr
-            result = json.loads(out.stdout)
-            print(model, access, result["e_value"], result["pairs_used"], result["pairs_available"])
-            assert result["verdict"] == verdict, (model, access, result["e_value"], result["pairs_used"])
+        out = run("audit", "--twins", str(folder), "--model", f"hf:{path}", "--alpha", "0.01", "--json")
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+        assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
 
