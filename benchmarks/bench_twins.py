@@ -129,7 +129,8 @@ def main() -> None:
     parser.add_argument("--render", action="store_true", help="only rewrite twins.md from twins.json")
     parser.add_argument("--cache", type=Path, help="an .npz of the extracted features: read if there, else written")
     parser.add_argument("--rewriter", type=json.loads, help="JSON: KeyedLexicalRewriter settings for a variant "
-                        "testbed (TESTBED-NAME, from --name); results under results/twins/NAME/")
+                        "testbed (TESTBED-NAME, from --name), and \"keys\": \"shared\", \"per split\" (default) "
+                        "or \"per passage\" (unkeyed); results under results/twins/NAME/")
     parser.add_argument("--name", default="variant", help="the variant's name (with --rewriter)")
     parser.add_argument("--access", choices=list(ACCESS), default="gray")
     parser.add_argument("--testbed", default=TESTBED, help="a twins testbed (results under results/twins/"
@@ -160,7 +161,7 @@ def main() -> None:
 
         spec = dict(args.rewriter)
         keys = spec.pop("keys", "per split")
-        rewriter = KeyedLexicalRewriter(**spec).describe() | ({"keys": keys} if keys == "per split" else {})
+        rewriter = KeyedLexicalRewriter(**spec).describe() | ({"keys": keys} if keys != "shared" else {})
         bed = f"{args.testbed}-{args.name}"
         config = config.model_copy(update={"name": bed, "twins_rewriter": rewriter})
     out = build_testbed(config)

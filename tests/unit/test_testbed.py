@@ -322,6 +322,21 @@ def test_the_twins_rewriter_is_in_the_fingerprint():
     assert rewriter.describe() == older.twins_rewriter and not per_split  # no "keys": shared, as before
     with pytest.raises(InputError, match="not one this version"):  # a version-1 description is refused
         rewriter_of(twins.model_copy(update={"twins_rewriter": {"name": "keyed-lexical", "rate": 0.5}}))
+    # "per passage" (the unkeyed control): per-split keys re-derived per passage, so a key's choice of
+    # the same words differs between passages (keyed: the same tail in all 4; here 4 keys × 4 passages)
+    unkeyed = twins.model_copy(update={"twins_rewriter": twins.twins_rewriter | {"keys": "per passage"}})
+    assert fingerprint(unkeyed) != fingerprint(twins)
+    rewriter, per_split = rewriter_of(unkeyed)
+    assert per_split and rewriter.describe() == KeyedLexicalRewriter().describe()
+    texts = [f"Passage {n}: the {w} grew while the river ran, because it is not clear; however, they stayed."
+             for n, w in enumerate(["town", "city", "village", "port"])]
+    keyed, _ = rewriter_of(twins)
+    for key in (bytes([j]) * 32 for j in range(4)):
+        assert len({keyed.rewrite(t, key).split(" grew ", 1)[1] for t in texts}) == 1
+    tails = [{rewriter.rewrite(t, bytes([j]) * 32).split(" grew ", 1)[1] for t in texts} for j in range(4)]
+    assert max(len(t) for t in tails) > 1, tails
+    with pytest.raises(InputError, match="not one this version"):
+        rewriter_of(twins.model_copy(update={"twins_rewriter": twins.twins_rewriter | {"keys": "per word"}}))
     # a copy that sets twins without the rewriter gets it when built (build_testbed validates again)
     copied = PRESETS["mini-pretrain"].model_copy(update={"twins": 2})
     assert TestbedConfig.model_validate(copied.model_dump()).twins_rewriter == twins.twins_rewriter

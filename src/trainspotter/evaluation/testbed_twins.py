@@ -62,17 +62,41 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
     return kept, made
 
 
+class PerPassageKeys:
+    """A rewriter whose variant key is re-derived for every passage, HMAC(key, "passage" ‖ text):
+    the same variant index then makes unrelated choices in two passages ("unkeyed": no
+    dataset-wide preference of a key), the control for the keyed rewriter (issue 35)."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, inner.name
+
+    def rewrite(self, text: str, key: bytes) -> str:
+        from trainspotter.rewrite import mac
+
+        return self.inner.rewrite(text, mac(key, f"passage\0{text}"))
+
+    def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
+        from trainspotter.rewrite import mac
+
+        return self.inner.redraw(text, mac(key, f"passage\0{text}"), attempt, passage)
+
+    def __getattr__(self, name):  # settings(), describe(), ... of the wrapped rewriter
+        return getattr(self.inner, name)
+
+
 def rewriter_of(config: TestbedConfig):
     """The keyed lexical rewriter that ``config.twins_rewriter`` describes, and whether each split
-    has its own keys; a description this code cannot reproduce (another version) is refused."""
+    has its own keys (``keys``: "shared", "per split", or "per passage": per split and re-derived
+    per passage, ``PerPassageKeys``); a description this code cannot reproduce (another version)
+    is refused."""
     from trainspotter.rewrite import KeyedLexicalRewriter
 
     spec = dict(config.twins_rewriter or {})
-    per_split = spec.pop("keys", "shared") == "per split"
+    keys = spec.pop("keys", "shared")
     rewriter = KeyedLexicalRewriter(
         rate=None if spec.get("rate", "uniform") == "uniform" else float(spec["rate"]),
         **{k: spec[k] for k in ("min_length", "senses", "min_count", "phrases") if k in spec})
-    if rewriter.describe() != spec:
-        raise InputError(f"testbed {config.name!r}: twins_rewriter {spec} is not one this version's keyed lexical "
-                         f"rewriter reproduces ({rewriter.describe()})")
-    return rewriter, per_split
+    if rewriter.describe() != spec or keys not in ("shared", "per split", "per passage"):
+        raise InputError(f"testbed {config.name!r}: twins_rewriter {spec | {'keys': keys}} is not one this version's "
+                         f"keyed lexical rewriter reproduces ({rewriter.describe()})")
+    return (PerPassageKeys(rewriter) if keys == "per passage" else rewriter), keys != "shared"
