@@ -120,16 +120,13 @@ def _scores(s: TokenScores, fields: Sequence[str]) -> dict:
     return out
 
 
-def encode(t: TokenScores, pert: dict[str, TokenScores], refs: list[TokenScores],
-           twin_ids: Sequence[int] | None = None) -> dict:
-    """One passage's answers (module docstring): what ``gray_rows`` reads of them, no more."""
-    out = {"target": _scores(t, _INTS + _FLOATS),
-           "perturbed": {k: _scores(v, ("logprobs",)) for k, v in pert.items()},
-           "references": [_scores(r, ("logprobs",) if same_ids(t.token_ids, r.token_ids) else ("token_ids", "logprobs"))
-                          for r in refs]}
-    if twin_ids is not None:
-        out["twin_ids"] = [int(x) for x in twin_ids]
-    return out
+def encode(t: TokenScores, pert: dict[str, TokenScores], refs: list[TokenScores]) -> dict:
+    """One passage's gray answers (module docstring): what ``gray_rows`` reads of them, no more
+    (a twins audit's ``twin_ids`` sit beside them, written by extraction for gray and black)."""
+    return {"target": _scores(t, _INTS + _FLOATS),
+            "perturbed": {k: _scores(v, ("logprobs",)) for k, v in pert.items()},
+            "references": [_scores(r, ("logprobs",) if same_ids(t.token_ids, r.token_ids) else ("token_ids", "logprobs"))
+                           for r in refs]}
 
 
 def _token_scores(d: dict, token_ids=None) -> TokenScores:
@@ -144,13 +141,13 @@ def _token_scores(d: dict, token_ids=None) -> TokenScores:
                           if k in d})
 
 
-def decode(answers: dict) -> tuple[TokenScores, dict[str, TokenScores], list[TokenScores], list[int] | None]:
-    """``encode``'s inverse: the target's scores, the perturbed ones, the references', the twin's ids.
+def decode(answers: dict) -> tuple[TokenScores, dict[str, TokenScores], list[TokenScores]]:
+    """``encode``'s inverse: the target's scores, the perturbed ones, the references'.
     ValueError (or KeyError, TypeError) on answers that are not ``encode``'s."""
     t = _token_scores(answers["target"])
     pert = {k: _token_scores(v, t.token_ids) for k, v in answers["perturbed"].items()}
     refs = [_token_scores(r, t.token_ids) for r in answers["references"]]
-    return t, pert, refs, answers.get("twin_ids")
+    return t, pert, refs
 
 
 def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, float]:
@@ -159,11 +156,10 @@ def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, floa
     black-box ones by ``features.black_answers.black_row`` (when they hold a ``black`` part)."""
     from trainspotter.features import black_answers
 
-    row = {}
+    row, twin_ids = {}, answers.get("twin_ids")
     if "target" in answers:
-        t, pert, refs, twin_ids = decode(answers)
+        t, pert, refs = decode(answers)
         row |= gray_rows([text], [t], {k: [v] for k, v in pert.items()}, [[r] for r in refs], config, [twin_ids])[0]
     if black_answers.BLACK in answers:
-        row |= black_answers.black_row(text, black_answers.decode(answers[black_answers.BLACK]), config,
-                                       answers.get("twin_ids"))
+        row |= black_answers.black_row(text, black_answers.decode(answers[black_answers.BLACK]), config, twin_ids)
     return row

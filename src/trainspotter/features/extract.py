@@ -134,8 +134,7 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
     if access in ("gray", "both"):
         parts.append(gray_rows(texts, t_orig, t_pert, r_orig, config, twin_ids))
         for i, t in enumerate(t_orig if answers else ()):  # what the rows came from, for the sealed record
-            recorded[i] |= encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig],
-                                  None if twin_ids is None else twin_ids[i])
+            recorded[i] |= encode(t, {k: v[i] for k, v in t_pert.items()}, [r[i] for r in r_orig])
     if access in ("black", "both"):
         black = _black_answers(t_orig, t_pert, r_orig, config, ctx)
         if config.sequence:
@@ -145,8 +144,9 @@ def _batch(passages, target, references, access, config, ctx, answers: bool) -> 
                       for i, (text, b) in enumerate(zip(texts, black))])
         for i, b in enumerate(black if answers else ()):
             recorded[i][black_answers.BLACK] = black_answers.encode(b)
-            if twin_ids is not None and twin_ids[i] is not None:  # (gray's encode has put it there already)
-                recorded[i]["twin_ids"] = [int(x) for x in twin_ids[i]]
+    for i, ids in enumerate(twin_ids if answers and twin_ids else ()):  # beside the gray and the black answers
+        if ids is not None:
+            recorded[i]["twin_ids"] = [int(x) for x in ids]
     for part in parts:
         for row, extra in zip(rows, part):
             row.update(extra)
