@@ -29,14 +29,15 @@ use only.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter, mac
 
-__all__ = ["EmptyRewrite", "GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "make_rewriter",
-           "sample_seed", "watermark_key"]
+__all__ = ["EmptyRewrite", "GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "TableRewriter",
+           "key_fingerprint", "make_rewriter", "sample_seed", "text_digest", "watermark_key"]
 
 INSTRUCTION = ("Paraphrase the following passage. Keep its meaning and every fact, name and number, use about "
                "as many words, and reply with the paraphrase only.")
@@ -240,6 +241,69 @@ class OpenAIRewriter(GenerativeRewriter):
         return super().settings() | {"watermark": None, "seed": "sent as `seed` (HMAC-SHA256(variant key, 'sample' "
                                      "|| attempt || text) mod 2^31): deterministic only where the server honours it",
                                      "note": "no watermark: the server samples with its own code"}
+
+
+def key_fingerprint(key: bytes) -> str:
+    """What a paraphrase table stores of a variant's key: HMAC-SHA256(key, "table"), 16 hex digits
+    (names the key, reveals nothing of it)."""
+    return mac(key, "table").hex()[:16]
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class TableRewriter(Rewriter):
+    """Paraphrases made beforehand, replayed: a JSONL(.gz) table with one row per passage, variant
+    key and attempt, ``{"text_sha256", "key", "attempt", "text"}`` (``key``: ``key_fingerprint``),
+    the raw answers of a generative rewriter run elsewhere, e.g. batched on a GPU
+    (``benchmarks/paraphrase_device.py``, which samples as ``HFRewriter`` does). Answers are
+    cleaned as ``GenerativeRewriter``'s; an attempt the table lacks is an empty rewrite (no more
+    redraws), a passage it lacks entirely an InputError naming the table. ``used``: the rows read
+    (to prune a table to what a build needs). ``settings()``: the table's sha256 and ``made``, the
+    settings it was generated with."""
+
+    name = "table"
+
+    def __init__(self, path, sha256: str | None = None, made: dict | None = None):
+        import gzip
+        import json
+        from pathlib import Path
+
+        self.path, self.made = Path(path), dict(made or {})
+        raw = self.path.read_bytes()
+        self.sha256 = hashlib.sha256(raw).hexdigest()
+        if sha256 is not None and sha256 != self.sha256:
+            raise InputError(f"{self.path}: sha256 {self.sha256[:12]}… is not the {sha256[:12]}… expected: "
+                             "another paraphrase table")
+        text = gzip.decompress(raw).decode("utf-8") if self.path.suffix == ".gz" else raw.decode("utf-8")
+        self.rows: dict[tuple[str, str, int], str] = {}
+        for n, line in enumerate(text.splitlines(), start=1):
+            try:
+                r = json.loads(line)
+                self.rows[r["text_sha256"], r["key"], int(r["attempt"])] = r["text"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise InputError(f"{self.path}, line {n}: not a paraphrase row ({type(e).__name__}: {e})") from None
+        self.used: set[tuple[str, str, int]] = set()
+
+    def rewrite(self, text: str, key: bytes) -> str:
+        return self.redraw(text, key, 0, "")
+
+    def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
+        row = (text_digest(text), key_fingerprint(key), attempt)
+        where = f"passage {passage!r}" if passage else f"passage \"{_opening(text)}\""
+        if row not in self.rows:
+            if attempt == 0:
+                raise InputError(f"{self.path}: no paraphrase of {where} under this variant's key")
+            raise EmptyRewrite(f"{where}: {self.path} holds no attempt {attempt}")
+        self.used.add(row)
+        out = clean(self.rows[row], text)
+        if not out:
+            raise EmptyRewrite(f"{where}: the table's paraphrase (attempt {attempt}) is empty")
+        return out
+
+    def settings(self) -> dict:
+        return {"table": self.path.name, "sha256": self.sha256, "made": self.made}
 
 
 def make_rewriter(value: str | None, **lexical) -> Rewriter:

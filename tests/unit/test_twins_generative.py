@@ -201,3 +201,53 @@ def test_openai_rewriter_failure_is_one_error_naming_the_passage(monkeypatch):
     with pytest.raises(APIRequestError, match='passage "The river town grew quickly after the railway') as e:
         rewriter.rewrite(TEXTS[0], b"k" * 32)
     assert "\n" not in str(e.value)
+
+
+def _table(path, rows):
+    import gzip
+
+    from trainspotter.rewrite_generative import key_fingerprint, text_digest
+
+    lines = [json.dumps({"text_sha256": text_digest(t), "key": key_fingerprint(k), "attempt": a, "text": out})
+             for t, k, a, out in rows]
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return path
+
+
+def test_a_paraphrase_table_replays_its_rows_cleaned_and_names_what_it_lacks(tmp_path):
+    from trainspotter.rewrite import EmptyRewrite
+    from trainspotter.rewrite_generative import TableRewriter, key_fingerprint, text_digest
+
+    a, b = b"a" * 32, b"b" * 32
+    path = _table(tmp_path / "t.jsonl.gz", [(TEXTS[0], a, 0, "Here is the paraphrase:\n  One  way. "),
+                                            (TEXTS[0], b, 0, "Another way."), (TEXTS[0], a, 1, "A redraw."),
+                                            (TEXTS[1], a, 0, "")])
+    rewriter = TableRewriter(path, made={"model": "m"})
+    assert rewriter.rewrite(TEXTS[0], a) == "One way."  # cleaned as a generative answer
+    assert rewriter.rewrite(TEXTS[0], b) == "Another way."  # the key picks the row
+    assert rewriter.redraw(TEXTS[0], a, 1, "p0") == "A redraw."
+    with pytest.raises(EmptyRewrite, match="p0.*no attempt 2"):
+        rewriter.redraw(TEXTS[0], a, 2, "p0")
+    with pytest.raises(EmptyRewrite, match="empty"):
+        rewriter.rewrite(TEXTS[1], a)
+    with pytest.raises(InputError, match="no paraphrase of passage"):
+        rewriter.rewrite("A passage the table never saw.", a)
+    d0, d1, fa, fb = text_digest(TEXTS[0]), text_digest(TEXTS[1]), key_fingerprint(a), key_fingerprint(b)
+    assert rewriter.used == {(d0, fa, 0), (d0, fb, 0), (d0, fa, 1), (d1, fa, 0)}  # what a pruned table keeps
+    settings = rewriter.describe()
+    assert settings["name"] == "table" and settings["made"] == {"model": "m"} and len(settings["sha256"]) == 64
+    # make_twins on the table: two keys, two distinct variants, the draw among them
+    twins = make_twins([{"id": "p0", "text": TEXTS[0]}], 2, rewriter, keys=[a, b], retries=1, max_edit_rate=1.0)
+    assert twins.variants["p0"] == {0: "One way.", 1: "Another way."}
+
+
+def test_a_paraphrase_table_that_is_not_the_expected_one_or_malformed_is_one_error(tmp_path):
+    from trainspotter.rewrite_generative import TableRewriter
+
+    path = _table(tmp_path / "t.jsonl.gz", [(TEXTS[0], b"a" * 32, 0, "x")])
+    with pytest.raises(InputError, match="t.jsonl.gz: sha256 .* another paraphrase table"):
+        TableRewriter(path, sha256="0" * 64)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text_sha256": "x", "key": "y", "attempt": 0, "text": "t"}\n{"key": 1}\n')
+    with pytest.raises(InputError, match="bad.jsonl, line 2: not a paraphrase row"):
+        TableRewriter(bad)

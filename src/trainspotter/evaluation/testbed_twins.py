@@ -19,24 +19,27 @@ __all__ = ["build_twins", "rewriter_of"]
 
 def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]], tokenizer,
                 chosen: dict[str, list[int]], out: Path) -> tuple[dict[str, list[int]], dict]:
-    """Twins of every split passage (``config.twins`` variants, keyed lexical rewriter), made
+    """Twins of every split passage (``config.twins`` variants of ``rewriter_of``), made
     from the whole passage with keys and a draw from the testbed's seed. ``encoded[i]`` becomes
     the public version's tokens (what a member is trained on); each split's twins folder holds
     every version's first ``chunk_tokens`` tokens, as the split files do. Passages with a
     version shorter than that, or whose versions agree on those tokens, are dropped from their
-    split. The rewriter and the keys (shared, or per split) are ``config.twins_rewriter``'s.
-    Returns the splits and, per split, the passages kept and the rewriter's mean edit rate."""
-    from trainspotter.twins import Twins, commitment, edit_rate, make_twins, write_twins
+    split. The rewriter and the keys (shared, or per split) are ``config.twins_rewriter``'s; a
+    paraphrase table (``TableRewriter``) gets a generative rewriter's gate (MiniLM similarity ≥ 0.7,
+    ``twins.GATES``) with one redraw. Returns the splits and, per split, the passages kept and
+    the rewriter's mean edit rate."""
+    from trainspotter.twins import GATES, Twins, commitment, edit_rate, make_twins, write_twins
 
     L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
     rewriter, per_split = rewriter_of(config)
+    gate = GATES["generative"] | {"retries": 1} if rewriter.name == "table" else {}
     keys = [rng.randbytes(32) for _ in range(config.twins)]
     kept, made = {}, {}
     for split, ids in chosen.items():
         if per_split:  # each split its own keys (another dataset's), from the seed and the split
             keys = [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(config.twins)]
         twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
-                           rewriter, keys=keys, rng=rng, similarity=True)
+                           rewriter, keys=keys, rng=rng, similarity=True, **gate)
         tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
                   for i, v in twins.variants.items()}
         by_id = {records[i]["id"]: i for i in ids}
@@ -85,14 +88,23 @@ class PerPassageKeys:
 
 
 def rewriter_of(config: TestbedConfig):
-    """The keyed lexical rewriter that ``config.twins_rewriter`` describes, and whether each split
-    has its own keys (``keys``: "shared", "per split", or "per passage": per split and re-derived
-    per passage, ``PerPassageKeys``); a description this code cannot reproduce (another version)
-    is refused."""
+    """The rewriter that ``config.twins_rewriter`` describes, and whether each split has its own
+    keys (``keys``: "shared", "per split", or "per passage": per split and re-derived per passage,
+    ``PerPassageKeys``): the keyed lexical rewriter, or ``{"name": "table", "path", "sha256"}``, a
+    paraphrase table in the repository (``rewrite_generative.TableRewriter``; ``path`` relative to
+    the repository's root). A description this code cannot reproduce (another version, another
+    table) is refused."""
     from trainspotter.rewrite import KeyedLexicalRewriter
 
     spec = dict(config.twins_rewriter or {})
     keys = spec.pop("keys", "shared")
+    if spec.get("name") == "table":
+        from trainspotter.rewrite_generative import TableRewriter
+
+        path = Path(__file__).resolve().parents[3] / spec["path"]
+        if not path.is_file():
+            raise InputError(f"testbed {config.name!r}: its paraphrase table {spec['path']} is not in this checkout")
+        return TableRewriter(path, spec["sha256"], spec.get("made")), keys != "shared"
     rewriter = KeyedLexicalRewriter(
         rate=None if spec.get("rate", "uniform") == "uniform" else float(spec["rate"]),
         **{k: spec[k] for k in ("min_length", "senses", "min_count", "phrases") if k in spec})
