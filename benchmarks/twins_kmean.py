@@ -191,13 +191,14 @@ def render(report: dict, out_dir: Path) -> None:
              f"every ordered pair of a passage's variants, f(x_a | x_b) (`twins` set), extracted once "
              f"({report['extract_seconds']} s{', read back from its cache' if report['features_cached'] else ''}).",
              "", "| features | private variants | members: \"trained on\" | mean pairs to decision (censored) | "
-             "80% by | 95% by | non-members, fresh uniform draw per trial (H0) | p (rate > α), one-sided |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "80% by | 95% by | texts queried, mean | non-members, fresh uniform draw per trial (H0) | "
+             "p (rate > α), one-sided |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name in report["subsets"]:
         for mode, label in MODES.items():
             h1, h0 = res[f"members, {mode}: {name}"], res[f"nonmembers, {mode}: {name}"]
             lines.append(f"| {name} | {label} | {rate(h1)} | {h1['mean_pairs_to_decision']:.1f} | "
-                         f"{h1.get('pairs_for_80pct') or '–'} | {h1.get('pairs_for_95pct') or '–'} | {rate(h0)} | "
+                         f"{h1.get('pairs_for_80pct') or '–'} | {h1.get('pairs_for_95pct') or '–'} | "
+                         f"{h1['mean_pairs_to_decision'] * (2 if mode == 'one' else k):.0f} | {rate(h0)} | "
                          f"{h0['p_above_alpha']:.3g} |")
     lines += ["", "Trial by trial on the members (same order, same draw of the public version; (a) also draws "
               "its one private variant per trial): pairs to decision of (a) minus (b).", "",
@@ -207,7 +208,10 @@ def render(report: dict, out_dir: Path) -> None:
         lines.append(f"| {name} | {p['mean_saving']:.1f} [{p['ci95'][0]:.1f}, {p['ci95'][1]:.1f}] | "
                      f"{p['mean_sooner']:.1%} | {p['one_sooner']:.1%} |")
     blind = res["blind check on the H0 trials (one private)"]
-    lines += ["", f"Blind check on the H0 trials' one-private pairs: fired in {rate(blind)}.", "",
+    lines += ["", f"Texts queried: a pair of (a) costs the model 2 texts, a round of (b) all {k} variants (one "
+              "forward pass each; the twin features need only the other version's text). Passages are what a twins "
+              "audit runs out of; where queries cost more than passages, compare that column.", "",
+              f"Blind check on the H0 trials' one-private pairs: fired in {rate(blind)}.", "",
               "(a) is what `audit --twins` does today (its private variant drawn with the audit's seed). (b) bets "
               "once per passage on u_t = 1/(k−1) Σ_j φ_t(x_pub, x_j), then the scorer learns all k − 1 sub-pairs: "
               "valid because every payoff is antisymmetric and, under H0, the public index is uniform among the k "
