@@ -35,10 +35,13 @@ and the black changed-position ones (``black_twin_lp``, ``black_twin_ref_diff``,
 seen twice, the exposure at which the unpaired black audit first has power).
 
 Writes benchmarks/results/twins/{twins.md,twins.json} (another testbed or access:
-benchmarks/results/twins/TESTBED-ACCESS/).
+benchmarks/results/twins/TESTBED-ACCESS/). A testbed with k > 2 variants per passage
+(`tiny-pretrain-twins-k4`) runs ``twins_kmean`` instead: one private variant drawn at random
+against the mean of the pairwise payoffs over all k − 1 (``--subsets`` from its ``KSUBSETS``).
 
     python benchmarks/bench_twins.py [--trials 1000]
     python benchmarks/bench_twins.py --access black --testbed tiny-pretrain-2k-twins-x2
+    python benchmarks/bench_twins.py --testbed tiny-pretrain-twins-k4 --cache /tmp/k4-features.npz
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import twins_kmean  # (benchmarks/, this script's folder)
 from scipy.stats import binomtest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +146,8 @@ def main() -> None:
     elif (args.testbed, args.access) != (TESTBED, "gray"):
         OUT = OUT / f"{args.testbed}-{args.access}"
     if args.render:
-        return render(json.loads((OUT / "twins.json").read_text()))
+        report = json.loads((OUT / "twins.json").read_text())
+        return render(report) if report.get("k", 2) == 2 else twins_kmean.render(report, OUT)
     from trainspotter.backends import load_backend
     from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
     from trainspotter.features.orientation import directions
@@ -155,7 +160,7 @@ def main() -> None:
     start = time.time()
     config, bed = PRESETS[args.testbed], args.testbed
     lean, changed, subsets = ACCESS[args.access]
-    args.subsets = args.subsets or ",".join(subsets)
+    args.subsets = args.subsets or ",".join(subsets if config.twins <= 2 else twins_kmean.KSUBSETS)
     if args.rewriter is not None:  # a variant: another rewriter (or shared keys: {"keys": "shared"})
         from trainspotter.twins import KeyedLexicalRewriter
 
@@ -167,6 +172,8 @@ def main() -> None:
     out = build_testbed(config)
     manifest = load_manifest(bed)
     target, reference = load_backend(f"testbed:{bed}"), load_backend(f"testbed:{bed}/reference")
+    if config.twins > 2:  # k > 2: one private variant against the mean over all of them
+        return twins_kmean.run(args, OUT, bed, out, manifest, target, reference)
     sides = {split: load_twins(out / f"twins-{split}").sides(seed=0) for split in ("member", "nonmember")}
     heldout = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
     cached = bool(args.cache and args.cache.exists())

@@ -109,6 +109,11 @@ TESTBEDS: dict[str, Testbed] = {
     "tiny-pretrain-twins": Testbed("tiny-pretrain with twins (k = 2) of every passage: members' public "
                                    "versions seen once; twins folders in twins-member/, twins-nonmember/ "
                                    "(audit --twins DIR)", _PRETRAIN | {"twins": 2}),
+    # k = 4 variants per passage (issue 35): whether an audit gains by betting on the mean of the
+    # public version's pairwise payoffs against all three private ones (benchmarks/bench_twins.py).
+    "tiny-pretrain-twins-k4": Testbed("tiny-pretrain with k = 4 variants of every passage: members' "
+                                      "public versions seen once; three private variants each (twins-member/, "
+                                      "twins-nonmember/)", _PRETRAIN | {"twins": 4}),
     # The black-box twins testbed (issue 35): BADI's 2000 passages per split, the members' public
     # versions seen twice, the exposure at which the unpaired black audit first has power
     # (benchmarks/results/exposures: seen once it has none, seen twice 554 pairs on average).

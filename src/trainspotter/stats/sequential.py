@@ -21,6 +21,29 @@ held-out set: Y ~ (1−ρ)N + ρM with s(M) ≥_st s(N)), a payoff that is non-d
 s(X_t) − s(Y_t) — ``diff`` (tanh) and ``ks`` — has E[u_t | F_{t−1}] ≤ 0, the wealth is a
 supermartingale and P(sup W ≥ 1/α) ≤ α still holds: pollution costs power, not validity.
 ``mmd`` learns its own witness direction and is not one-sided.
+
+Sub-pairs (twins with k > 2 variants per passage, issue 35; ``round_payoff``): a round may hold
+m sub-pairs (x_j, y_j), e.g. a passage's public version against each of its k − 1 = m private
+variants. Its payoff is the mean of the sub-pairs' payoffs,
+
+    u_t = (1/m) Σ_j φ_t(x_j, y_j),
+
+with φ_t the payoff of the scorer and witness of rounds < t, bet on once; afterwards the witness
+and the scorer absorb the m sub-pairs one by one (they are past data then). Validity (STAMP,
+Rastogi, Maini & Pruthi, ICML 2025, Sec. 3: the public version is drawn uniformly among the k
+variants, independently of the model; BADI Sec. 4, the e-process W_t = W_{t−1}(1 + λ_t u_t)):
+φ_t is fixed by rounds < t and antisymmetric, φ_t(a, b) = −φ_t(b, a), for every payoff here (each
+is an odd function of w(a) − w(b) for a witness w: ``diff`` tanh(s(a) − s(b)), ``mmd``
+tanh(g(a) − g(b)), ``ks`` 1{a > c} − 1{b > c}). Under H0, given the past and the multiset of the
+k variants, the public index i is uniform, so
+
+    E[u_t | F_{t−1}, variants] = (1/k) Σ_i (1/(k−1)) Σ_{j≠i} φ_t(x_i, x_j) = 0
+
+(the terms cancel in antisymmetric pairs), and |u_t| ≤ 1: the wealth stays a test martingale.
+Twin-dependent features (f(version | its twin)) give each ordered pair its own rows; the
+argument holds per ordered pair. Averaging the private *feature rows* first and betting once is
+not valid for a nonlinear scorer or payoff (the mean row is not one of the exchangeable
+variants), so it is not offered.
 """
 
 from __future__ import annotations
@@ -38,7 +61,8 @@ from trainspotter.stats.payoffs import PAYOFFS, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
 from trainspotter.stats.strategies import STRATEGIES
 
-__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "run_test", "signs_of"]
+__all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "round_payoff", "run_test",
+           "signs_of", "sub_pairs"]
 
 _DEFAULT = TEST_PRESETS[DEFAULT_PRESET]
 
@@ -54,6 +78,31 @@ def min_pairs_to_reject(config: "TestConfig") -> int:
     the wealth by 1 + λ_t u_t ≤ 1 + λ_max (|λ_t| ≤ λ_max, |u_t| ≤ 1), so W_t ≥ 1/α needs
     t ≥ log(1/α) / log(1 + λ_max)."""
     return math.ceil(math.log(1 / config.alpha) / math.log1p(config.lambda_max) - 1e-12)
+
+
+def sub_pairs(x, y, n_features: int, batch: int | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A round's sub-pairs: one row each (``(p,)``, batch ``(B, p)``) is one sub-pair; ``(m, p)``
+    (batch ``(B, m, p)``) is m of them, the j-th being rows ``[..., j, :]``."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    one = (n_features,) if batch is None else (batch, n_features)
+    if x.shape == one and y.shape == one:
+        return [x], [y]
+    if x.ndim == len(one) + 1 and x.shape == y.shape and x.shape[:-2] == one[:-1] and x.shape[-1] == n_features \
+            and x.shape[-2] >= 1:
+        return [x[..., j, :] for j in range(x.shape[-2])], [y[..., j, :] for j in range(y.shape[-2])]
+    many = "(" + "".join(f"{b}, " for b in one[:-1]) + f"m, {n_features})"
+    raise ValueError(f"expected rows of shape {one} or {many} (m sub-pairs), got {x.shape} and {y.shape}")
+
+
+def _mean(values: list):
+    """(1/m) Σ_j values[j]; one value is returned as it is (single-pair rounds stay bit-identical)."""
+    return values[0] if len(values) == 1 else sum(values) / len(values)
+
+
+def round_payoff(payoff, sx: list, sy: list):
+    """u_t = (1/m) Σ_j φ_t(sx_j, sy_j) with the witness of rounds < t (module docstring: the mean of
+    the sub-pairs' payoffs keeps E[u_t | F_{t−1}] = 0 under a uniform draw of the public version)."""
+    return _mean([payoff.payoff(a, b) for a, b in zip(sx, sy)])
 
 
 class TestConfig(pydantic.BaseModel):
@@ -140,34 +189,38 @@ class SequentialTest:
         self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
 
     def update(self, x, y) -> dict:
-        """One round with pair t = (x, y); returns what happened in it."""
-        x = np.asarray(x, dtype=float)
-        y = np.asarray(y, dtype=float)
-        shape = (self.n_features,) if self.batch is None else (self.batch, self.n_features)
-        if x.shape != shape or y.shape != shape:
-            raise ValueError(f"expected rows of shape {shape}, got {x.shape} and {y.shape}")
-        sx, sy = self.scorer.score(x), self.scorer.score(y)  # 1. scorer of pairs < t
-        u = self.payoff.payoff(sx, sy)                        # 2. witness of rounds < t
+        """One round with pair t = (x, y); returns what happened in it. Rows ``(p,)`` (batch
+        ``(B, p)``) are one pair; ``(m, p)`` (batch ``(B, m, p)``) are m sub-pairs of one round, bet
+        on with the mean of their payoffs (module docstring); its ``score_x``/``score_y`` are then
+        the sub-pairs' mean scores."""
+        xs, ys = sub_pairs(x, y, self.n_features, self.batch)
+        sx = [self.scorer.score(r) for r in xs]               # 1. scorer of pairs < t
+        sy = [self.scorer.score(r) for r in ys]
+        u = round_payoff(self.payoff, sx, sy)                 # 2. witness of rounds < t
         lam = self.eprocess.lam                               #    stake of rounds < t
         wealth = self.eprocess.update(u)                      # 3. W_t, then strategy update
-        self.payoff.update(sx, sy)                            # 4. absorb pair t
-        self.scorer.update(x, y)
-        step = {"t": self.t, "score_x": sx, "score_y": sy, "u": u, "lambda": lam, "wealth": wealth}
+        for a, b in zip(sx, sy):                              # 4. absorb round t's sub-pairs
+            self.payoff.update(a, b)
+        for a, b in zip(xs, ys):
+            self.scorer.update(a, b)
+        step = {"t": self.t, "score_x": _mean(sx), "score_y": _mean(sy), "u": u, "lambda": lam, "wealth": wealth}
         if self.keep_history:
             for k in self.history:
                 self.history[k].append(step[k])
         return step
 
     def run(self, X, Y, stop_on_reject: bool = True) -> TestResult:
-        """Feed pairs (X[i], Y[i]) in order; stop at the first crossing if asked."""
+        """Feed pairs (X[i], Y[i]) in order (``(n, m, p)``: m sub-pairs a round); stop at the first
+        crossing if asked."""
         X = np.asarray(X, dtype=float)
         Y = np.asarray(Y, dtype=float)
         if self.batch is not None:
             raise ValueError("run() is for a single stream; use update() with batch rows")
         if X.ndim == 1:  # scalar scores
             X, Y = X[:, None], Y[:, None]
-        if X.shape != Y.shape or X.shape[1] != self.n_features:
-            raise ValueError(f"X and Y must both be (n, {self.n_features}); got {X.shape} and {Y.shape}")
+        if X.shape != Y.shape or X.ndim not in (2, 3) or X.shape[-1] != self.n_features:
+            raise ValueError(f"X and Y must both be (n, {self.n_features}) or (n, m, {self.n_features}) (m "
+                             f"sub-pairs a round); got {X.shape} and {Y.shape}")
         if not self.keep_history:
             raise ValueError("run() reports the per-round history; create the test with keep_history=True")
         start = len(self.history["wealth"])

@@ -24,7 +24,7 @@ import numpy as np
 from trainspotter.stats.eprocess import EProcess, wealth_path
 from trainspotter.stats.payoffs import make_payoff
 from trainspotter.stats.scoring import make_scorer
-from trainspotter.stats.sequential import SequentialTest, TestConfig, signs_of
+from trainspotter.stats.sequential import SequentialTest, TestConfig, round_payoff, signs_of, sub_pairs
 
 __all__ = ["run_batch", "stop_times", "stream_stops", "power_curve", "simulate", "simulate_many", "pollution"]
 
@@ -95,7 +95,9 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
                   signs=None) -> tuple[np.ndarray, np.ndarray]:
     """Run B streams X_t = S[idx_x[:, t]], Y_t = H[idx_y[:, t]] through the test of every
     configuration (all with the scorer settings of ``configs[0]``, oriented by ``signs``),
-    one round at a time.
+    one round at a time. ``idx_x``, ``idx_y`` of shape (B, n, m) make each round m sub-pairs
+    (S[idx_x[:, t, j]], H[idx_y[:, t, j]]), bet on with the mean of their payoffs
+    (``SequentialTest.update``; e.g. a public version against each of its k − 1 private variants).
 
     A round is ``SequentialTest.update`` shared out: the pair is scored once by the scorer
     of pairs < t; each payoff in use gives u_t from its witness of rounds < t (a witness
@@ -105,7 +107,7 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
     (configs, n). No per-round history is kept, so memory does not grow with n beyond the
     index arrays. The wealth does not depend on α, so one pass serves every 1/α.
     """
-    B, n = idx_x.shape
+    B, n = idx_x.shape[:2]
     c0 = configs[0]
     scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
                          seed=c0.seed, batch=B, signs=signs_of(c0, signs))
@@ -115,17 +117,19 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
     stops = np.zeros((len(configs), len(alphas), B), dtype=int)
     sum_logw = np.zeros((len(configs), n))
     for t in range(n):
-        x, y = S[idx_x[:, t]], H[idx_y[:, t]]
-        sx, sy = scorer.score(x), scorer.score(y)
-        u = {name: payoff.payoff(sx, sy) for name, payoff in payoffs.items()}
+        xs, ys = sub_pairs(S[idx_x[:, t]], H[idx_y[:, t]], S.shape[1], B)
+        sx, sy = [scorer.score(r) for r in xs], [scorer.score(r) for r in ys]
+        u = {name: round_payoff(payoff, sx, sy) for name, payoff in payoffs.items()}
         for k, (config, eprocess) in enumerate(zip(configs, eprocesses)):
             eprocess.update(u[config.payoff])
             logw = eprocess.log_wealth
             stops[k][(stops[k] == 0) & (logw[None, :] >= log_thr)] = t + 1
             sum_logw[k, t] = logw.sum()
         for payoff in payoffs.values():
-            payoff.update(sx, sy)
-        scorer.update(x, y)
+            for a, b in zip(sx, sy):
+                payoff.update(a, b)
+        for a, b in zip(xs, ys):
+            scorer.update(a, b)
     return stops, sum_logw
 
 
