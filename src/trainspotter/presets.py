@@ -114,6 +114,19 @@ TESTBEDS: dict[str, Testbed] = {
     "tiny-pretrain-twins-k4": Testbed("tiny-pretrain with k = 4 variants of every passage: members' "
                                       "public versions seen once; three private variants each (twins-member/, "
                                       "twins-nonmember/)", _PRETRAIN | {"twins": 4}),
+    # Generative twins (issue 35): k = 4 paraphrases of every passage by SmolLM2-135M-Instruct, sentence
+    # by sentence, each variant under its own transformers watermark, made on a GPU
+    # (benchmarks/twins_paraphrases.py, paraphrase_device.py) and replayed from the table in the
+    # repository; variants below MiniLM similarity 0.7 drop their passage. Same recipe as tiny-pretrain.
+    "tiny-pretrain-twins-smollm2": Testbed(
+        "tiny-pretrain with k = 4 generative twins of every passage (SmolLM2-135M-Instruct's watermarked "
+        "paraphrases, from benchmarks/data/twins-smollm2/): members' public versions seen once",
+        _PRETRAIN | {"twins": 4, "twins_rewriter": {
+            "name": "table", "path": "benchmarks/data/twins-smollm2/paraphrases.jsonl.gz",
+            "sha256": "ab65097f10bbe7825d64a94fa4dca6e6bcdfec6f8c1e847aa351ac5c846f2315", "keys": "per split",
+            "made": {"model": "SmolLM2-135M-Instruct (packaged Q4_1 gguf, bf16)", "device": "one H100",
+                     "unit": "sentence (first sentences to 180 words)", "script": "benchmarks/paraphrase_device.py",
+                     "sampling": "temperature 0.7, top-p 0.95", "watermark": "lefthash, bias 2.0, green share 0.25"}}}),
     # The black-box twins testbed (issue 35): BADI's 2000 passages per split, the members' public
     # versions seen twice, the exposure at which the unpaired black audit first has power
     # (benchmarks/results/exposures: seen once it has none, seen twice 554 pairs on average).

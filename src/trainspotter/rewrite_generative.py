@@ -259,9 +259,8 @@ class TableRewriter(Rewriter):
     the raw answers of a generative rewriter run elsewhere, e.g. batched on a GPU
     (``benchmarks/paraphrase_device.py``, which samples as ``HFRewriter`` does). Answers are
     cleaned as ``GenerativeRewriter``'s; an attempt the table lacks is an empty rewrite (no more
-    redraws), a passage it lacks entirely an InputError naming the table. ``used``: the rows read
-    (to prune a table to what a build needs). ``settings()``: the table's sha256 and ``made``, the
-    settings it was generated with."""
+    redraws), a passage it lacks entirely an InputError naming the table. ``settings()``: the
+    table's sha256 and ``made``, the settings it was generated with."""
 
     name = "table"
 
@@ -284,7 +283,6 @@ class TableRewriter(Rewriter):
                 self.rows[r["text_sha256"], r["key"], int(r["attempt"])] = r["text"]
             except (ValueError, KeyError, TypeError) as e:
                 raise InputError(f"{self.path}, line {n}: not a paraphrase row ({type(e).__name__}: {e})") from None
-        self.used: set[tuple[str, str, int]] = set()
 
     def rewrite(self, text: str, key: bytes) -> str:
         return self.redraw(text, key, 0, "")
@@ -296,7 +294,6 @@ class TableRewriter(Rewriter):
             if attempt == 0:
                 raise InputError(f"{self.path}: no paraphrase of {where} under this variant's key")
             raise EmptyRewrite(f"{where}: {self.path} holds no attempt {attempt}")
-        self.used.add(row)
         out = clean(self.rows[row], text)
         if not out:
             raise EmptyRewrite(f"{where}: the table's paraphrase (attempt {attempt}) is empty")

@@ -340,3 +340,28 @@ def test_the_twins_rewriter_is_in_the_fingerprint():
     # a copy that sets twins without the rewriter gets it when built (build_testbed validates again)
     copied = PRESETS["mini-pretrain"].model_copy(update={"twins": 2})
     assert TestbedConfig.model_validate(copied.model_dump()).twins_rewriter == twins.twins_rewriter
+
+
+def test_a_generative_twins_testbed_replays_the_table_it_names_by_sha256():
+    """tiny-pretrain-twins-smollm2's paraphrases are a table in the repository (made on a GPU):
+    the preset names it by path and sha256, so another table (or none) is refused, and its rows
+    cover every variant key of every split passage that the build asks for."""
+    import random
+
+    from trainspotter.config import fingerprint
+    from trainspotter.errors import InputError
+    from trainspotter.evaluation.testbed_twins import rewriter_of
+    from trainspotter.rewrite_generative import key_fingerprint
+
+    bed = PRESETS["tiny-pretrain-twins-smollm2"]
+    rewriter, per_split = rewriter_of(bed)
+    assert rewriter.name == "table" and per_split and rewriter.describe()["sha256"] == bed.twins_rewriter["sha256"]
+    keys = {key_fingerprint(random.Random(f"{bed.seed}:twins:{split}:{j}").randbytes(32))
+            for split in ("member", "nonmember", "heldout") for j in range(4)}
+    assert {k for _, k, _ in rewriter.rows} == keys and len(rewriter.rows) == 3 * 1000 * 4
+    other = bed.model_copy(update={"twins_rewriter": bed.twins_rewriter | {"sha256": "0" * 64}})
+    assert fingerprint(other) != fingerprint(bed)
+    with pytest.raises(InputError, match="another paraphrase table"):
+        rewriter_of(other)
+    with pytest.raises(InputError, match="is not in this checkout"):
+        rewriter_of(bed.model_copy(update={"twins_rewriter": bed.twins_rewriter | {"path": "nowhere.jsonl.gz"}}))
