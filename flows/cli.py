@@ -20,8 +20,8 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEA
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER_HELP, SEED,
                                            STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
                                            Scorer, SHIFT_CHECK_HELP, ShiftCheck, Strategy, TEXT_FEATURES_HELP,
-                                           TextFeatures, choice, decision, edge_specs, emit_json,
-                                           Typer, folded_table, hide_explained_failures, input_error)
+                                           TWINS_PRIVATE, TextFeatures, TwinsPrivate, choice, decision, edge_specs,
+                                           emit_json, Typer, folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
@@ -139,7 +139,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           heldout: Optional[Path] = typer.Option(None, help="Held-out passages known not to be trained on."),
           twins: Optional[Path] = typer.Option(None, help="A twins folder (`trainspotter twins make`) instead of "
                                                           "--suspect and --heldout: each passage's public version "
-                                                          "against one of its private twins."),
+                                                          "against its private twins (--twins-private)."),
+          twins_private: Optional[TwinsPrivate] = TWINS_PRIVATE,
           model: str = MODEL,
           reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
@@ -181,14 +182,15 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     from pydantic import ValidationError
 
     from trainspotter.data import load_passages
-    from trainspotter.stats.sequential import TestConfig
-
     from trainspotter.features.features import FEATURE_SETS
+    from trainspotter.stats.sequential import TestConfig
 
     # Validate everything before any flow starts, so bad input is one clear line.
     if twins is not None and (suspect or heldout is not None):
         raise InputError("option --twins: replaces --suspect and --heldout (the public and private versions of "
                          "the folder's passages); give one or the other")
+    if twins is None and twins_private is not None:
+        raise InputError("option --twins-private: applies to a twins audit only; give --twins DIR")
     if twins is None and (not suspect or heldout is None):
         raise InputError(f"option --{'suspect' if not suspect else 'heldout'}: missing; give --suspect FILE and "
                          f"--heldout FILE, or --twins DIR")
@@ -203,7 +205,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         from trainspotter.audit import AuditConfig, check_inputs
         from trainspotter.multi import AuditSetsConfig, check_sets
 
-        sides = {"twins": str(twins)} if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
+        sides = {"twins": str(twins)} | ({"twins_private": twins_private.value} if twins_private else {}) \
+            if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
         config = AuditConfig(name=name, **sides, model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],
                              max_pairs=max_pairs, batch_pairs=batch_pairs, seed=seed, ledger=ledger,
@@ -222,7 +225,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
         check_sets(config, passages)  # before any model loads
     else:
-        if twins is not None:  # the checked folder's public versions and one private twin of each
+        if twins is not None:  # the checked folder's public versions and its private twins (all, or one each)
             from trainspotter.audit import read_sides
 
             passages = dict(zip((config.suspect, config.heldout), read_sides(config)))

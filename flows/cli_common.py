@@ -33,6 +33,7 @@ Scorer = Enum("Scorer", {s: s for s in SCORERS}, type=str)
 FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
 ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, type=str)
 TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")}, type=str)  # features.text
+TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twin_rounds
 SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
                     "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
                     "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "
@@ -100,6 +101,13 @@ def choice(enum: type[Enum], option: str, default: str, help: str):
 
     return typer.Option(default, f"--{option}", parser=parse, metavar=f"[{'|'.join(names)}]",
                         help=help)
+
+
+TWINS_PRIVATE = choice(TwinsPrivate, "twins-private", None, "With --twins: each passage's public version against "
+                       "every private twin, as one round of sub-pairs (all: fewer passages to a decision, k texts "
+                       "queried per passage instead of 2, 2(k-1) with --features twins), or against one of them drawn "
+                       "with --seed (one). Default: all (a --ledger audit: its stored choice, one if begun before "
+                       "this option).")
 
 
 def choices(enum: type[Enum], option: str, value: str | None) -> list[str] | None:

@@ -16,7 +16,6 @@ names from this module with ``from trainspotter.audit import Auditor, TEST_PRESE
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Literal
@@ -25,10 +24,11 @@ from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value, blind_on
 from trainspotter.backends.spec import References, Spec
-from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs, query_fields
+from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
 from trainspotter.errors import BudgetExhausted, FieldError, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
-from trainspotter.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
+from trainspotter.ledger import (as_stored, check_setup, ledger_lock, load_ledger, new_ledger, record_run,
+                                 save_ledger, setup_of, sweep_temps, with_ledger)
 from trainspotter.matching import match_pairs
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
 from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET,  # named TestConfig overrides
@@ -36,6 +36,7 @@ from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET,  #
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
+from trainspotter.twin_rounds import audit_guard_pairs, audit_rounds, batch_queries, unused
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
@@ -83,11 +84,13 @@ class AuditConfig(BaseModel):
     placebo: Spec | None = None
     placebo_check: bool = True
     assume_exchangeable: bool = False
-    # A twins folder (trainspotter.twins): each pair is one passage's public version (suspect)
-    # against one of its private twins (held-out; for k > 2 drawn with ``seed``). ``suspect`` and
-    # ``heldout`` then name the folder's public.jsonl and private.jsonl. Exchangeable under H0 by
-    # the random draw of the public versions, so no small-audit rule applies.
+    # A twins folder (trainspotter.twins): each round is one passage's public version (suspect)
+    # against its private twins (held-out): every one of them as sub-pairs of the round (``all``), or
+    # one drawn with ``seed`` (``one``; trainspotter.twin_rounds). ``suspect`` and ``heldout`` then
+    # name the folder's public.jsonl and private.jsonl. Exchangeable under H0 by the random draw of
+    # the public versions, so no small-audit rule applies.
     twins: str | None = None
+    twins_private: Literal["all", "one"] = "all"
 
     @model_validator(mode="before")
     @classmethod
@@ -147,6 +150,11 @@ class AuditConfig(BaseModel):
         (twins), or the pairs that matching made."""
         return self.twins is not None or self.shift_check == "match"
 
+    @property
+    def every_private(self) -> bool:
+        """A twins audit whose rounds hold every private variant (``twins_private`` "all")."""
+        return self.twins is not None and self.twins_private == "all"
+
     @model_validator(mode="after")
     def _match_alone(self) -> "AuditConfig":
         if self.shift_check != "match":
@@ -184,13 +192,13 @@ def read_passages(path: str, passages: Mapping[str, list[Passage]] | None = None
 def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None = None
                ) -> tuple[list[Passage], list[Passage]]:
     """The audit's suspect and held-out passages: its two files (``read_passages``), or for a
-    twins audit the checked folder's public versions and one private twin of each, aligned
+    twins audit the checked folder's public versions and their private twins, all or one of each
     (``trainspotter.twins.read_sides``; ``passages`` may hold them already, by the two paths)."""
     if config.twins is None or (passages and config.suspect in passages and config.heldout in passages):
         return read_passages(config.suspect, passages), read_passages(config.heldout, passages)
     from trainspotter.twins import read_sides as twin_sides
 
-    return twin_sides(config.twins, config.seed)
+    return twin_sides(config.twins, config.seed, with_ledger(config).twins_private)  # (a ledger's stored choice)
 
 
 def model_extract(config: AuditConfig) -> ExtractFn:
@@ -207,30 +215,16 @@ def model_extract(config: AuditConfig) -> ExtractFn:
     return extract_fn
 
 
-def _as_stored(config: AuditConfig, stored: dict) -> AuditConfig:
-    """A ledger written before the one-sided scorer existed holds an unoriented e-process: fill
-    the fields it lacks with the values it was made with (``oriented`` False, all feature
-    columns) and, unless the caller chose ``oriented`` explicitly, continue it as it is."""
-    stored["test"].setdefault("oriented", False)
-    stored["features"].setdefault("relative_only", False)
-    stored["features"].setdefault("twin_positions", False)
-    if "oriented" not in config.test.model_fields_set and not stored["test"]["oriented"]:
-        return config.model_copy(update={"test": config.test.model_copy(update={"oriented": False})})
-    return config
-
-
-def setup_of(config: AuditConfig) -> dict:
-    """What must not change between runs of a recurring audit."""
-    return {"reference": config.model_dump(mode="json", include={"reference"})["reference"], "access": config.access,
-            "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()}
-
-
 def check_inputs(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]) -> None:
-    """InputError unless the sets are disjoint (``check_disjoint``) and a fresh audit has
-    enough pairs to be able to reject at all (otherwise every query would be spent on a
-    foregone "no evidence"). ``audit`` runs it; the CLI runs it too, before any model loads."""
+    """InputError unless the sets are disjoint (``check_disjoint``), a continued audit keeps its
+    ledger's settings (``check_setup``) and a fresh audit has enough pairs to be able to reject at
+    all (otherwise every query would be spent on a foregone "no evidence"). ``audit`` runs it; the
+    CLI runs it too, before any model loads."""
     check_disjoint(config.suspect, suspect, config.heldout, heldout)
     if config.ledger:
+        stored = load_ledger(config.name)
+        if stored is not None:
+            check_setup(stored, setup_of(as_stored(config, stored["setup"])))
         return  # a continued audit starts from the stored wealth, which may need fewer pairs
     need = min_pairs_to_reject(config.test)
     plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
@@ -264,6 +258,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         config = AuditConfig(**settings)
     elif settings:
         raise TypeError("pass either an AuditConfig or keyword settings, not both")
+    config = with_ledger(config)  # (a continued audit: as stored where not chosen, e.g. which private twins)
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = read_sides(config, passages)
     check_inputs(config, suspect, heldout)
@@ -272,7 +267,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         suspect, heldout, match = _matched(config, suspect, heldout)
     # The blind check sees every available pair (of a recurring audit: every passage there
     # is now), in the audit's pair order, before any query; it never sees model evidence.
-    every = make_pairs(suspect, heldout, seed=config.seed, paired=config.paired)
+    every = audit_guard_pairs(config, suspect, heldout)  # twins "all": the drawn private variant's (twin_rounds)
     blind = blind_on(every, config)
     if blind.fired:
         log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
@@ -289,12 +284,14 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
-        config = _as_stored(config, ledger["setup"])
+        config = as_stored(config, ledger["setup"])
         check_setup(ledger, setup_of(config))
         available, prior = (suspect, heldout), prior_of(ledger)  # for the sealed record
         # Only pairs never bet on before may enter the continued e-process.
         used = {side: set(ids) for side, ids in ledger["used"].items()}
-        if config.paired:  # twins: a passage whose public version was bet on leaves with its twin
+        if config.every_private:  # a passage whose public version was bet on leaves with its twins
+            suspect, heldout = unused(suspect, heldout, used["suspect"])
+        elif config.paired:  # twins: a passage whose public version was bet on leaves with its twin
             keep = [n for n, p in enumerate(suspect) if p["id"] not in used["suspect"]]
             suspect, heldout = [suspect[n] for n in keep], [heldout[n] for n in keep]
         else:
@@ -304,7 +301,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
         result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, guards)
         result = seal(result, config, *available, prior, run_id)
-        _record(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
+        record_run(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
         return result.model_copy(update={"ledger": str(save_ledger(ledger))})
 
 
@@ -344,18 +341,18 @@ def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]
 
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],
          extract_fn: ExtractFn, on_batch: Callable[[Auditor], None] | None, guards: Guards) -> AuditResult:
-    pairs = make_pairs(suspect, heldout, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
+    rounds = audit_rounds(config, suspect, heldout)  # one pair each, or twins "all": the passage's sub-pairs
     blind = guards.blind
     if blind.fired and config.shift_check != "continue":  # (matched: the blind check on the matched pairs)
-        return auditor.result(blind, config.name, "shift", auditor.t0 + len(pairs), config.seed,
+        return auditor.result(blind, config.name, "shift", auditor.t0 + len(rounds), config.seed,
                               twins=config.twins is not None, references=len(config.reference))
     meter = UsageMeter([config.model, *config.reference, config.placebo])
-    stopped_by = "data"
-    for batch_no, start in enumerate(range(0, len(pairs), config.batch_pairs)):
+    stopped_by, texts = "data", 0
+    for batch_no, start in enumerate(range(0, len(rounds), config.batch_pairs)):
         if auditor.rejected:
             break  # evidence reached 1/α: stop querying
-        batch = pairs[start:start + config.batch_pairs]
-        passages = [query_fields(p) for p in [x for x, _ in batch] + [y for _, y in batch]]
+        batch = rounds[start:start + config.batch_pairs]
+        passages, where, sizes = batch_queries(batch, config.every_private, config.features.twin_positions)
         try:
             rows = extract_fn(passages, batch_no)
         except BudgetExhausted as e:
@@ -364,8 +361,9 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
             break
         if len(rows) != len(passages):
             raise InputError(f"extract_fn returned {len(rows)} rows for {len(passages)} passages")
-        sides = ["suspect"] * len(batch) + ["heldout"] * len(batch)
-        auditor.feed([dict(r, id=p["id"], set=s) for r, p, s in zip(rows, passages, sides)])
+        texts += len(passages)
+        sides = ["suspect"] * (len(where) // 2) + ["heldout"] * (len(where) // 2)
+        auditor.feed([dict(rows[n], id=passages[n]["id"], set=s) for n, s in zip(where, sides)], sizes)
         log.info("pairs %d, wealth %.3g", auditor.test.t, auditor.test.wealth)
         if on_batch is not None:
             on_batch(auditor)
@@ -374,23 +372,8 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
                          f"audit {config.name!r}: the query budget ran out before the first pair")
     placebo = guards.placebo(config, auditor.evidence(config.blind_test.alpha))
     return auditor.result(
-        blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(pairs), config.seed,
+        blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(rounds), config.seed,
         placebo=placebo, unguarded_min_pairs=config.unguarded_min_pairs, twins=config.twins is not None,
-        references=len(config.reference), pairs_beyond=min(len(suspect), len(heldout)) - len(pairs),
-        **meter.report(auditor.pairs_queried, len(pairs) - auditor.pairs_queried))
-
-
-def _record(ledger: dict, config: AuditConfig, auditor: Auditor, result: AuditResult, run_id: str) -> None:
-    """Store the continued state, the pairs consumed and one history row."""
-    if auditor.test is not None:
-        ledger["state"], ledger["columns"] = auditor.test.to_dict(), auditor.columns
-    for side in ("suspect", "heldout"):
-        ledger["used"][side] += [r["id"] for r in auditor.rows if r["set"] == side]
-    ledger["runs"].append({
-        "run_id": run_id, "finished": time.time(), "model": config.model.text,
-        "model_fingerprint": config.model.fingerprint, "pairs_added": result.pairs_this_run,
-        "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
-        "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
-        "verdict": result.verdict, "blind_e_value": result.blind.e_value,
-        "placebo_e_value": result.placebo.e_value if result.placebo.ran else None,
-        "record_chain": result.record["end"]["chain"]})  # the next run's record continues this chain
+        references=len(config.reference), pairs_beyond=min(len(suspect), len(heldout)) - len(rounds),
+        **({"texts_queried": texts} if config.every_private else {}),
+        **meter.report(auditor.pairs_queried, len(rounds) - auditor.pairs_queried))

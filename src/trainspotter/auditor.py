@@ -93,7 +93,9 @@ class Auditor:
     Each ``feed`` takes the rows of one batch of pairs: every row has ``id``, ``set``
     ("suspect" or "heldout") and the feature columns; pair i is the i-th suspect row with
     the i-th held-out row. Pairs go through ``SequentialTest.update`` in order (scored and
-    bet on with what was fitted on earlier pairs only) until W_t ≥ 1/α.
+    bet on with what was fitted on earlier pairs only) until W_t ≥ 1/α; ``rounds``: how many
+    consecutive pairs make each round (sub-pairs bet on together, a twins audit of every private
+    variant; ``round_of``: each pair's round, counted from this run's first).
     """
 
     def __init__(self, config: TestConfig | None = None, state: SequentialTest | None = None,
@@ -105,7 +107,8 @@ class Auditor:
             raise InputError(f"stored test has {state.n_features} features but {len(self.columns)} columns")
         self.t0, self.w0 = (state.t, float(state.wealth)) if state is not None else (0, 1.0)
         self.rows: list[dict] = []  # the rows bet on, in order
-        self.pairs_queried = 0
+        self.round_of: list[int] = []  # per pair bet on, its round (index into ``history``)
+        self.pairs_queried = 0  # rounds
 
     @property
     def rejected(self) -> bool:
@@ -115,20 +118,28 @@ class Auditor:
         """The e-value has reached 1/``alpha`` (the guards' level; the test's own may be lower)."""
         return self.test is not None and float(self.test.e_value) >= 1 / alpha
 
-    def feed(self, rows: list[dict]) -> bool:
-        """Bet on the pairs of one batch; True once the test rejects (stop querying)."""
+    def feed(self, rows: list[dict], rounds: list[int] | None = None) -> bool:
+        """Bet on the rounds of one batch (``rounds``: each one's number of pairs, default one
+        each; m > 1: ``SequentialTest.update`` with (m, p) rows); True once the test rejects."""
         sides = {s: [r for r in rows if r.get("set") == s] for s in ("suspect", "heldout")}
         if len(sides["suspect"]) != len(sides["heldout"]) or 2 * len(sides["suspect"]) != len(rows):
             raise InputError("Auditor.feed: each row needs set 'suspect' or 'heldout', as many of each")
-        self.pairs_queried += len(sides["suspect"])
+        rounds = [1] * len(sides["suspect"]) if rounds is None else list(rounds)
+        if sum(rounds) != len(sides["suspect"]) or min(rounds, default=1) < 1:
+            raise InputError(f"Auditor.feed: rounds of {rounds} pairs for {len(sides['suspect'])} pairs")
+        self.pairs_queried += len(rounds)
         if not rows or self.rejected:
             return self.rejected
         if self.test is None:
             self.columns = self.columns or _first_batch_columns(rows)
             self.test = SequentialTest(len(self.columns), self.config, signs=directions(self.columns))
-        for x, y in zip(sides["suspect"], sides["heldout"]):
-            self.test.update(self._vector(x), self._vector(y))
-            self.rows += [x, y]
+        pairs, start = list(zip(sides["suspect"], sides["heldout"])), 0
+        for m in rounds:
+            xs, ys = (np.stack([self._vector(p[s]) for p in pairs[start:start + m]]) for s in (0, 1))
+            self.test.update(*((xs[0], ys[0]) if m == 1 else (xs, ys)))  # one pair: as before sub-pairs
+            self.rows += [r for pair in pairs[start:start + m] for r in pair]
+            self.round_of += [self.test.t - self.t0 - 1] * m
+            start += m
             if self.test.rejected:
                 break
         return self.rejected

@@ -24,11 +24,17 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
 from trainspotter.config import artifacts_root
 from trainspotter.errors import InputError
+
+if TYPE_CHECKING:
+    from trainspotter.audit import AuditConfig
+    from trainspotter.auditor import Auditor
+    from trainspotter.verdict import AuditResult
 
 SCHEMA = 1
 
@@ -113,3 +119,51 @@ def sweep_temps(name: str, root: Path | None = None) -> list[Path]:
 def history(ledger: dict) -> list[dict]:
     """One row per run: pairs added, wealth before and after, decision so far."""
     return ledger["runs"]
+
+
+def setup_of(config: "AuditConfig") -> dict:
+    """What must not change between runs of a recurring audit (of twins: which private variants)."""
+    return {"reference": config.model_dump(mode="json", include={"reference"})["reference"], "access": config.access,
+            "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()} | (
+        {"twins_private": config.twins_private} if config.twins is not None else {})
+
+
+def as_stored(config: "AuditConfig", stored: dict) -> "AuditConfig":
+    """A ledger written before the one-sided scorer existed holds an unoriented e-process: fill
+    the fields it lacks with the values it was made with (``oriented`` False, all feature
+    columns) and, unless the caller chose ``oriented`` explicitly, continue it as it is. Likewise
+    a twins ledger begun before ``twins_private`` existed bet on one private variant ("one"); a
+    twins audit that does not choose ``twins_private`` continues with the stored one."""
+    stored["test"].setdefault("oriented", False)
+    stored["features"].setdefault("relative_only", False)
+    stored["features"].setdefault("twin_positions", False)
+    if config.twins is not None:
+        stored.setdefault("twins_private", "one")
+        if "twins_private" not in config.model_fields_set:
+            config = config.model_copy(update={"twins_private": stored["twins_private"]})
+    if "oriented" not in config.test.model_fields_set and not stored["test"]["oriented"]:
+        return config.model_copy(update={"test": config.test.model_copy(update={"oriented": False})})
+    return config
+
+
+def with_ledger(config: "AuditConfig") -> "AuditConfig":
+    """A continued audit's config with what its stored ledger fixes and the caller left open
+    (``as_stored``: e.g. which private twins), so its passages are read as they will be bet on."""
+    stored = load_ledger(config.name) if config.ledger else None
+    return config if stored is None else as_stored(config, stored["setup"])
+
+
+def record_run(ledger: dict, config: "AuditConfig", auditor: "Auditor", result: "AuditResult", run_id: str) -> None:
+    """Store the continued state, the passages consumed (each id once) and one history row."""
+    if auditor.test is not None:
+        ledger["state"], ledger["columns"] = auditor.test.to_dict(), auditor.columns
+    for side in ("suspect", "heldout"):  # (twins "all": a public version is in each of its round's sub-pairs)
+        ledger["used"][side] += list(dict.fromkeys(r["id"] for r in auditor.rows if r["set"] == side))
+    ledger["runs"].append({
+        "run_id": run_id, "finished": time.time(), "model": config.model.text,
+        "model_fingerprint": config.model.fingerprint, "pairs_added": result.pairs_this_run,
+        "pairs_total": result.pairs_used, "wealth_start": result.wealth_start,
+        "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
+        "verdict": result.verdict, "blind_e_value": result.blind.e_value,
+        "placebo_e_value": result.placebo.e_value if result.placebo.ran else None,
+        "record_chain": result.record["end"]["chain"]})  # the next run's record continues this chain

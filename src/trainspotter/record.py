@@ -17,7 +17,9 @@ What it holds (sections, each with its own sha256 in ``sections``):
   answers they were computed from (``features.answers``: token ids and log-probs of target and
   references; black-box access, ``features.black_answers``: greedy tokens, their strings, MiniLM
   similarities, continuations; each with its sha256) and the wealth, stake, payoff and
-  scores after it; hash-chained: batch k's digest is
+  scores after it (a twins audit of every private variant: one round is several pairs, the
+  sub-pairs of one passage, with one ``t``; ``result.rounds`` says how many and the texts
+  queried); hash-chained: batch k's digest is
   sha256(digest of batch k−1 + its pairs), the first batch continuing the chain head of the
   earlier run of a recurring audit (kept in the ledger), or ``GENESIS``.
 
@@ -28,6 +30,7 @@ What it holds (sections, each with its own sha256 in ``sections``):
 from __future__ import annotations
 
 import functools
+from collections import Counter
 import hashlib
 import json
 import subprocess
@@ -56,7 +59,7 @@ STEP_FIELDS = ("wealth", "lambda", "u", "score_x", "score_y")
 # The library code a replay depends on (verify reports when the checkout's differs).
 REPLAY_CODE = ("trainspotter.auditor", "trainspotter.data", "trainspotter.verdict", "trainspotter.record",
                "trainspotter.features.text", "trainspotter.features.orientation", "trainspotter.features.catalog",
-               "trainspotter.presets",
+               "trainspotter.presets", "trainspotter.twin_rounds",
                "trainspotter.stats.sequential", "trainspotter.stats.blind", "trainspotter.stats.eprocess",
                "trainspotter.stats.payoffs", "trainspotter.stats.strategies", "trainspotter.stats.scoring",
                "trainspotter.stats.newton_scorer", "trainspotter.stats.adam_scorer",
@@ -183,13 +186,16 @@ def _placebo(result: "AuditResult", texts: dict) -> dict:
 
 
 def _batches(result: "AuditResult", texts: dict, batch_pairs: int, t0: int, previous: str) -> list[dict]:
+    """The chained batches of ``batch_pairs`` rounds. A pair's ``t`` is its round: the sub-pairs of
+    one round (a twins audit of every private variant) share it and the round's step fields."""
     auditor = result._auditor
-    rows, steps = (auditor.rows, auditor.history) if auditor is not None else ([], {})
-    pairs = [{"t": t0 + i + 1, "suspect": _row(rows[2 * i], texts), "heldout": _row(rows[2 * i + 1], texts),
-              **{k: steps[k][i] for k in STEP_FIELDS}} for i in range(len(rows) // 2)]
+    rows, steps, of = (auditor.rows, auditor.history, auditor.round_of) if auditor is not None else ([], {}, [])
+    pairs = [{"t": t0 + of[i] + 1, "suspect": _row(rows[2 * i], texts), "heldout": _row(rows[2 * i + 1], texts),
+              **{k: steps[k][of[i]] for k in STEP_FIELDS}} for i in range(len(rows) // 2)]
+    starts = [i for i, p in enumerate(pairs) if i == 0 or p["t"] != pairs[i - 1]["t"]] + [len(pairs)]
     batches, prev = [], previous
-    for start in range(0, len(pairs), batch_pairs):
-        chunk = pairs[start:start + batch_pairs]
+    for n in range(0, len(starts) - 1, batch_pairs):
+        chunk = pairs[starts[n]:starts[min(n + batch_pairs, len(starts) - 1)]]
         prev = batch_digest(prev, chunk)
         batches.append({"pairs": chunk, "digest": prev})
     return batches
@@ -228,7 +234,7 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
         "blind": {"wealth": list(result.blind.wealth)},
         "placebo": _placebo(result, texts),
         "result": {k: getattr(result, k) for k in RESULT_FIELDS}
-        | {"blind": {k: getattr(result.blind, k) for k in BLIND_FIELDS}},
+        | {"blind": {k: getattr(result.blind, k) for k in BLIND_FIELDS}} | _rounds(result, config),
         "end": {"state_sha256": state_sha256(end_state),
                 "chain": batches[-1]["digest"] if batches else prior["previous"]},
         "batches": batches,
@@ -239,6 +245,16 @@ def seal(result: "AuditResult", config: "AuditConfig", suspect: list[dict], held
     sealed = result.model_copy(update={"record_digest": record["digest"]})
     sealed._record = record
     return sealed
+
+
+def _rounds(result: "AuditResult", config: "AuditConfig") -> dict:
+    """A twins audit of every private variant: how many sub-pairs each round of this run held
+    (the batches' pairs with one ``t``) and how many texts it sent the model."""
+    if not config.every_private:
+        return {}
+    of = result._auditor.round_of if result._auditor is not None else []
+    return {"rounds": {"twins_private": "all", "sub_pairs": list(Counter(of).values()),
+                       "texts_queried": result.texts_queried}}
 
 
 def _twins(config: "AuditConfig") -> dict:

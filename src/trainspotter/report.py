@@ -91,6 +91,7 @@ REPORT_TEMPLATE = """<!doctype html>
 <tr><th>fixed-n DI p-value (Maini et al., comparison only)</th><td class="num">{{ '—' if s.baseline_p_value is none else '%.4g' % s.baseline_p_value }}</td></tr>
 <tr><th>pairs used / available</th><td class="num">{{ s.pairs_used }} / {{ s.pairs_available }}</td></tr>
 <tr><th>pairs queried this run</th><td class="num">{{ s.pairs_queried }}</td></tr>
+{% if s.texts_queried %}<tr><th>texts queried this run (each pair a passage against every private twin)</th><td class="num">{{ s.texts_queried }}</td></tr>{% endif %}
 <tr><th>stop time</th><td class="num">{{ s.stop_time if s.stop_time is not none else '—' }}</td></tr>
 {% for k, v in (s.usage or {}).items() %}<tr><th>{{ k }}</th><td class="num">{{ v }}</td></tr>{% endfor %}
 {% for name, a in (s.api or {}).items() %}<tr><th>API mode of <code>{{ name }}</code></th><td>{{ a.summary }}</td></tr>{% endfor %}

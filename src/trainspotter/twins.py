@@ -6,7 +6,7 @@ public version) and the others are kept (the private versions). Under H0 "the mo
 on no version of these passages" the public and the private versions of a passage are
 exchangeable *because the draw was random*: whatever the rewriter did, which variant a model
 could have seen was decided by a fair die, independent of every model. An audit then pairs each
-passage's public version (suspect side) with one of its private twins (held-out side), and the
+passage's public version (suspect side) with its private twins (held-out side; ``twin_rounds``), and the
 BADI e-process (Sec. 4) bets on those pairs: a paired, anytime-valid version of STAMP's test
 (Rastogi, Maini & Pruthi, ICML 2025, Sec. 3: k rewrites, one published at random, a paired test
 of the model's likelihood of the public against the private versions).
@@ -56,6 +56,7 @@ from pathlib import Path
 from trainspotter.errors import InputError
 from trainspotter.rewrite import WORD as _WORD  # noqa: F401  (re-exported: the tests read it)
 from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter
+from trainspotter.twin_rounds import draw_private
 
 FORMAT, VERSION = "trainspotter-twins", 1
 FILES = ("public.jsonl", "private.jsonl", "keys.json")  # hashed in manifest.json
@@ -117,18 +118,20 @@ class Twins:
     def draw(self) -> list[tuple[str, int]]:
         return [(i, self.public[i]) for i in self.ids]
 
-    def sides(self, seed: int = 0) -> tuple[list[dict], list[dict]]:
-        """The audit's two sides, aligned: the public versions (suspect) and, per passage, one
-        private variant drawn with ``seed`` (held-out; ids ``ID#VARIANT``). ``make_pairs(...,
-        paired=True)`` keeps each passage's two versions in one pair. Each side's ``twin`` is the
-        other version's text, for the changed-position features (``features.twin_positions``)."""
+    def sides(self, seed: int = 0, private: str = "one") -> tuple[list[dict], list[dict]]:
+        """The audit's two sides: the public versions (suspect) and, per passage, one private
+        variant drawn with ``seed`` (held-out; ids ``ID#VARIANT``), aligned: ``make_pairs(...,
+        paired=True)`` keeps each passage's two versions in one pair. ``private="all"``: every
+        private variant, in file order (``twin_rounds.every_round`` groups them per passage). Each
+        side's ``twin`` is the other version's text, for the changed-position features
+        (``features.twin_positions``; a public version's, its first private one's)."""
         suspect, heldout = [], []
         for i in self.ids:
-            private = sorted(j for j in self.variants[i] if j != self.public[i])
-            j = private[0] if len(private) == 1 else random.Random(f"{seed}:twin:{i}").choice(private)
-            public, twin = self.variants[i][self.public[i]], self.variants[i][j]
-            suspect.append({"id": i, "text": public, "twin": twin})
-            heldout.append({"id": f"{i}#{j}", "text": twin, "twin": public})
+            variants = sorted(j for j in self.variants[i] if j != self.public[i])
+            chosen = variants if private == "all" else [draw_private(i, variants, seed)]
+            public = self.variants[i][self.public[i]]
+            suspect.append({"id": i, "text": public, "twin": self.variants[i][chosen[0]]})
+            heldout += [{"id": f"{i}#{j}", "text": self.variants[i][j], "twin": public} for j in chosen]
         return suspect, heldout
 
 
@@ -379,6 +382,6 @@ def verify_commitment(folder: str | Path, salt: str | bytes | None = None) -> bo
     return hmac.compare_digest(commitment(twins.draw(), salt), str(want))
 
 
-def read_sides(folder: str | Path, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def read_sides(folder: str | Path, seed: int = 0, private: str = "one") -> tuple[list[dict], list[dict]]:
     """The two sides of a twins audit (``Twins.sides``) of a checked folder (``load_twins``)."""
-    return load_twins(folder).sides(seed)
+    return load_twins(folder).sides(seed, private)

@@ -78,6 +78,9 @@ class AuditResult(BaseModel):
     pairs_used: int  # pairs in the e-process so far (all runs of a recurring audit)
     pairs_this_run: int
     pairs_queried: int  # this run; can exceed pairs_this_run by the rest of the rejecting batch
+    # a twins audit of every private variant (``twins_private`` "all"): its pairs are rounds of sub-pairs
+    # (one passage each) and this run sent the model this many texts (``twin_rounds.batch_queries``)
+    texts_queried: int | None = None
     pairs_available: int
     stop_time: int | None
     stopped_by: Literal["rejected", "budget", "data", "shift"]  # shift: the blind check fired, nothing queried

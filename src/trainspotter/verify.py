@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -119,16 +120,21 @@ def _check_twins(twins: dict) -> Check:
 
 
 def _check_pair_order(record: dict, config) -> Check:
-    """The pairs bet on are those the seed draws from the passages not used before."""
-    from trainspotter.data import make_pairs
+    """The pairs bet on are those the seed draws from the passages not used before, in the
+    rounds it draws (a twins audit of every private variant: a passage's sub-pairs share a t)."""
+    from trainspotter.twin_rounds import audit_rounds, unused
 
     used = {s: set(record["start"]["used"][s]) for s in SIDES}
     sides = [[p for p in record["passages"][s] if p["id"] not in used[s]] for s in SIDES]
-    drawn = make_pairs(*sides, seed=config.seed, max_pairs=config.max_pairs, paired=config.paired)
+    if config.every_private:
+        sides = unused(*(record["passages"][s] for s in SIDES), used["suspect"])
+    rounds = audit_rounds(config, *sides)
+    drawn = [pair for r in rounds for pair in r]
+    t = [record["start"]["t0"] + n + 1 for n, r in enumerate(rounds) for _ in r]
     pairs = _pairs(record)
     for i, pair in enumerate(pairs):
-        got = tuple(pair[s]["id"] for s in SIDES)
-        want = tuple(p["id"] for p in drawn[i]) if i < len(drawn) else None
+        got = tuple(pair[s]["id"] for s in SIDES) + (pair["t"],)
+        want = tuple(p["id"] for p in drawn[i]) + (t[i],) if i < len(drawn) else None
         if got != want:
             return Check("pair order", False, f"pair {pair['t']}: ids {got} are not the pair that seed {config.seed} "
                                               f"draws there ({want}): config.seed or the passages were changed")
@@ -147,10 +153,9 @@ def _check_features(record: dict, config) -> Check:
 
 def _replay_blind(record: dict, config):
     from trainspotter.audit import blind_on
-    from trainspotter.data import make_pairs
+    from trainspotter.twin_rounds import audit_guard_pairs
 
-    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed,
-                       paired=config.paired)
+    every = audit_guard_pairs(config, record["passages"]["suspect"], record["passages"]["heldout"])
     blind = blind_on(every, config)
     recorded = record["blind"]["wealth"]
     exact = blind.wealth == recorded
@@ -174,11 +179,13 @@ def _replay_model(record: dict, config):
         return None, Check("model test", False, "start: the stored e-process state does not match its sha256")
     state = SequentialTest.from_dict(copy.deepcopy(start["state"])) if start["state"] is not None else None
     auditor = Auditor(config.test, state, start["columns"] if state is not None else None)
-    for b in record["batches"]:
-        auditor.feed([dict(p[s]["features"], id=p[s]["id"], set=s) for s in SIDES for p in b["pairs"]])
-    pairs, hist = _pairs(record), auditor.history
+    for b in record["batches"]:  # the rounds as recorded: a round's sub-pairs share their t
+        rounds = list(Counter(p["t"] for p in b["pairs"]).values())
+        auditor.feed([dict(p[s]["features"], id=p[s]["id"], set=s) for s in SIDES for p in b["pairs"]], rounds)
+    pairs, hist, t0 = _pairs(record), auditor.history, start["t0"]
     exact = True
-    for i, pair in enumerate(pairs):
+    for pair in pairs:  # pair t's steps are round t's (the sub-pairs of one round share them)
+        i = pair["t"] - t0 - 1
         if i >= len(hist["wealth"]):
             return auditor, Check("model test", False, f"pair {pair['t']}: recorded, but the replayed test "
                                                        f"rejected at pair {pair['t'] - 1} and stopped")
@@ -188,19 +195,21 @@ def _replay_model(record: dict, config):
                                                            f"held-out {pair['heldout']['id']!r}): {f} recorded "
                                                            f"{pair[f]!r}, replayed {hist[f][i]!r}")
             exact = exact and pair[f] == hist[f][i]
-    if len(hist["wealth"]) != len(pairs):
-        return auditor, Check("model test", False, f"{len(pairs)} pairs recorded, {len(hist['wealth'])} replayed")
+    rounds = len({p["t"] for p in pairs})
+    if len(hist["wealth"]) != rounds:
+        return auditor, Check("model test", False, f"{rounds} pairs recorded, {len(hist['wealth'])} replayed")
     how = "bit-for-bit" if exact else f"within {TOLERANCE:g}"
+    subs = f" ({len(pairs)} sub-pairs)" if len(pairs) != rounds else ""
     return auditor, Check("model test", True, f"replayed from the features: wealth, stake, payoff and scores of "
-                                              f"{len(pairs)} pairs match {how}")
+                                              f"{rounds} pairs{subs} match {how}")
 
 
 def _replay_placebo(record: dict, config, auditor, blind):
     """The placebo check (trainspotter.placebo) replayed from its recorded rows: the audit's test
     at the guards' level on the placebo model's features of every available pair, batch by batch."""
     from trainspotter.auditor import Auditor
-    from trainspotter.data import make_pairs
     from trainspotter.placebo import PlaceboResult
+    from trainspotter.twin_rounds import audit_guard_pairs
 
     recorded = PlaceboResult(**record["placebo"]["result"])
     pairs = record["placebo"]["pairs"]
@@ -211,8 +220,7 @@ def _replay_placebo(record: dict, config, auditor, blind):
         return recorded, Check("placebo check", ok, "did not run, as the replay says" if ok else
                                "placebo.result.ran: recorded false, but the model's e-value reached the "
                                "guards' 1/α with a placebo model, so it must have run")
-    every = make_pairs(record["passages"]["suspect"], record["passages"]["heldout"], seed=config.seed,
-                       paired=config.paired)
+    every = audit_guard_pairs(config, record["passages"]["suspect"], record["passages"]["heldout"])
     every = every if config.ledger else every[:config.max_pairs]
     test = Auditor(config.blind_test)
     for start in range(0, len(pairs), config.batch_pairs):
@@ -336,7 +344,7 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
     if "twins" in record["inputs"]:
         checks.append(_check_twins(record["inputs"]["twins"]))
     try:
-        config = AuditConfig(**record["config"])
+        config = AuditConfig(**{"twins_private": "one", **record["config"]})  # (older records: one drawn)
     except (ValidationError, InputError) as e:
         checks.append(Check("config", False, f"config: not a valid audit config ({str(e).splitlines()[0]})"))
         config = None

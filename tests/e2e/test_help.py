@@ -145,6 +145,11 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
         return stated == "from the preset" and param.default is None  # AuditConfig fills it from --preset
     if verb == "audit" and name == "preset":  # AuditConfig: TWINS_PRESET for twins, else DEFAULT_PRESET
         return stated == f"{DEFAULT_PRESET} ({TWINS_PRESET} with --twins)" and param.default is None
+    if verb == "audit" and name == "twins_private":  # None: AuditConfig's default, or a continued ledger's choice
+        from trainspotter.audit import AuditConfig
+
+        default = AuditConfig.model_fields["twins_private"].default
+        return stated.startswith(f"{default} (a --ledger audit: its stored choice") and param.default is None
     if verb == "extract" and name in ("perturbations", "sequence"):
         return stated == "from --features" and param.default is None  # extract_cmd: the set's flag
     if name == "tracking_uri":
