@@ -1,13 +1,14 @@
-"""Generative twins on a GPU (issue 35): SmolLM2-135M-Instruct paraphrases a testbed's passages
-under each variant's watermark, batched, for `bench_twins_generative.py` (which writes the jobs
-and reads the answers back into the testbed's paraphrase table).
+"""Generative twins on a GPU (issue 35): SmolLM2-135M-Instruct paraphrases a testbed's passages,
+sentence by sentence, under each variant's watermark, batched, for `twins_paraphrases.py` (which
+writes the jobs and joins the answers into the testbed's paraphrase table). Whole passages came
+back as one or two sentences from this small model; single sentences keep their length better.
 
 Standalone on purpose (torch, transformers and gguf only: the device machine has none of
-trainspotter's other dependencies). What it does is ``trainspotter.rewrite_generative.HFRewriter``
-on a CUDA device, batched: the same instruction in the tokenizer's chat template, sampling at
-temperature 0.7 / top-p 0.95 / top-k 0, new tokens capped at 1.5 × the passage's tokens + 16,
+trainspotter's other dependencies). It samples as ``trainspotter.rewrite_generative.HFRewriter``
+does, on a CUDA device, batched, one sentence at a time: the same instruction in the tokenizer's chat template, sampling at
+temperature 0.7 / top-p 0.95 / top-k 0, new tokens capped at 1.5 × the sentence's tokens + 16,
 and transformers' watermark (``WatermarkingConfig``: lefthash, context width 1, bias 2.0, green
-share 0.25) with the variant's hashing key. One batch holds one variant of one split (one key);
+share 0.25) with the variant's hashing key. A group of batches holds one variant of one split (one key);
 its sampling seed comes with the job (a batch shares one generator, so a passage's rewrite
 depends on its batch: the table, not this script, is what a testbed is rebuilt from).
 
