@@ -24,7 +24,6 @@ import argparse
 import gzip
 import hashlib
 import json
-import random
 import re
 from pathlib import Path
 
@@ -44,17 +43,12 @@ def sentences(text: str, words: int = MIN_WORDS) -> list[str]:
     return out
 
 
-def split_keys(config, split: str) -> list[bytes]:
-    """The testbed's per-split variant keys, as ``testbed_twins.build_twins`` draws them."""
-    return [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(K)]
-
-
 def config_and_splits():
     from trainspotter.assets import wikipedia_leads
     from trainspotter.evaluation.lm_training import train_tokenizer
     from trainspotter.evaluation.testbed import PRESETS, _splits
 
-    config = PRESETS["tiny-pretrain-twins"]
+    config = PRESETS["tiny-pretrain-twins"].model_copy(update={"twins": K})
     records = wikipedia_leads()
     tokenizer = train_tokenizer([r["text"] for r in records], config.vocab_size)
     encoded = tokenizer([r["text"] for r in records], add_special_tokens=False)["input_ids"]
@@ -62,6 +56,7 @@ def config_and_splits():
 
 
 def jobs(out: Path) -> None:
+    from trainspotter.evaluation.testbed_twins import split_keys
     from trainspotter.rewrite_generative import INSTRUCTION, key_fingerprint, sample_seed, text_digest, watermark_key
 
     config, records, chosen = config_and_splits()

@@ -136,7 +136,7 @@ class Auditor:
         pairs, start = list(zip(sides["suspect"], sides["heldout"])), 0
         for m in rounds:
             xs, ys = (np.stack([self._vector(p[s]) for p in pairs[start:start + m]]) for s in (0, 1))
-            self.test.update(*((xs[0], ys[0]) if m == 1 else (xs, ys)))  # one pair: as before sub-pairs
+            self.test.update(xs, ys)  # (m, p) rows; m = 1 is bit-identical to one pair's rows
             self.rows += [r for pair in pairs[start:start + m] for r in pair]
             self.round_of += [self.test.t - self.t0 - 1] * m
             start += m

@@ -125,9 +125,8 @@ def _check_pair_order(record: dict, config) -> Check:
     from trainspotter.twin_rounds import audit_rounds, unused
 
     used = {s: set(record["start"]["used"][s]) for s in SIDES}
-    sides = [[p for p in record["passages"][s] if p["id"] not in used[s]] for s in SIDES]
-    if config.every_private:
-        sides = unused(*(record["passages"][s] for s in SIDES), used["suspect"])
+    sides = (unused(*(record["passages"][s] for s in SIDES), used["suspect"]) if config.every_private
+             else [[p for p in record["passages"][s] if p["id"] not in used[s]] for s in SIDES])
     rounds = audit_rounds(config, *sides)
     drawn = [pair for r in rounds for pair in r]
     t = [record["start"]["t0"] + n + 1 for n, r in enumerate(rounds) for _ in r]

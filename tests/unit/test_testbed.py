@@ -346,18 +346,15 @@ def test_a_generative_twins_testbed_replays_the_table_it_names_by_sha256():
     """tiny-pretrain-twins-smollm2's paraphrases are a table in the repository (made on a GPU):
     the preset names it by path and sha256, so another table (or none) is refused, and its rows
     cover every variant key of every split passage that the build asks for."""
-    import random
-
     from trainspotter.config import fingerprint
     from trainspotter.errors import InputError
-    from trainspotter.evaluation.testbed_twins import rewriter_of
+    from trainspotter.evaluation.testbed_twins import rewriter_of, split_keys
     from trainspotter.rewrite_generative import key_fingerprint
 
     bed = PRESETS["tiny-pretrain-twins-smollm2"]
     rewriter, per_split = rewriter_of(bed)
     assert rewriter.name == "table" and per_split and rewriter.describe()["sha256"] == bed.twins_rewriter["sha256"]
-    keys = {key_fingerprint(random.Random(f"{bed.seed}:twins:{split}:{j}").randbytes(32))
-            for split in ("member", "nonmember", "heldout") for j in range(4)}
+    keys = {key_fingerprint(key) for split in ("member", "nonmember", "heldout") for key in split_keys(bed, split)}
     assert {k for _, k, _ in rewriter.rows} == keys and len(rewriter.rows) == 3 * 1000 * 4
     other = bed.model_copy(update={"twins_rewriter": bed.twins_rewriter | {"sha256": "0" * 64}})
     assert fingerprint(other) != fingerprint(bed)

@@ -14,7 +14,12 @@ from trainspotter.errors import InputError
 if TYPE_CHECKING:
     from trainspotter.evaluation.testbed import TestbedConfig
 
-__all__ = ["build_twins", "rewriter_of"]
+__all__ = ["build_twins", "rewriter_of", "split_keys"]
+
+
+def split_keys(config: TestbedConfig, split: str) -> list[bytes]:
+    """A split's variant keys when each split has its own (``rewriter_of``): from the seed and the split."""
+    return [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(config.twins)]
 
 
 def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[int]], tokenizer,
@@ -37,7 +42,7 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
     kept, made = {}, {}
     for split, ids in chosen.items():
         if per_split:  # each split its own keys (another dataset's), from the seed and the split
-            keys = [random.Random(f"{config.seed}:twins:{split}:{j}").randbytes(32) for j in range(config.twins)]
+            keys = split_keys(config, split)
         twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
                            rewriter, keys=keys, rng=rng, similarity=True, **gate)
         tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
