@@ -308,14 +308,15 @@ def _fixed(row: dict | None) -> str:
                                    f"pairs on average ({row.get('pairs_for_95pct') or '–'} for 95%)")
 
 
-def _stamp(stamp: dict | None, res: dict) -> list[str]:
+def _stamp(stamp: dict | None, res: dict, rows: str = "twins, members") -> list[str]:
     """The STAMP t-test section: power and H0 rate at each fixed n, n for 80% power, beside the
-    e-process's pairs for 80% of its trials."""
+    e-process's pairs for 80% of its trials (its results whose keys begin with ``rows``)."""
     if not stamp:
         return []
     ns = [n for n in map(str, STAMP_NS) if all(n in row for row in stamp.values())]
     lines = ["", "## STAMP's paired t-test on the same twins (fixed n)", "",
-             "One-sided paired t-test (α = 0.05) of the public version's against its private twin's value, on the "
+             "One-sided paired t-test (α = 0.05) of the public version's against its private twin's value (k > 2: the "
+             "mean of its private versions' values, per passage), on the "
              "first n pairs of each members' trial order (power) and of each fresh H0 draw (rate); n = all: the one "
              "test on every member pair.", "",
              "| t-test on | " + " | ".join(f"n = {n}" for n in ns) + " | n = all: p | n for 80% power |",
@@ -324,9 +325,9 @@ def _stamp(stamp: dict | None, res: dict) -> list[str]:
         at80 = next((n for n in ns if row[n]["power"] >= 0.8), None)
         lines.append(f"| {name} | " + " | ".join(f"{row[n]['power']:.2f} (H0 {row[n]['h0']:.3f})" for n in ns)
                      + f" | {row['all']['p']:.2g} | {at80 or '> ' + ns[-1]} |")
-    best = min((r.get("pairs_for_80pct") or math.inf, k) for k, r in res.items() if k.startswith("twins, members"))
+    best = min((r.get("pairs_for_80pct") or math.inf, k) for k, r in res.items() if k.startswith(rows))
     lines += ["", "The e-process needs no n in advance; " + (
-        f"its fewest pairs for 80% of the members' trials: {best[0]} ({best[1].removeprefix('twins, members: ')})."
+        f"its fewest pairs for 80% of the members' trials: {best[0]} ({best[1].removeprefix(rows).strip(': ')})."
         if best[0] < math.inf else "no row reached 80% of the members' trials within the pairs available.")]
     return lines
 

@@ -16,6 +16,12 @@ Members (H1): the testbed's draw (training fixed which version is public), a see
 trial. Non-members (H0): a fresh uniform draw of the public index among the k variants per
 passage per trial (neither version was trained on, so every draw is one the design could have
 made). The blind check runs on the H0 trials' one-private pairs, as ``bench_twins.py`` does.
+
+Beside them: STAMP's fixed-n paired t-test (the public version against the mean of its private
+versions, ``stamp_ttests``); today's unpaired audit of the same members against the held-out
+passages, with its usual control and the pooled one (``unpaired``); and the members' signal and
+noise per pair in both designs, with the pairs the most powerful test of each would need
+(``signal_noise``): what bounds any test on these features.
 """
 
 from __future__ import annotations
@@ -106,7 +112,7 @@ def paired(one: np.ndarray, mean: np.ndarray, n: int) -> dict:
 
 def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, reference) -> None:
     """The k > 2 comparison (module docstring); writes out_dir/twins.json and twins.md."""
-    from bench_twins import ACCESS, summary
+    from bench_twins import ACCESS, STAMP, features, summary
 
     from trainspotter.features.orientation import directions
     from trainspotter.features.text import TextRows
@@ -121,17 +127,20 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     columns = lean + changed
     twins = {s: load_twins(out / f"twins-{s}") for s in ("member", "nonmember")}
     k = twins["member"].k
-    cached = bool(args.cache and args.cache.exists())
-    if cached:
-        F = dict(np.load(args.cache))
-        start -= float(F.pop("extract_seconds", 0.0))
-    else:
+    F = dict(np.load(args.cache)) if args.cache and args.cache.exists() else {}
+    start -= float(F.pop("extract_seconds", 0.0))
+    cached = "member" in F and "heldout" in F
+    if "member" not in F:
         memo_t, memo_r = MemoBackend(target), MemoBackend(reference)
-        F = {s: pair_features(tw, memo_t, memo_r, columns, args.access) for s, tw in twins.items()}
-        if args.cache:
-            np.savez(args.cache, extract_seconds=time.time() - start, **F)
+        F |= {s: pair_features(tw, memo_t, memo_r, columns, args.access) for s, tw in twins.items()}
+    if "heldout" not in F:  # (held-out text has no twin: the lean columns only)
+        heldout = [json.loads(x) for x in (out / "heldout.jsonl").read_text().splitlines()]
+        F["heldout"] = features(heldout, target, reference, args.access)[:, :len(lean)]
+    if args.cache and not cached:
+        np.savez(args.cache, extract_seconds=time.time() - start, **F)
     extracted = time.time() - start
     print(f"features of every ordered pair in {extracted:.0f} s", flush=True)
+    H = F.pop("heldout")
     for s, R in F.items():
         used = R.reshape(-1, k, k, len(columns))[:, ~np.eye(k, dtype=bool)]
         if not np.isfinite(used).all():
@@ -167,7 +176,10 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     pub = np.take_along_axis(pub0, order0, axis=1)
     blind, _ = blind_stops(rows, rows, order0 * k + pub, order0 * k + priv0["one"][..., 0], config)
     results["blind check on the H0 trials (one private)"] = summary(blind, n0, config.alpha, True)
-    results |= unpaired(F["member"], pub1[0], out, k, lean, target, reference, args.access, rng, T)
+    drawn0 = np.array([twins["nonmember"].public[i] for i in twins["nonmember"].ids])  # the testbed's draw
+    results |= unpaired(F, H, pub1[0], drawn0, k, lean, rng, T)
+    results["stamp"] = stamp_ttests(F, pub1, order1, pub0, order0, k, columns, STAMP[args.access])
+    results["signal and noise"] = signal_noise(F, H, pub1[0], k, lean)
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed, "k": k,
               "access": args.access, "rewriter": manifest["config"].get("twins_rewriter"),
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": config.alpha,
@@ -180,31 +192,115 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     render(report, out_dir)
 
 
-def unpaired(R: np.ndarray, public: np.ndarray, out: Path, k: int, lean: list[str], target, reference, access: str,
-             rng, T: int) -> dict:
+def own_values(R: np.ndarray, k: int, p: int) -> np.ndarray:
+    """(N, k, p): each variant's own value of the first p (lean) columns, which do not depend on
+    the twin (read from the pair (a, a + 1 mod k))."""
+    a = np.arange(k)
+    return R.reshape(-1, k, k, R.shape[1])[:, a, (a + 1) % k, :p]
+
+
+def unpaired(F: dict, H: np.ndarray, public1: np.ndarray, public0: np.ndarray, k: int, lean: list[str], rng,
+             T: int) -> dict:
     """Today's unpaired audit of the same members (their public versions, lean) against the
     testbed's held-out passages (their public versions: the same rewriter on both sides), each
-    side in its own random order, with the default's learned scorer and with fixed directions."""
-    from bench_twins import features, summary
+    side in its own random order, with the default's learned scorer and with fixed directions.
+    Its controls (H0): the non-members' public versions against the held-out passages (one split,
+    reordered per trial: the benchmark's usual FPR) and the pooled control, non-members ∪
+    held-out split afresh in every trial (issue 35 item 6)."""
+    from bench_twins import summary
 
     from trainspotter.features.orientation import directions
     from trainspotter.stats.sequential import TestConfig
     from trainspotter.stats.simulation import stream_stops
 
-    n1 = len(public)  # lean columns do not depend on the twin: any other variant's row will do
-    S = R.reshape(n1, k, k, -1)[np.arange(n1), public, (public + 1) % k, :len(lean)]
-    H = features([json.loads(x) for x in (out / "heldout.jsonl").read_text().splitlines()], target, reference,
-                 access)[:, :len(lean)]
-    n = min(n1, len(H))
-    ix = np.stack([rng.permutation(n1)[:n] for _ in range(T)])
-    iy = np.stack([rng.permutation(len(H))[:n] for _ in range(T)])
-    return {f"unpaired, members against held-out: lean ({scorer})": summary(stream_stops(
-        S, H, ix, iy, [TestConfig(alpha=0.05, scorer=scorer)], [0.05], directions(lean))[0][0, 0], n, 0.05, False)
-        for scorer in ("online", "fixed")}
+    p = len(lean)
+    S = own_values(F["member"], k, p)[np.arange(len(public1)), public1]
+    N = own_values(F["nonmember"], k, p)[np.arange(len(public0)), public0]
+    n = min(len(S), len(H))
+    pool = np.concatenate([N, H])
+    perm = np.stack([rng.permutation(len(pool)) for _ in range(T)])
+    streams = {"members against held-out": (S, H, False, [rng.permutation(len(S))[:n] for _ in range(T)],
+                                            [rng.permutation(len(H))[:n] for _ in range(T)]),
+               "non-members against held-out (H0, one split)": (N, H, True,
+                                                                [rng.permutation(len(N))[:n] for _ in range(T)],
+                                                                [rng.permutation(len(H))[:n] for _ in range(T)]),
+               "pooled control (H0, a fresh split per trial)": (pool, pool, True, perm[:, :n], perm[:, n:2 * n])}
+    out = {}
+    for name, (X, Y, h0, ix, iy) in streams.items():
+        for scorer in ("online", "fixed"):
+            stops = stream_stops(X, Y, np.asarray(ix), np.asarray(iy), [TestConfig(alpha=0.05, scorer=scorer)],
+                                 [0.05], directions(lean))[0][0, 0]
+            out[f"unpaired, {name}: lean ({scorer})"] = summary(stops, n, 0.05, h0)
+    return out
+
+
+def stamp_ttests(F: dict, public1, order1, public0, order0, k: int, columns: list[str], tests: dict) -> dict:
+    """STAMP's fixed-n paired t-test with k − 1 private versions: per passage, the public
+    version's value against the mean of its private versions' (one-sided, α = 0.05), on the first
+    n passages of each members' trial order (power; the e-process rows' orders) and of each fresh
+    H0 draw (rate), for n in ``STAMP_NS``; n = all: the one test on every member."""
+    from bench_twins import STAMP_NS
+    from scipy.stats import ttest_1samp
+
+    out = {}
+    for name, (column, sign) in tests.items():
+        j = columns.index(column)
+        diffs = []
+        for split, pub, order in (("member", public1, order1), ("nonmember", public0, order0)):
+            v = own_values(F[split], k, j + 1)[..., j]  # (N, k)
+            if column == "gray_ppl":  # the log-likelihood: −log perplexity
+                v, sign = -np.log(v), 1
+            P = v[np.arange(len(v)), pub]  # (T, N): the public version per trial
+            d = sign * (P - (v.sum(axis=1) - P) / (k - 1))  # > 0: the public version fits better
+            diffs.append(np.take_along_axis(d, order, axis=1))
+        d1, d0 = diffs
+        row = {"all": {"n": int(d1.shape[1]), "p": float(ttest_1samp(d1[0], 0.0, alternative="greater").pvalue)}}
+        # (members: the testbed's one draw, so every trial's d1 is the same values reordered)
+        for n in (n for n in STAMP_NS if n <= min(d1.shape[1], d0.shape[1])):
+            p1 = ttest_1samp(d1[:, :n], 0.0, axis=1, alternative="greater").pvalue
+            p0 = ttest_1samp(d0[:, :n], 0.0, axis=1, alternative="greater").pvalue
+            row[str(n)] = {"power": float((p1 <= 0.05).mean()), "h0": float((p0 <= 0.05).mean())}
+        out[name] = row
+    return out
+
+
+def signal_noise(F: dict, H: np.ndarray, public1: np.ndarray, k: int, lean: list[str]) -> dict:
+    """Why pairs are many or few, per lean column (oriented: > 0 is member-like): the members'
+    mean difference μ, its standard deviation σ and δ = μ/σ, for the twins round (public version
+    minus the mean of its k − 1 private versions) and the unpaired pair (a member's public version
+    minus an independent held-out passage: σ² = Var S + Var H). A one-sided z-test at α = 0.05 with
+    the direction and σ known, the most powerful test of a mean shift, needs n = ((z_0.95 +
+    z_0.95)/δ)² pairs for 95% power. ``oracle``: the same for the best linear combination of the
+    lean columns, δ² = μᵀΣ⁻¹μ fitted on these very members (optimistic): no test that scores a
+    pair linearly in these features decides sooner."""
+    from scipy.stats import norm
+
+    from trainspotter.features.orientation import directions
+
+    z = 2 * norm.ppf(0.95)
+    sign = np.asarray(directions(lean), dtype=float)
+    V, Ho = own_values(F["member"], k, len(lean)) * sign, H * sign
+    P = V[np.arange(len(public1)), public1]
+    D = P - (V.sum(axis=1) - P) / (k - 1)  # the twins round, per member
+    designs = {"twins": (D.mean(axis=0), np.cov(D.T)),
+               "unpaired": (P.mean(axis=0) - Ho.mean(axis=0), np.cov(P.T) + np.cov(Ho.T))}
+
+    def row(mu, var):
+        delta = mu / math.sqrt(var)
+        return {"mu": float(mu), "sigma": math.sqrt(var), "delta": float(delta), "n95": float((z / delta) ** 2)}
+
+    out = {c: {d: row(mu[j], cov[j, j]) for d, (mu, cov) in designs.items()} for j, c in enumerate(lean)}
+    out["oracle"] = {}
+    for d, (mu, cov) in designs.items():
+        d2 = float(mu @ np.linalg.solve(cov, mu))
+        out["oracle"][d] = {"delta": math.sqrt(d2), "n95": z * z / d2}
+    return out
 
 
 def render(report: dict, out_dir: Path) -> None:
     """out_dir/twins.md from the k > 2 report (``bench_twins.py --render`` reads twins.json)."""
+    from bench_twins import _stamp
+
     res, k = report["results"], report["k"]
     rate = lambda r: f"{r['rate']:.3f} ({r['rejected']}/{r['trials']})"  # noqa: E731
     lines = [f"# Twins with k = {k} on {report['testbed']}: one private variant, or the mean over all {k - 1}?", "",
@@ -236,15 +332,60 @@ def render(report: dict, out_dir: Path) -> None:
               "forward pass each; the twin features need only the other version's text). Passages are what a twins "
               "audit runs out of; where queries cost more than passages, compare that column.", "",
               f"Blind check on the H0 trials' one-private pairs: fired in {rate(blind)}.", "",
-              *[f"{key} (today's audit without twins; {r['pairs']} pairs a side): {rate(r)}, mean pairs to decision "
-                f"{r['mean_pairs_to_decision']:.1f}, 80% by {r.get('pairs_for_80pct') or '–'}, 95% by "
-                f"{r.get('pairs_for_95pct') or '–'}." for key, r in res.items() if key.startswith("unpaired")], "",
+              *_unpaired_lines(res), "",
               "(a) is `audit --twins --twins-private one` (its private variant drawn with the audit's seed); (b), the "
               "default `--twins-private all`, bets "
               "once per passage on u_t = 1/(k−1) Σ_j φ_t(x_pub, x_j), then the scorer learns all k − 1 sub-pairs: "
               "valid because every payoff is antisymmetric and, under H0, the public index is uniform among the k "
               "variants (trainspotter.stats.sequential, \"Sub-pairs\"; STAMP Sec. 3).", "",
+              *_stamp(res.get("stamp"), res, "members, "), *_signal_lines(res["signal and noise"], k), "",
               f"Seconds per subset (both modes, both splits): {report['test_seconds']}; all: {report['seconds']} s on "
               f"{report['cpus']} shared CPUs."]
     (out_dir / "twins.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def _unpaired_lines(res: dict) -> list[str]:
+    """Today's unpaired audit of the same members, and its two controls (``unpaired``)."""
+    rows = {key.removeprefix("unpaired, "): r for key, r in res.items() if key.startswith("unpaired")}
+    if not rows:
+        return []
+    lines = ["## Today's audit without twins, on the same members", "",
+             "Members' public versions against the held-out passages (their public versions: the same rewriter on "
+             "both sides), lean features; the controls put non-members where the members were: one split reordered "
+             "per trial (the benchmark's usual FPR), and the pooled control, non-members ∪ held-out split afresh "
+             "in every trial (issue 35 item 6).", "",
+             "| stream | pairs a side | \"trained on\" | mean pairs to decision (censored) | 80% by | 95% by | "
+             "p (rate > α), one-sided |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        if "p_above_alpha" in r:
+            lines.append(f"| {name} | {r['pairs']} | {r['rate']:.3f} ({r['rejected']}/{r['trials']}) | | | | "
+                         f"{r['p_above_alpha']:.3g} |")
+        else:
+            lines.append(f"| {name} | {r['pairs']} | {r['rate']:.3f} ({r['rejected']}/{r['trials']}) | "
+                         f"{r['mean_pairs_to_decision']:.1f} | {r.get('pairs_for_80pct') or '–'} | "
+                         f"{r.get('pairs_for_95pct') or '–'} | |")
+    return lines
+
+
+def _signal_lines(sn: dict, k: int) -> list[str]:
+    """The signal-and-noise table (``signal_noise``)."""
+    lines = ["", "## Signal and noise per pair: why twins need the pairs they need", "",
+             f"Members, oriented so that > 0 is member-like. Twins: the public version minus the mean of its {k - 1} "
+             "private versions; unpaired: a member's public version minus an independent held-out passage. μ: mean, "
+             "σ: standard deviation, δ = μ/σ; n95 = ((z_0.95 + z_0.95)/δ)², the pairs a one-sided z-test (α = 0.05, "
+             "direction and σ known: the most powerful test of a mean shift) needs for 95% power. Oracle: the best "
+             "linear combination of the lean columns, δ² = μᵀΣ⁻¹μ fitted on these members (optimistic).", "",
+             "| feature | twins μ | twins σ | twins δ | twins n95 | unpaired μ | unpaired σ | unpaired δ | "
+             "unpaired n95 | twins μ / unpaired μ | twins σ / unpaired σ |", "|---|" + "---:|" * 10]
+    for name, r in sn.items():
+        if name == "oracle":
+            continue
+        t, u = r["twins"], r["unpaired"]
+        lines.append(f"| {name} | {t['mu']:.4g} | {t['sigma']:.4g} | {t['delta']:.3f} | {t['n95']:.0f} | "
+                     f"{u['mu']:.4g} | {u['sigma']:.4g} | {u['delta']:.3f} | {u['n95']:.0f} | "
+                     f"{t['mu'] / u['mu']:.2f} | {t['sigma'] / u['sigma']:.2f} |")
+    o = sn["oracle"]
+    lines.append(f"| oracle (all lean columns) | | | {o['twins']['delta']:.3f} | {o['twins']['n95']:.0f} | | | "
+                 f"{o['unpaired']['delta']:.3f} | {o['unpaired']['n95']:.0f} | | |")
+    return lines
