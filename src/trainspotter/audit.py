@@ -24,19 +24,19 @@ from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.auditor import HISTORY, Auditor, UsageMeter, baseline_p_value, blind_on
 from trainspotter.backends.spec import References, Spec
-from trainspotter.data import Passage, check_disjoint, load_passages, make_pairs
+from trainspotter.data import Passage, check_disjoint, load_passages
 from trainspotter.errors import BudgetExhausted, FieldError, InputError
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig, check_references
 from trainspotter.ledger import (as_stored, check_setup, ledger_lock, load_ledger, new_ledger, record_run,
-                                 save_ledger, setup_of, sweep_temps, with_ledger)
-from trainspotter.matching import match_pairs
+                                 save_ledger, setup_of, sweep_temps, unused_passages, with_ledger)
+from trainspotter.matched_ledger import continue_matching, match_sides, pairs_to_reach
 from trainspotter.placebo import PlaceboResult, placebo_features, run_placebo
 from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET,  # named TestConfig overrides
                                   UNGUARDED_MIN_PAIRS, check_test_preset)
 from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
-from trainspotter.twin_rounds import audit_guard_pairs, audit_rounds, batch_queries, unused
+from trainspotter.twin_rounds import audit_guard_pairs, audit_rounds, batch_queries
 from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
@@ -159,9 +159,9 @@ class AuditConfig(BaseModel):
     def _match_alone(self) -> "AuditConfig":
         if self.shift_check != "match":
             return self
-        if self.twins is not None or self.ledger:
-            raise FieldError("shift_check", "shift_check 'match' pairs two different sets once; it does not apply "
-                                            "to twins (already paired) and cannot continue a ledger yet")
+        if self.twins is not None:
+            raise FieldError("shift_check", "shift_check 'match' pairs two different sets; it does not apply "
+                                            "to twins (already paired)")
         # matching sees only the words: what they hide, only the placebo check can catch (measured,
         # benchmarks/results/shift-matched: without it, easier text was "trained on" in 6 of 10 trials)
         if self.placebo_config is None or self.access != "gray":
@@ -262,47 +262,63 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = read_sides(config, passages)
     check_inputs(config, suspect, heldout)
+    if config.ledger:
+        return _continue(config, suspect, heldout, extract_fn, on_batch, run_id, placebo_fn)
     match = None
     if config.shift_check == "match":  # from here on the sides are the matched pairs, aligned
-        suspect, heldout, match = _matched(config, suspect, heldout)
-    # The blind check sees every available pair (of a recurring audit: every passage there
-    # is now), in the audit's pair order, before any query; it never sees model evidence.
+        suspect, heldout, match = match_sides(config, suspect, heldout)
+    # The blind check sees every available pair, in the audit's pair order, before any query;
+    # it never sees model evidence.
     every = audit_guard_pairs(config, suspect, heldout)  # twins "all": the drawn private variant's (twin_rounds)
-    blind = blind_on(every, config)
-    if blind.fired:
-        log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
-                    "suspect set", blind.e_value, blind.pairs_used)
-    guards = Guards(blind, every if config.ledger else every[:config.max_pairs], placebo_fn)
-    if not config.ledger:
-        if match is not None and match.matched < min_pairs_to_reject(config.test):  # cannot reach 1/α: no query
-            result = Auditor(config.test).result(blind, config.name, "shift", len(every), config.seed)
-        else:
-            result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
-        if match is not None:
-            result = with_match(result, match, min_pairs_to_reject(config.test), config.test.alpha)
-        return seal(result, config, suspect, heldout, run_id=run_id)
+    guards = Guards(_blind(every, config), every[:config.max_pairs], placebo_fn)
+    if match is not None and match.matched < min_pairs_to_reject(config.test):  # cannot reach 1/α: no query
+        result = Auditor(config.test).result(guards.blind, config.name, "shift", len(every), config.seed)
+    else:
+        result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
+    if match is not None:
+        result = with_match(result, match, min_pairs_to_reject(config.test), config.test.alpha)
+    return seal(result, config, suspect, heldout, run_id=run_id)
+
+
+def _continue(config: AuditConfig, suspect: list[Passage], heldout: list[Passage], extract_fn: ExtractFn,
+              on_batch: Callable[[Auditor], None] | None, run_id: str | None,
+              placebo_fn: ExtractFn | None) -> AuditResult:
+    """``audit`` continuing the stored e-process of ``config.name`` on pairs never bet on before,
+    holding the ledger's lock from load to save. The guards see every available pair (of a matched
+    audit: every matched pair of the e-process, ``trainspotter.matched_ledger``), in the audit's
+    pair order, before any query."""
     with ledger_lock(config.name):
         sweep_temps(config.name)  # left by a run killed mid-save
         ledger = load_ledger(config.name) or new_ledger(config.name, setup_of(config))
         config = as_stored(config, ledger["setup"])
         check_setup(ledger, setup_of(config))
-        available, prior = (suspect, heldout), prior_of(ledger)  # for the sealed record
-        # Only pairs never bet on before may enter the continued e-process.
-        used = {side: set(ids) for side, ids in ledger["used"].items()}
-        if config.every_private:  # a passage whose public version was bet on leaves with its twins
-            suspect, heldout = unused(suspect, heldout, used["suspect"])
-        elif config.paired:  # twins: a passage whose public version was bet on leaves with its twin
-            keep = [n for n, p in enumerate(suspect) if p["id"] not in used["suspect"]]
-            suspect, heldout = [suspect[n] for n in keep], [heldout[n] for n in keep]
-        else:
-            suspect = [p for p in suspect if p["id"] not in used["suspect"]]
-            heldout = [p for p in heldout if p["id"] not in used["heldout"]]
         state = SequentialTest.from_dict(ledger["state"]) if ledger["state"] is not None else None
         auditor = Auditor(config.test, state, ledger["columns"] if state is not None else None)
-        result = _run(config, auditor, suspect, heldout, extract_fn, on_batch, guards)
-        result = seal(result, config, *available, prior, run_id)
+        available, match = (suspect, heldout), None  # available: for the sealed record
+        unused_sides = unused_passages(config, suspect, heldout, ledger)  # only these may enter the e-process
+        if config.shift_check == "match":  # matched on their texts alone (matched_ledger: why that is valid)
+            unused_sides, match, available = continue_matching(config, unused_sides, available, ledger, auditor.t0)
+        every = audit_guard_pairs(config, *available)
+        guards = Guards(_blind(every, config), every, placebo_fn)
+        needed = 0 if auditor.rejected else pairs_to_reach(auditor.w0, config.test)
+        if match is not None and match.matched < needed:  # cannot reach 1/α this run: no query, wealth unchanged
+            result = auditor.result(guards.blind, config.name, "shift", auditor.t0 + match.matched, config.seed)
+        else:
+            result = _run(config, auditor, *unused_sides, extract_fn, on_batch, guards)
+        if match is not None:
+            result = with_match(result, match, needed, config.test.alpha, auditor.w0 if state is not None else None)
+        result = seal(result, config, *available, prior_of(ledger), run_id)
         record_run(ledger, config, auditor, result, run_id or uuid.uuid4().hex)
         return result.model_copy(update={"ledger": str(save_ledger(ledger))})
+
+
+def _blind(pairs: list[tuple[Passage, Passage]], config: AuditConfig) -> BlindResult:
+    """The blind check on the audit's available pairs (``blind_on``), said when it fires."""
+    blind = blind_on(pairs, config)
+    if blind.fired:
+        log.warning("blind check fired (e = %.3g after %d pairs): the held-out set differs from the "
+                    "suspect set", blind.e_value, blind.pairs_used)
+    return blind
 
 
 class Guards:
@@ -325,18 +341,6 @@ class Guards:
         log.info("placebo check (%s): e = %.3g after %d pairs%s", placebo.model.text, result.e_value,
                  result.pairs_used, ", fired" if result.fired else "")
         return result
-
-
-def _matched(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]):
-    """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
-    the blind check on the pairs as drawn before matching is kept for the record."""
-    blind = blind_on(make_pairs(suspect, heldout, seed=config.seed), config)
-    match = match_pairs(*([p["text"] for p in side] for side in (suspect, heldout)), config.seed,
-                        text_features=config.text_features)
-    match.blind_e_value = blind.e_value
-    log.info("matching: %d of %d suspect passages matched (AUROC %.2f; blind e = %.3g before matching)",
-             match.matched, match.suspect_total, match.auroc, blind.e_value)
-    return [suspect[i] for i, _ in match.pairs], [heldout[j] for _, j in match.pairs], match
 
 
 def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout: list[Passage],

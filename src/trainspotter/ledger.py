@@ -77,6 +77,13 @@ def check_setup(ledger: dict, setup: dict) -> None:
     """Continuing with other features or another test config would change the game mid-way.
     The error names each setting that differs (``test.scorer``) with both values."""
     changed = _differences(ledger["setup"], setup)
+    begun = {key: old for key, old, _ in changed if key == "matched"}
+    if begun:  # a matched e-process and an ordinary one bet on different pairs under different assumptions
+        name, option = ledger["name"], "--shift-check match"
+        raise InputError(f"audit {name!r}: its ledger was begun as a matched audit ({option}) and cannot continue "
+                         f"as an ordinary one; continue it with {option} or start a new audit name" if begun["matched"]
+                         else f"audit {name!r}: its ledger was begun as an ordinary audit and cannot continue as a "
+                         f"matched one ({option}); continue it without {option} or start a new audit name")
     if changed:
         said = "; ".join(f"{key}: stored {old!r}, now {new!r}" for key, old, new in changed)
         raise InputError(f"audit {ledger['name']!r}: settings differ from the stored ledger ({said}); continue "
@@ -122,10 +129,29 @@ def history(ledger: dict) -> list[dict]:
 
 
 def setup_of(config: "AuditConfig") -> dict:
-    """What must not change between runs of a recurring audit (of twins: which private variants)."""
+    """What must not change between runs of a recurring audit (of twins: which private variants; a
+    matched audit, ``shift_check`` "match", says so: its e-process bets on matched pairs only)."""
     return {"reference": config.model_dump(mode="json", include={"reference"})["reference"], "access": config.access,
             "features": config.features.model_dump(mode="json"), "test": config.test.model_dump()} | (
-        {"twins_private": config.twins_private} if config.twins is not None else {})
+        {"twins_private": config.twins_private} if config.twins is not None else {}) | (
+        {"matched": True} if config.shift_check == "match" else {})
+
+
+def unused_passages(config: "AuditConfig", suspect: list[dict], heldout: list[dict], ledger: dict
+                    ) -> tuple[list[dict], list[dict]]:
+    """The passages of a continued audit that its ledger never bet on: of twins, a passage whose public
+    version was bet on leaves with its twins (every private one: ``twin_rounds.unused``); otherwise each
+    side on its own (a matched audit's, before it matches: ``trainspotter.matched_ledger``)."""
+    from trainspotter.twin_rounds import unused
+
+    used = {side: set(ids) for side, ids in ledger["used"].items()}
+    if config.every_private:
+        return unused(suspect, heldout, used["suspect"])
+    if config.twins is not None:  # aligned: a passage and its twin leave together
+        keep = [n for n, p in enumerate(suspect) if p["id"] not in used["suspect"]]
+        return [suspect[n] for n in keep], [heldout[n] for n in keep]
+    return ([p for p in suspect if p["id"] not in used["suspect"]],
+            [p for p in heldout if p["id"] not in used["heldout"]])
 
 
 def as_stored(config: "AuditConfig", stored: dict) -> "AuditConfig":
@@ -166,4 +192,5 @@ def record_run(ledger: dict, config: "AuditConfig", auditor: "Auditor", result: 
         "wealth_end": result.wealth, "reject": result.reject, "e_value": result.e_value,
         "verdict": result.verdict, "blind_e_value": result.blind.e_value,
         "placebo_e_value": result.placebo.e_value if result.placebo.ran else None,
-        "record_chain": result.record["end"]["chain"]})  # the next run's record continues this chain
+        "record_chain": result.record["end"]["chain"]}  # the next run's record continues this chain
+        | ({"match": result.match.model_dump(mode="json")} if result.match is not None else {}))  # matched, dropped

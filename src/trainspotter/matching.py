@@ -36,6 +36,7 @@ from trainspotter.features.text import DEFAULT_TEXT_FEATURES
 __all__ = ["Encoded", "MatchResult", "greedy_match", "match_pairs", "propensity_logits"]
 
 CALIPER_SD = 0.2  # Austin (2011): 0.2 SD of the logit propensity
+MIN_SIDE = 2  # passages a side that cross-fitting (two folds, both sets in each) needs
 
 
 class MatchResult(BaseModel):
@@ -45,10 +46,14 @@ class MatchResult(BaseModel):
     suspect_total: int
     heldout_total: int
     caliper: float  # on the logit propensity
-    auroc: float  # of the cross-fitted propensity, suspect vs held-out (0.5: no visible difference)
+    auroc: float | None  # of the cross-fitted propensity, suspect vs held-out (0.5: no visible difference;
+    # None: fewer than MIN_SIDE passages on a side, nothing fitted or matched)
     smd_before: float  # standardised mean difference of logit e, all passages
     smd_after: float  # the same on the matched passages
     blind_e_value: float | None = None  # the blind check on the pairs before matching (set by the audit)
+    # a matched audit that continues a ledger (trainspotter.matched_ledger): the matched pairs its
+    # e-process bet on in earlier runs; this run matched only passages never bet on
+    pairs_before: int = 0
 
     @computed_field
     @property
@@ -61,10 +66,15 @@ class MatchResult(BaseModel):
         return self.suspect_total - self.matched
 
     def describe(self) -> str:
-        """What the matched audit rests on, in two sentences."""
+        """What the matched audit rests on, in two sentences (three for a continued ledger: this
+        run's matching, counted per run, and the matched pairs of earlier runs)."""
         before = f", blind e-value {self.blind_e_value:.3g} before matching" if self.blind_e_value is not None else ""
-        return (f"Matched audit: {self.matched} of {self.suspect_total} suspect passages were paired with held-out "
-                f"passages of the same text-only propensity (AUROC {self.auroc:.2f} between the sets{before}). "
+        overlap = "too few passages to fit a propensity" if self.auroc is None else f"AUROC {self.auroc:.2f}"
+        which = "suspect passages" if not self.pairs_before else "suspect passages not bet on before"
+        earlier = (f" The e-process continues from {self.pairs_before} matched pairs of earlier runs."
+                   if self.pairs_before else "")
+        return (f"Matched audit: {self.matched} of {self.suspect_total} {which} were paired with held-out "
+                f"passages of the same text-only propensity ({overlap} between the sets{before}).{earlier} "
                 f"It assumes that what a text-only model can see of the difference between the sets is all the "
                 f"difference.")
 
@@ -211,6 +221,9 @@ def match_pairs(suspect: list[str], heldout: list[str], seed: int = 0, folds: in
     from sklearn.metrics import roc_auc_score
 
     n_s, n_h = len(suspect), len(heldout)
+    if min(n_s, n_h) < MIN_SIDE:  # (a continued ledger's few unused passages) cross-fitting needs two a side
+        return MatchResult(pairs=[], suspect_total=n_s, heldout_total=n_h, caliper=0.0, auroc=None,
+                           smd_before=0.0, smd_after=0.0)
     logits = propensity_logits(suspect, heldout, folds, seed, encoded, text_features)
     ls, lh = logits[:n_s], logits[n_s:]
     caliper = caliper_sd * float(logits.std())

@@ -336,15 +336,21 @@ def matched_verdict(verdict: Verdict, guard: Guard | None, matched: int, needed:
     return ("inconclusive", "overlap") if matched < needed and guard != "blind" else (verdict, guard)
 
 
-def with_match(result: AuditResult, match: MatchResult, needed: int, alpha: float) -> AuditResult:
+def with_match(result: AuditResult, match: MatchResult, needed: int, alpha: float,
+               start: float | None = None) -> AuditResult:
     """The result of a matched audit: its explanation says what it rests on, and an audit whose
     matched pairs are too few (``needed``: the fewest pairs that can reach 1/α) is inconclusive
-    ("overlap"), not "no evidence"."""
+    ("overlap"), not "no evidence". ``start``: a continued ledger's stored wealth (``needed`` counts
+    from it; such a run queried nothing and left the ledger's wealth as it was)."""
     update = {"match": match, "explanation": f"{match.describe()} {result.explanation}"}
     if matched_verdict(result.verdict, result.guard, match.matched, needed)[1] == "overlap":
+        passages = f"{match.suspect_total} suspect passages" + (" not bet on before" if start is not None else "")
+        reach = (f"the test needs at least {needed} pairs to ever reach 1/α = {1 / alpha:g}" if start is None else
+                 f"from the stored e-value {start:.3g} the test needs at least {needed} more pairs to reach "
+                 f"1/α = {1 / alpha:g}, so this run queried nothing and left the ledger's e-value as it was; the "
+                 f"passages not bet on stay unused, for a later run given them again with new ones")
         update |= {"verdict": "inconclusive", "reject": False, "guard": "overlap", "explanation": (
-            f"Inconclusive: only {match.matched} of {match.suspect_total} suspect passages have a held-out "
-            f"passage of the same text-only propensity, and the test needs at least {needed} pairs to ever "
-            f"reach 1/α = {1 / alpha:g}. Find held-out text closer to the suspect set (the same "
+            f"Inconclusive: only {match.matched} of {passages} have a held-out passage of the same text-only "
+            f"propensity, and {reach}. Find held-out text closer to the suspect set (the same "
             f"source and period); for data not yet released, twins (`trainspotter twins make`) avoid the problem.")}
     return result.model_copy(update=update)
