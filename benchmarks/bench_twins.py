@@ -57,7 +57,8 @@ from pathlib import Path
 
 import numpy as np
 import twins_kmean  # (benchmarks/, this script's folder)
-from scipy.stats import binomtest
+
+from trainspotter.evaluation.twins_suite import STAMP_NS, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "twins"
@@ -96,7 +97,6 @@ SCORED = {"online": "", "fixed": " (fixed)"}
 STAMP = {"gray": {"log perplexity": ("gray_ppl", -1), "gray_ref_diff": ("gray_ref_diff", -1)},
          "black": {"greedy match at changed tokens": ("black_twin_match", 1),
                    "greedy match, whole passage": ("black_match_rate", 1)}}
-STAMP_NS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 700, 800, 1000, 1200, 1500, 1800)
 
 
 def features(passages: list[dict], target, reference, access: str = "gray"):
@@ -109,20 +109,6 @@ def features(passages: list[dict], target, reference, access: str = "gray"):
         return np.column_stack([df[lean].to_numpy(dtype=float), np.full((len(df), len(changed)), np.nan)])
     df = extract(passages, target, reference, access, FEATURE_SETS["twins"])
     return df[lean + changed].to_numpy(dtype=float)
-
-
-def summary(stops: np.ndarray, n: int, alpha: float, h0: bool) -> dict:
-    hits = int((stops > 0).sum())
-    out = {"trials": int(len(stops)), "pairs": int(n), "rejected": hits, "rate": hits / len(stops)}
-    if h0:
-        out["p_above_alpha"] = float(binomtest(hits, len(stops), alpha, alternative="greater").pvalue)
-    else:
-        censored = np.where(stops > 0, stops, n)
-        out |= {"mean_pairs_to_decision": float(censored.mean()),
-                "median_pairs_to_decision": float(np.median(censored)),
-                **{f"pairs_for_{q}pct": int(np.sort(censored)[math.ceil(q / 100 * len(censored)) - 1])
-                   if hits >= q / 100 * len(stops) else None for q in (80, 95)}}
-    return out
 
 
 def main() -> None:

@@ -36,6 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+from trainspotter.evaluation.twins_suite import (SUBSETS, decided_curves, h0_draws, own_values, private_variants,
+                                                 signal_noise, stamp_ttests, sub_pair_indices, summary, unpaired)
+from trainspotter.report import power_plot
+
 MODES = {"one": "(a) one private variant, drawn at random", "mean": "(b) mean of the pairwise payoffs, all k − 1"}
 KSUBSETS = ("lean", "calibrated", "lean + changed (twins set)")
 
@@ -83,25 +87,6 @@ def pair_features(twins, target, reference, columns: list[str], access: str) -> 
     return rows.reshape(n * k * k, len(columns))
 
 
-def sub_pair_indices(public: np.ndarray, order: np.ndarray, others: np.ndarray, k: int):
-    """Index arrays (T, n, m) into ``pair_features``' rows: round t of trial b is passage
-    order[b, t]'s public variant (``public`` (T, N)) against each variant in others[b, t]:
-    f(pub | j) against f(j | pub)."""
-    pub = np.take_along_axis(public, order, axis=1)[..., None]
-    base = order[..., None] * k * k
-    return base + pub * k + others, base + others * k + pub
-
-
-def private_variants(public: np.ndarray, order: np.ndarray, k: int, rng) -> dict[str, np.ndarray]:
-    """Per trial and round, the private variants bet against: ``one`` drawn uniformly among the
-    k − 1 (T, n, 1), ``mean`` all of them (T, n, k − 1)."""
-    pub = np.take_along_axis(public, order, axis=1)
-    table = np.stack([np.arange(k)[np.arange(k) != i] for i in range(k)])  # variant i's privates
-    every = table[pub]
-    one = np.take_along_axis(every, rng.integers(0, k - 1, size=pub.shape)[..., None], axis=2)
-    return {"one": one, "mean": every}
-
-
 def paired(one: np.ndarray, mean: np.ndarray, n: int) -> dict:
     """Censored pairs to decision, trial by trial: (a) minus (b), mean with a 95% normal CI."""
     d = np.where(one > 0, one, n) - np.where(mean > 0, mean, n)
@@ -112,7 +97,7 @@ def paired(one: np.ndarray, mean: np.ndarray, n: int) -> dict:
 
 def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, reference) -> None:
     """The k > 2 comparison (module docstring); writes out_dir/twins.json and twins.md."""
-    from bench_twins import ACCESS, STAMP, features, summary
+    from bench_twins import ACCESS, STAMP, features
 
     from trainspotter.features.orientation import directions
     from trainspotter.features.text import TextRows
@@ -150,11 +135,11 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     pub1 = np.broadcast_to(np.array([twins["member"].public[i] for i in twins["member"].ids]), (T, n1))
     order1 = np.stack([rng.permutation(n1) for _ in range(T)])
     priv1 = private_variants(pub1, order1, k, rng)
-    pub0 = rng.integers(0, k, size=(T, n0))  # H0: a fresh uniform draw of the public variant per trial
+    pub0 = h0_draws(rng, T, n0, k)  # H0: a fresh uniform draw of the public variant per trial
     order0 = np.stack([rng.permutation(n0) for _ in range(T)])
     priv0 = private_variants(pub0, order0, k, rng)
     config = TestConfig(alpha=0.05, scorer="fixed")
-    results, seconds = {}, {}
+    results, seconds, decided = {}, {}, {}  # decided: the members' stop times of the plotted rows
     for name in names:
         t0, cols = time.time(), [columns.index(c) for c in subsets[name]]
         signs = directions(subsets[name])
@@ -165,6 +150,8 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
                 ix, iy = sub_pair_indices(pub, order, priv[mode], k)
                 st = stream_stops(R[:, cols], R[:, cols], ix, iy, [config], [config.alpha], signs)[0][0, 0]
                 stops[mode, split] = st
+                if split == "member" and name in SUBSETS:
+                    decided[f"twins {'all' if mode == 'mean' else 'one'}, {name}"] = st
                 results[f"{split}s, {mode}: {name}"] = summary(st, n, config.alpha, h0)
         results[f"paired (members), one minus mean: {name}"] = paired(stops["one", "member"],
                                                                       stops["mean", "member"], n1)
@@ -177,9 +164,13 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     blind, _ = blind_stops(rows, rows, order0 * k + pub, order0 * k + priv0["one"][..., 0], config)
     results["blind check on the H0 trials (one private)"] = summary(blind, n0, config.alpha, True)
     drawn0 = np.array([twins["nonmember"].public[i] for i in twins["nonmember"].ids])  # the testbed's draw
-    results |= unpaired(F, H, pub1[0], drawn0, k, lean, rng, T)
-    results["stamp"] = stamp_ttests(F, pub1, order1, pub0, order0, k, columns, STAMP[args.access])
-    results["signal and noise"] = signal_noise(F, H, pub1[0], k, lean)
+    V = {s: own_values(F[s], k, len(columns)) for s in ("member", "nonmember")}  # (the lean columns lead)
+    flat, flat_stops = unpaired({s: v[..., :len(lean)] for s, v in V.items()}, H, pub1[0], drawn0, lean, rng, T)
+    results |= flat
+    decided |= {f"unpaired ({sc}), lean": flat_stops[f"unpaired, members against held-out: lean ({sc})"]
+                for sc in ("online", "fixed")}
+    results["stamp"] = stamp_ttests(V, pub1, order1, pub0, order0, columns, STAMP[args.access])
+    results["signal and noise"] = signal_noise(V["member"][..., :len(lean)], H, pub1[0], lean)
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed, "k": k,
               "access": args.access, "rewriter": manifest["config"].get("twins_rewriter"),
               "machine": platform.machine(), "cpus": os.cpu_count(), "trials": T, "alpha": config.alpha,
@@ -189,112 +180,10 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
               "test_seconds": seconds, "seconds": round(time.time() - start, 1), "results": results}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "twins.json").write_text(json.dumps(report, indent=2) + "\n")
+    lengths = {r: n1 if r.startswith("twins") else min(n1, len(H)) for r in decided}
+    power_plot(decided_curves(decided, lengths), out_dir / "decided.png",
+               title=f"Members' trials decided by t pairs ({bed}, k = {k}, α = {config.alpha:g}, {T} trials)")
     render(report, out_dir)
-
-
-def own_values(R: np.ndarray, k: int, p: int) -> np.ndarray:
-    """(N, k, p): each variant's own value of the first p (lean) columns, which do not depend on
-    the twin (read from the pair (a, a + 1 mod k))."""
-    a = np.arange(k)
-    return R.reshape(-1, k, k, R.shape[1])[:, a, (a + 1) % k, :p]
-
-
-def unpaired(F: dict, H: np.ndarray, public1: np.ndarray, public0: np.ndarray, k: int, lean: list[str], rng,
-             T: int) -> dict:
-    """Today's unpaired audit of the same members (their public versions, lean) against the
-    testbed's held-out passages (their public versions: the same rewriter on both sides), each
-    side in its own random order, with the default's learned scorer and with fixed directions.
-    Its controls (H0): the non-members' public versions against the held-out passages (one split,
-    reordered per trial: the benchmark's usual FPR) and the pooled control, non-members ∪
-    held-out split afresh in every trial (issue 35 item 6)."""
-    from bench_twins import summary
-
-    from trainspotter.features.orientation import directions
-    from trainspotter.stats.sequential import TestConfig
-    from trainspotter.stats.simulation import stream_stops
-
-    p = len(lean)
-    S = own_values(F["member"], k, p)[np.arange(len(public1)), public1]
-    N = own_values(F["nonmember"], k, p)[np.arange(len(public0)), public0]
-    n = min(len(S), len(H))
-    pool = np.concatenate([N, H])
-    perm = np.stack([rng.permutation(len(pool)) for _ in range(T)])
-    streams = {"members against held-out": (S, H, False, [rng.permutation(len(S))[:n] for _ in range(T)],
-                                            [rng.permutation(len(H))[:n] for _ in range(T)]),
-               "non-members against held-out (H0, one split)": (N, H, True,
-                                                                [rng.permutation(len(N))[:n] for _ in range(T)],
-                                                                [rng.permutation(len(H))[:n] for _ in range(T)]),
-               "pooled control (H0, a fresh split per trial)": (pool, pool, True, perm[:, :n], perm[:, n:2 * n])}
-    out = {}
-    for name, (X, Y, h0, ix, iy) in streams.items():
-        for scorer in ("online", "fixed"):
-            stops = stream_stops(X, Y, np.asarray(ix), np.asarray(iy), [TestConfig(alpha=0.05, scorer=scorer)],
-                                 [0.05], directions(lean))[0][0, 0]
-            out[f"unpaired, {name}: lean ({scorer})"] = summary(stops, n, 0.05, h0)
-    return out
-
-
-def stamp_ttests(F: dict, public1, order1, public0, order0, k: int, columns: list[str], tests: dict) -> dict:
-    """STAMP's fixed-n paired t-test with k − 1 private versions: per passage, the public
-    version's value against the mean of its private versions' (one-sided, α = 0.05), on the first
-    n passages of each members' trial order (power; the e-process rows' orders) and of each fresh
-    H0 draw (rate), for n in ``STAMP_NS``; n = all: the one test on every member."""
-    from bench_twins import STAMP_NS
-    from scipy.stats import ttest_1samp
-
-    out = {}
-    for name, (column, sign) in tests.items():
-        j = columns.index(column)
-        diffs = []
-        for split, pub, order in (("member", public1, order1), ("nonmember", public0, order0)):
-            v = own_values(F[split], k, j + 1)[..., j]  # (N, k)
-            if column == "gray_ppl":  # the log-likelihood: −log perplexity
-                v, sign = -np.log(v), 1
-            P = v[np.arange(len(v)), pub]  # (T, N): the public version per trial
-            d = sign * (P - (v.sum(axis=1) - P) / (k - 1))  # > 0: the public version fits better
-            diffs.append(np.take_along_axis(d, order, axis=1))
-        d1, d0 = diffs
-        row = {"all": {"n": int(d1.shape[1]), "p": float(ttest_1samp(d1[0], 0.0, alternative="greater").pvalue)}}
-        # (members: the testbed's one draw, so every trial's d1 is the same values reordered)
-        for n in (n for n in STAMP_NS if n <= min(d1.shape[1], d0.shape[1])):
-            p1 = ttest_1samp(d1[:, :n], 0.0, axis=1, alternative="greater").pvalue
-            p0 = ttest_1samp(d0[:, :n], 0.0, axis=1, alternative="greater").pvalue
-            row[str(n)] = {"power": float((p1 <= 0.05).mean()), "h0": float((p0 <= 0.05).mean())}
-        out[name] = row
-    return out
-
-
-def signal_noise(F: dict, H: np.ndarray, public1: np.ndarray, k: int, lean: list[str]) -> dict:
-    """Why pairs are many or few, per lean column (oriented: > 0 is member-like): the members'
-    mean difference μ, its standard deviation σ and δ = μ/σ, for the twins round (public version
-    minus the mean of its k − 1 private versions) and the unpaired pair (a member's public version
-    minus an independent held-out passage: σ² = Var S + Var H). A one-sided z-test at α = 0.05 with
-    the direction and σ known, the most powerful test of a mean shift, needs n = ((z_0.95 +
-    z_0.95)/δ)² pairs for 95% power. ``oracle``: the same for the best linear combination of the
-    lean columns, δ² = μᵀΣ⁻¹μ fitted on these very members (optimistic): no test that scores a
-    pair linearly in these features decides sooner."""
-    from scipy.stats import norm
-
-    from trainspotter.features.orientation import directions
-
-    z = 2 * norm.ppf(0.95)
-    sign = np.asarray(directions(lean), dtype=float)
-    V, Ho = own_values(F["member"], k, len(lean)) * sign, H * sign
-    P = V[np.arange(len(public1)), public1]
-    D = P - (V.sum(axis=1) - P) / (k - 1)  # the twins round, per member
-    designs = {"twins": (D.mean(axis=0), np.cov(D.T)),
-               "unpaired": (P.mean(axis=0) - Ho.mean(axis=0), np.cov(P.T) + np.cov(Ho.T))}
-
-    def row(mu, var):
-        delta = mu / math.sqrt(var)
-        return {"mu": float(mu), "sigma": math.sqrt(var), "delta": float(delta), "n95": float((z / delta) ** 2)}
-
-    out = {c: {d: row(mu[j], cov[j, j]) for d, (mu, cov) in designs.items()} for j, c in enumerate(lean)}
-    out["oracle"] = {}
-    for d, (mu, cov) in designs.items():
-        d2 = float(mu @ np.linalg.solve(cov, mu))
-        out["oracle"][d] = {"delta": math.sqrt(d2), "n95": z * z / d2}
-    return out
 
 
 def render(report: dict, out_dir: Path) -> None:

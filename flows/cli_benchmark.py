@@ -145,6 +145,64 @@ def _shift(o: BenchmarkOptions) -> None:
     _console.print(f"report {res['files']['table']}, MLflow run {res['run_id']}")
 
 
+def _twins(o: BenchmarkOptions) -> None:
+    """``--suite twins``: what twins buy on a twins testbed (trainspotter.evaluation.twins_suite)."""
+    from trainspotter.evaluation.twins_suite import TwinsSuiteConfig, check_twins_testbed
+
+    if o.testbed is None:
+        raise InputError("option --testbed: --suite twins needs a twins testbed, e.g. --testbed mini-pretrain-twins")
+    check_twins_testbed(o.testbed)  # one line naming it, before any flow starts
+    alphas = _csv(o.alphas)
+    try:
+        alpha = None if alphas is None else [float(a) for a in alphas]
+    except ValueError:
+        raise InputError(f"option --alphas {o.alphas!r}: expected a number") from None
+    if alpha is not None and len(alpha) != 1:
+        raise InputError(f"option --alphas {o.alphas!r}: --suite twins takes one level")
+    try:
+        cfg = TwinsSuiteConfig(**{k: v for k, v in {
+            "testbed": o.testbed, "trials": o.trials, "alpha": alpha[0] if alpha else None, "limit": o.limit,
+            "seed": o.seed, "out": str(o.out) if o.out else None}.items() if v is not None})
+    except pydantic.ValidationError as e:
+        raise input_error(e, {"alpha": "alphas"}) from None
+    from trainspotter.flows.twins_suite import twins_suite_flow
+
+    res = _run_flow(twins_suite_flow, cfg, o.tracking_uri, o.refresh)
+    if o.json_out:
+        return emit_json(res)
+    _print_twins(res)
+
+
+def _print_twins(res: dict) -> None:
+    """The suite's compact tables: the paired AUROC, then every DI row (members and H0)."""
+    a = folded_table(f"AUROC, {res['members']} members vs {res['nonmembers']} (k = {res['k']})",
+                     ("feature", "paired", "TPR@1%FPR", "unpaired"))
+    for col, r in res["auroc"].items():
+        a.add_row(col, f"{r['paired']:.3f}", f"{r['tpr_at_1pct_fpr']:.3f}", f"{r['unpaired']:.3f}")
+    _console.print(a)
+    t = folded_table(f"Dataset inference, {res['trials']} trials, α = {res['alpha']:g}",
+                     ("row", "TPR", "mean pairs", "95% by", "H0 rate", "H0 p"))
+    for label, h1, h0 in _di_rows(res):
+        t.add_row(label, f"{h1['rate']:.3f}", f"{h1['mean_pairs_to_decision']:.1f}",
+                  str(h1["pairs_for_95pct"] or "–"), f"{h0['rate']:.3f}", f"{h0['p_above_alpha']:.2g}")
+    _console.print(t)
+    _console.print(f"report {res['files']['table']}, plot {res['files']['plot']}")
+    _console.print(f"MLflow run {res['run_id']}")
+
+
+def _di_rows(res: dict):
+    """(label, members' row, H0 row) of the twins e-process and of the unpaired audit (H0: the pooled control)."""
+    from trainspotter.evaluation.twins_suite import SUBSETS
+
+    for name in SUBSETS:
+        for mode, shown in (("mean", "all"), ("one", "one")):
+            yield (f"twins {shown}, {name}", res["twins"][f"members, {mode}: {name}"],
+                   res["twins"][f"nonmembers, {mode}: {name}"])
+    for scorer in ("online", "fixed"):
+        yield (f"unpaired, lean ({scorer})", res["unpaired"][f"unpaired, members against held-out: lean ({scorer})"],
+               res["unpaired"][f"unpaired, pooled control (H0, a fresh split per trial): lean ({scorer})"])
+
+
 def _tddbench(cfg, tracking_uri, refresh, json_out) -> None:
     """``--suite tddbench``: TDDBench's protocol (trainspotter.evaluation.tddbench)."""
     from trainspotter.evaluation.tddbench import PARADIGMS
@@ -172,7 +230,13 @@ def benchmark_cmd(
                                           "process per method, grouped by paradigm; tddbench.md); shift: false "
                                           "\"trained on\" rates under held-out shift, the blind-check guard, "
                                           "IID cost and pollution (--trials per shift, --null-trials for "
-                                          "the IID splits and pollution; results in shift.md under --out)."),
+                                          "the IID splits and pollution; results in shift.md under --out); "
+                                          "twins: on a twins --testbed, the per-sample AUROC of the paired "
+                                          "features and the twins audit (every private version, and one) "
+                                          "against today's unpaired audit of the same members, H0 rates "
+                                          "under fresh draws (--trials, one --alphas level, 0.05 unless "
+                                          "given; twins-suite.md and decided.png under --out, the artifacts "
+                                          "folder's benchmark-results/twins/TESTBED/ unless given)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
@@ -189,8 +253,9 @@ def benchmark_cmd(
                                                                      "testbeds; 0 = none); its in-0 is the "
                                                                      "learning-based methods' shadow model "
                                                                      + _default("0") + "."),
-    trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, or per "
-                                                           "shift scenario " + _default("200") + "."),
+    trials: Optional[int] = typer.Option(None, min=1, help="Monte Carlo trials per DI configuration, per "
+                                                           "shift scenario, or per twins row " + _default("200")
+                                                           + "."),
     null_trials: Optional[int] = typer.Option(None, min=1, help="Negative-control (FPR) trials per "
                                                                 "configuration; with --suite shift, trials of "
                                                                 "the IID splits and of pollution "
@@ -232,8 +297,10 @@ def benchmark_cmd(
     o = BenchmarkOptions(**locals())  # the options, once; the suites' helpers read them
     if suite == "shift":
         return _shift(o)
+    if suite == "twins":
+        return _twins(o)
     if suite not in ("mia", "tddbench"):
-        raise InputError(f"option --suite {suite!r}: expected mia, tddbench or shift")
+        raise InputError(f"option --suite {suite!r}: expected mia, tddbench, shift or twins")
     cfg = _mia_config(o)
     if suite == "tddbench":
         return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)

@@ -72,3 +72,10 @@ def pvalue_cache_key(context, parameters) -> str:
 @task(cache_key_fn=pvalue_cache_key, persist_result=True, task_run_name="di-pvalue[{trials}]")
 def pvalue_task(features: str, trials: int, n_max: int | None, alphas: list[float], seed: int) -> dict:
     return pvalue_baseline(read_features(features), trials, n_max, alphas, seed)
+
+
+@task(cache_policy=NONE, task_run_name="twins-suite[{trials}]")  # seconds of Monte Carlo: not worth a cache
+def twins_suite_task(V1, V0, H, public1, public0, columns: list[str], trials: int, alpha: float, seed: int) -> dict:
+    from trainspotter.evaluation.twins_suite import run_suite
+
+    return run_suite(V1, V0, H, public1, public0, columns, trials, alpha, seed)
