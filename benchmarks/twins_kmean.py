@@ -169,7 +169,8 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     results |= flat
     decided |= {f"unpaired ({sc}), lean": flat_stops[f"unpaired, members against held-out: lean ({sc})"]
                 for sc in ("online", "fixed")}
-    results["stamp"] = stamp_ttests(V, pub1, order1, pub0, order0, columns, STAMP[args.access])
+    pairs = {s: F[s].reshape(-1, k, k, len(columns)) for s in V}  # (black's STAMP column depends on the twin)
+    results["stamp"] = stamp_ttests(pairs, pub1, order1, pub0, order0, columns, STAMP[args.access])
     results["signal and noise"] = signal_noise(V["member"][..., :len(lean)], H, pub1[0], lean)
     report = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "testbed": bed, "k": k,
               "access": args.access, "rewriter": manifest["config"].get("twins_rewriter"),

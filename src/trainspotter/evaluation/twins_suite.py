@@ -182,8 +182,11 @@ def stamp_ttests(V: dict, public1, order1, public0, order0, columns: list[str], 
     """STAMP's fixed-n paired t-test with k − 1 private versions: per passage, the public
     version's value against the mean of its private versions' (one-sided, at α), on the first
     n passages of each members' trial order (power; the e-process rows' orders) and of each fresh
-    H0 draw (rate), for n in ``ns``; n = all: the one test on every member. ``V``: own values
-    (N, k, p) of ``columns`` per split."""
+    H0 draw (rate), for n in ``ns``; n = all: the one test on every member. ``V``: per split, own
+    values (N, k, p) of ``columns``, or the values f(x_a | x_b) of every ordered pair (N, k, k, p)
+    where a column depends on the twin (the changed positions): then a passage's difference is
+    the mean over its private j of f(pub | j) − f(j | pub), which for a column that does not
+    depend on the twin is the public value minus the privates' mean."""
     from scipy.stats import ttest_1samp
 
     out = {}
@@ -191,13 +194,16 @@ def stamp_ttests(V: dict, public1, order1, public0, order0, columns: list[str], 
         j = columns.index(column)
         diffs = []
         for split, pub, order in (("member", public1, order1), ("nonmember", public0, order0)):
-            v = V[split][..., j]  # (N, k)
-            k = v.shape[1]
+            v = V[split][..., j]  # (N, k) or (N, k, k)
+            k, rows = v.shape[1], np.arange(len(v))
             if column == "gray_ppl":  # the log-likelihood: −log perplexity
                 v, sign = -np.log(v), 1
-            P = v[np.arange(len(v)), pub]  # (T, N): the public version per trial
-            d = sign * (P - (v.sum(axis=1) - P) / (k - 1))  # > 0: the public version fits better
-            diffs.append(np.take_along_axis(d, order, axis=1))
+            if v.ndim == 3:  # (T, N): per trial, the mean over the private j (the diagonal is unused)
+                d = sum(np.where(pub == b, 0.0, v[rows, pub, b] - v[rows, b, pub]) for b in range(k)) / (k - 1)
+            else:
+                P = v[rows, pub]  # (T, N): the public version per trial
+                d = P - (v.sum(axis=1) - P) / (k - 1)
+            diffs.append(np.take_along_axis(sign * d, order, axis=1))  # > 0: the public version fits better
         d1, d0 = diffs
         row = {"all": {"n": int(d1.shape[1]), "p": float(ttest_1samp(d1[0], 0.0, alternative="greater").pvalue)}}
         # (members: the testbed's one draw, so every trial's d1 is the same values reordered)
