@@ -101,3 +101,28 @@ def test_k4_all_and_one_differ_and_k1_is_refused():
     assert res["twins"]["members, one: lean"] != res["twins"]["members, mean: lean"]
     with pytest.raises(ValueError, match="k ≥ 2"):
         run_suite(V1[:, :1], V0[:, :1], H, np.zeros(60, int), np.zeros(60, int), LEAN, trials=2)
+
+
+def test_stamp_difference_on_a_twin_dependent_column_by_hand():
+    """k = 3, public version 0: on a column f(x_a | x_b) that depends on the twin, a passage's
+    difference is the mean over its private j of f(0 | j) − f(j | 0); on a column that does not,
+    the pair table gives what its own values give (public minus the privates' mean)."""
+    from scipy.stats import ttest_1samp
+
+    from trainspotter.evaluation.twins_suite import stamp_ttests
+
+    f = np.array([[np.nan, 5.0, 1.0], [2.0, np.nan, 9.0], [4.0, 7.0, np.nan]])  # f[a, b], passage 0
+    spread = np.array([0.0, 1.0, 2.5, 4.0])  # added to f(0 | 1) of passages 0..3
+    dep = np.stack([f] * 4)
+    dep[:, 0, 1] += spread
+    d_dep = ((5.0 + spread - 2.0) + (1.0 - 4.0)) / 2  # by hand: spread / 2
+    own = np.array([[3.0, 1.0, 8.0], [2.0, 2.0, 0.0], [6.0, 1.0, 1.0], [0.5, 4.0, 3.0]])  # (passage, version)
+    d_own = own[:, 0] - own[:, 1:].mean(axis=1)
+    pairs = np.stack([dep, np.where(np.eye(3, dtype=bool), np.nan, own[:, :, None])], axis=-1)  # (4, 3, 3, 2)
+    pub, order = np.zeros((1, 4), dtype=int), np.arange(4)[None]
+    tests = {"dep": ("dep", 1), "own": ("own", 1)}
+    got = stamp_ttests({"member": pairs, "nonmember": pairs}, pub, order, pub, order, ["dep", "own"], tests, ns=(4,))
+    for name, d in (("dep", d_dep), ("own", d_own)):
+        assert got[name]["all"]["p"] == pytest.approx(ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    V = {s: own[:, :, None] for s in ("member", "nonmember")}
+    assert stamp_ttests(V, pub, order, pub, order, ["own"], {"own": ("own", 1)}, ns=(4,))["own"] == got["own"]
