@@ -40,7 +40,7 @@ LAYERS = [
     ("backends", {"backends"}),
     ("features", {"features"}),
     ("stats", {"stats"}),
-    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "twin_rounds", "rewrite", "rewrite_generative",
+    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "multi", "twins", "twin_rounds", "twins_gate", "rewrite", "rewrite_generative",
                "ledger", "record", "recompute", "verify", "requery", "report", "tables"}),
     ("evaluation", {"evaluation"}),
 ]
