@@ -20,6 +20,7 @@ twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, 
                        "by design.", short_help="Make twins of data before you release it.",
                   no_args_is_help=True)
 
+DEFAULT_UNIT = "sentence"  # a generative rewriter's: how the measured generative testbed was made
 WHO = {"public.jsonl": "release", "manifest.json": "publish with it (no secrets)",
        "private.jsonl": "keep secret", "keys.json": "keep secret"}
 
@@ -37,7 +38,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
                                                           "endpoint (no watermark; key from $OPENAI_API_KEY or "
                                                           "?key_env=VAR)."),
              unit: Optional[str] = typer.Option(None, help="Generative rewriters only: what one generation "
-                                                          "paraphrases, sentence (default) or passage. Sentence by "
+                                                          "paraphrases, sentence or passage (default: "
+                                                          f"{DEFAULT_UNIT}). Sentence by "
                                                           "sentence is how the measured generative testbed was made "
                                                           "(tiny-pretrain-twins-smollm2): a small model answers a "
                                                           "whole passage with one or two sentences, a sentence at a "
@@ -68,7 +70,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
 
     _check_options(k, rate, max_edit_rate, min_similarity, unit, out)
     try:
-        rewriter_ = make_rewriter(rewriter, unit or "sentence", rate=rate, senses=senses)
+        rewriter_ = make_rewriter(rewriter, unit or DEFAULT_UNIT, rate=rate, senses=senses)
     except InputError as e:
         raise InputError(f"option --rewriter: {e}") from None
     generative = isinstance(rewriter_, GenerativeRewriter)

@@ -306,8 +306,12 @@ def test_by_passage_is_one_generation_of_the_whole_passage(tiny_sentences, monke
     rewriter = make_rewriter(f"hf:{tiny_sentences}", "passage")
     raw = []
     real = rewriter._generate
-    monkeypatch.setattr(rewriter, "_generate", lambda text, key, attempt: raw.append((text, attempt,
-                                                                                      real(text, key, attempt))) or raw[-1][2])
+
+    def generate(text, key, attempt):
+        raw.append((text, attempt, real(text, key, attempt)))
+        return raw[-1][2]
+
+    monkeypatch.setattr(rewriter, "_generate", generate)
     out = rewriter.redraw(PASSAGE, b"k" * 32, 1, "p0")
     assert [(t, a) for t, a, _ in raw] == [(PASSAGE, 1)] and out == clean(raw[0][2], PASSAGE)
     assert rewriter.settings()["unit"] == "passage" and "sentences" not in rewriter.settings()
