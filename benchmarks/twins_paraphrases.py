@@ -24,7 +24,6 @@ import argparse
 import gzip
 import hashlib
 import json
-import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +32,13 @@ K, MIN_WORDS = 4, 180
 
 
 def sentences(text: str, words: int = MIN_WORDS) -> list[str]:
-    """The passage's sentences up to the first at which it has ``words`` words (all of them if
-    shorter)."""
+    """The passage's sentences (``rewrite_generative.split_sentences``, the split ``twins make
+    --unit sentence`` paraphrases by) up to the first at which it has ``words`` words (all of
+    them if shorter)."""
+    from trainspotter.rewrite_generative import split_sentences
+
     out = []
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+    for sentence in split_sentences(text):
         out.append(sentence)
         if len(" ".join(out).split()) >= words:
             break

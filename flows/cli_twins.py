@@ -20,6 +20,7 @@ twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, 
                        "by design.", short_help="Make twins of data before you release it.",
                   no_args_is_help=True)
 
+DEFAULT_UNIT = "sentence"  # a generative rewriter's: how the measured generative testbed was made
 WHO = {"public.jsonl": "release", "manifest.json": "publish with it (no secrets)",
        "private.jsonl": "keep secret", "keys.json": "keep secret"}
 
@@ -36,6 +37,13 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
                                                           "watermark keyed per variant), or an openai:MODEL@URL chat "
                                                           "endpoint (no watermark; key from $OPENAI_API_KEY or "
                                                           "?key_env=VAR)."),
+             unit: Optional[str] = typer.Option(None, help="Generative rewriters only: what one generation "
+                                                          "paraphrases, sentence or passage (default: "
+                                                          f"{DEFAULT_UNIT}). Sentence by "
+                                                          "sentence is how the measured generative testbed was made "
+                                                          "(tiny-pretrain-twins-smollm2): a small model answers a "
+                                                          "whole passage with one or two sentences, a sentence at a "
+                                                          "time keeps its length."),
              rate: Optional[float] = typer.Option(None, help="Lexical rewriter only: the share of rewritable words "
                                                              "each variant's key rewrites (default: each key picks "
                                                              "uniformly among a word and its alternatives, so two "
@@ -60,21 +68,15 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     from trainspotter.rewrite_generative import GenerativeRewriter, make_rewriter
     from trainspotter.twins import GATES, make_twins, write_twins
 
-    if k < 2:
-        raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
-    if rate is not None and not 0.0 < rate <= 1.0:
-        raise InputError(f"option --rate: {rate} is not in (0, 1]")
-    if max_edit_rate is not None and not 0.0 < max_edit_rate <= 1.0:
-        raise InputError(f"option --max-edit-rate: {max_edit_rate} is not in (0, 1]")
-    if min_similarity is not None and not -1.0 <= min_similarity < 1.0:
-        raise InputError(f"option --min-similarity: {min_similarity} is not in [-1, 1)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"option --out: {out}: exists and is not an empty folder; twins go to a new folder")
+    _check_options(k, rate, max_edit_rate, min_similarity, unit, out)
     try:
-        rewriter_ = make_rewriter(rewriter, rate=rate, senses=senses)
+        rewriter_ = make_rewriter(rewriter, unit or DEFAULT_UNIT, rate=rate, senses=senses)
     except InputError as e:
         raise InputError(f"option --rewriter: {e}") from None
     generative = isinstance(rewriter_, GenerativeRewriter)
+    if unit is not None and not generative:
+        raise InputError("option --unit: applies to a generative rewriter (hf:, testbed:, openai:); the lexical "
+                         "rewriter rewrites word by word")
     if generative:
         from trainspotter.backends import check_server
 
@@ -103,6 +105,24 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     if json_out:
         return emit_json(summary)
     _print_made(m, out, k)
+
+
+def _check_options(k: int, rate: float | None, max_edit_rate: float | None, min_similarity: float | None,
+                   unit: str | None, out: Path) -> None:
+    from trainspotter.rewrite_generative import UNITS
+
+    if k < 2:
+        raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
+    if rate is not None and not 0.0 < rate <= 1.0:
+        raise InputError(f"option --rate: {rate} is not in (0, 1]")
+    if max_edit_rate is not None and not 0.0 < max_edit_rate <= 1.0:
+        raise InputError(f"option --max-edit-rate: {max_edit_rate} is not in (0, 1]")
+    if min_similarity is not None and not -1.0 <= min_similarity < 1.0:
+        raise InputError(f"option --min-similarity: {min_similarity} is not in [-1, 1)")
+    if unit is not None and unit not in UNITS:
+        raise InputError(f"option --unit: {unit!r}; expected {' or '.join(UNITS)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"option --out: {out}: exists and is not an empty folder; twins go to a new folder")
 
 
 def _read_passages(passages: list[Path]) -> list[dict]:

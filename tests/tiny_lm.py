@@ -42,6 +42,25 @@ def tiny_llama(folder: Path, chat: bool) -> Path:
     return folder
 
 
+def sentence_llama(folder: Path) -> Path:
+    """``tiny_llama(chat=True)`` whose generation config ends every answer with exactly one
+    sentence: "." is the end-of-sequence token (kept in the decoded text: it is not special) and
+    the token forced at the length cap, every other token holding ".", "!" or "?" and every
+    special token is never sampled, and the first 3 new tokens are no end. Random weights say nothing, but each
+    paraphrased sentence comes back as one non-empty sentence, so a passage paraphrased
+    sentence by sentence has as many sentences as it had (and one paraphrased whole, one)."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    tiny_llama(folder, chat=True)
+    tok = AutoTokenizer.from_pretrained(folder)
+    dot = tok.convert_tokens_to_ids(".")
+    ends = [i for i in range(len(tok)) if i != dot and (i in tok.all_special_ids or any(c in tok.decode([i])
+                                                                                           for c in ".!?"))]
+    GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=dot, forced_eos_token_id=dot, suppress_tokens=ends,
+                     min_new_tokens=3).save_pretrained(folder)
+    return folder
+
+
 class ChatHandler(BaseHTTPRequestHandler):
     """An OpenAI-compatible /v1/chat/completions that records each request and answers with a
     paraphrase depending on the seed (as a server honouring `seed` does)."""

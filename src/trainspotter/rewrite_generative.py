@@ -20,7 +20,18 @@ paraphrases of each passage, one published at random).
   honours ``seed``; ``settings()`` says both. The API key is read from the environment
   (``key_env``, default OPENAI_API_KEY) and is never recorded.
 
-New tokens are capped at ``max_new_ratio`` × the passage's tokens + ``extra_tokens``; the
+``unit`` (``GenerativeRewriter``): ``"passage"`` (the default) paraphrases the whole passage in
+one generation; ``"sentence"`` splits it into sentences (``split_sentences``: after ".", "!" or
+"?" and whitespace, the split the measured generative testbed was made with,
+benchmarks/twins_paraphrases.py), paraphrases each alone under the variant's key and watermark
+(seed HMAC(key, attempt ‖ sentence): a sentence's rewrite under one key is the same wherever it
+occurs) and joins the answers (a single space, or the original's line break). Small local models
+answer a whole passage with one or two sentences; a sentence at a time keeps the passage's length
+(``twins make`` paraphrases by sentence). A sentence answered empty keeps its own words (as in
+the testbed's table: a poorer variant, no gap); only when every sentence is answered empty is the
+attempt an ``EmptyRewrite`` (redrawn, every sentence sampled anew).
+
+New tokens are capped at ``max_new_ratio`` × the passage's (or sentence's) tokens + ``extra_tokens``; the
 output is stripped of the prompt, of special tokens and of a leading "Here is the paraphrase:"
 line. An empty rewrite raises ``EmptyRewrite`` naming the passage (``make_twins`` redraws it and
 names the passage's id if every redraw is empty). torch and transformers are imported on first
@@ -37,12 +48,15 @@ from trainspotter.errors import APIRequestError, InputError
 from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter, mac
 
 __all__ = ["EmptyRewrite", "GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "TableRewriter",
-           "key_fingerprint", "make_rewriter", "sample_seed", "text_digest", "watermark_key"]
+           "UNITS", "key_fingerprint", "make_rewriter", "sample_seed", "split_sentences", "text_digest", "watermark_key"]
 
 INSTRUCTION = ("Paraphrase the following passage. Keep its meaning and every fact, name and number, use about "
                "as many words, and reply with the paraphrase only.")
 REWRITERS = "lexical, hf:PATH, testbed:NAME or openai:MODEL@URL"
 # a first line that only announces the answer ("Here's the paraphrase:", "Paraphrase:")
+UNITS = ("passage", "sentence")  # what one generation paraphrases
+_SEEDED = {"passage": "text", "sentence": "sentence"}  # what the sampling seed reads besides key and attempt
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")  # the split of the measured generative testbed
 _PREAMBLE = re.compile(r"^[^\n]{0,200}\b(?:paraphrase|rewrite|rephrased?|reworded)\b[^\n]{0,80}:\s*\n?",
                        re.IGNORECASE)
 
@@ -50,6 +64,12 @@ _PREAMBLE = re.compile(r"^[^\n]{0,200}\b(?:paraphrase|rewrite|rephrased?|reworde
 def sample_seed(key: bytes, text: str, attempt: int = 0) -> int:
     """The sampling seed of a rewrite: HMAC-SHA256(key, "sample" ‖ attempt ‖ text), 63 bits."""
     return int.from_bytes(mac(key, f"sample\0{attempt}\0{text}")[:8], "big") >> 1
+
+
+def split_sentences(text: str) -> list[str]:
+    """The passage's sentences: split after ".", "!" or "?" followed by whitespace (the split the
+    generative testbed's paraphrases were made with, benchmarks/twins_paraphrases.py)."""
+    return SENTENCE_BREAK.split(text.strip())
 
 
 def watermark_key(key: bytes) -> int:
@@ -85,22 +105,39 @@ class GenerativeRewriter(Rewriter):
     backend = ""
 
     def __init__(self, spec, *, temperature: float = 0.7, top_p: float = 0.95, max_new_ratio: float = 1.5,
-                 extra_tokens: int = 16, instruction: str = INSTRUCTION):
+                 extra_tokens: int = 16, instruction: str = INSTRUCTION, unit: str = "passage"):
         if not temperature > 0 or not 0 < top_p <= 1 or not max_new_ratio > 0:
             raise ValueError("temperature must be > 0, top_p in (0, 1] and max_new_ratio > 0")
-        self.spec, self.temperature, self.top_p = spec, temperature, top_p
+        if unit not in UNITS:
+            raise InputError(f"unit {unit!r}: expected {' or '.join(UNITS)}")
+        self.spec, self.temperature, self.top_p, self.unit = spec, temperature, top_p, unit
         self.max_new_ratio, self.extra_tokens, self.instruction = max_new_ratio, extra_tokens, instruction
 
     def rewrite(self, text: str, key: bytes) -> str:
         return self.redraw(text, key, 0, "")
 
     def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
-        """Attempt ``attempt`` under the variant's key: another sampling seed, the same watermark."""
-        out = clean(self._generate(text, key, attempt), text)
+        """Attempt ``attempt`` under the variant's key: another sampling seed, the same watermark;
+        by sentence with ``unit="sentence"`` (module docstring)."""
+        out = (clean(self._generate(text, key, attempt), text) if self.unit == "passage"
+               else self._by_sentence(text, key, attempt))
         if not out:
             where = f"passage {passage!r}" if passage else f"passage \"{_opening(text)}\""
             raise EmptyRewrite(f"{where}: the rewriter {self.spec.base} returned an empty paraphrase "
                                f"(attempt {attempt}); try another model or --rewriter lexical")
+        return out
+
+    def _by_sentence(self, text: str, key: bytes, attempt: int) -> str:
+        """Each sentence paraphrased alone (seed from key, attempt and the sentence), joined by
+        the original's breaks (a space, or its line break); a sentence answered empty keeps its
+        words; "" when every one is (the caller's ``EmptyRewrite``)."""
+        sentences, breaks = split_sentences(text), SENTENCE_BREAK.findall(text.strip())
+        answers = [clean(self._generate(s, key, attempt), s) for s in sentences]
+        if not any(answers):
+            return ""
+        out = answers[0] or sentences[0]
+        for gap, answer, sentence in zip(breaks, answers[1:], sentences[1:]):
+            out += (gap if "\n" in gap else " ") + (answer or sentence)
         return out
 
     def max_new_tokens(self, n_tokens: int) -> int:
@@ -110,10 +147,14 @@ class GenerativeRewriter(Rewriter):
         raise NotImplementedError
 
     def settings(self) -> dict:
-        return {"version": self.version, "backend": self.backend, "model": self.spec.base,
-                "instruction": self.instruction, "temperature": self.temperature, "top_p": self.top_p,
-                "max_new_tokens": f"{self.max_new_ratio} x passage tokens + {self.extra_tokens}",
-                "seed": "HMAC-SHA256(variant key, 'sample' || attempt || text)"}
+        out = {"version": self.version, "backend": self.backend, "model": self.spec.base, "unit": self.unit,
+               "instruction": self.instruction, "temperature": self.temperature, "top_p": self.top_p,
+               "max_new_tokens": f"{self.max_new_ratio} x {self.unit} tokens + {self.extra_tokens}",
+               "seed": f"HMAC-SHA256(variant key, 'sample' || attempt || {_SEEDED[self.unit]})"}
+        if self.unit == "sentence":
+            out["sentences"] = ("split after '.', '!' or '?' and whitespace; each paraphrased alone, joined by a "
+                                "space (or the original's line break); a sentence answered empty keeps its words")
+        return out
 
 
 class HFRewriter(GenerativeRewriter):
@@ -303,11 +344,11 @@ class TableRewriter(Rewriter):
         return {"table": self.path.name, "sha256": self.sha256, "made": self.made}
 
 
-def make_rewriter(value: str | None, **lexical) -> Rewriter:
+def make_rewriter(value: str | None, unit: str = "passage", **lexical) -> Rewriter:
     """The rewriter a ``--rewriter`` value names: ``lexical`` (default; ``lexical`` are the keyed
     lexical rewriter's options), a local model spec (``hf:PATH``, ``testbed:NAME``) or an
-    ``openai:MODEL@URL`` chat endpoint, parsed by the specs' one parser (backends.spec). A bad
-    value is one InputError naming it."""
+    ``openai:MODEL@URL`` chat endpoint (paraphrasing by ``unit``), parsed by the specs' one
+    parser (backends.spec). A bad value is one InputError naming it."""
     from trainspotter.backends.spec import parse_chat_spec, parse_spec, resolve_spec
 
     if value is None or value == "lexical":
@@ -315,9 +356,9 @@ def make_rewriter(value: str | None, **lexical) -> Rewriter:
     if not isinstance(value, str) or ":" not in value:
         raise InputError(f"rewriter {value!r}: expected {REWRITERS}")
     if value.startswith("openai:"):
-        return OpenAIRewriter(parse_chat_spec(value))
+        return OpenAIRewriter(parse_chat_spec(value), unit=unit)
     spec = parse_spec(value)
     if spec.scheme not in ("hf", "testbed"):
         raise InputError(f"rewriter {value!r}: expected {REWRITERS}")
     resolve_spec(spec)  # the model's files exist (InputError naming the spec)
-    return HFRewriter(spec)
+    return HFRewriter(spec, unit=unit)

@@ -57,6 +57,7 @@ from trainspotter.errors import InputError
 from trainspotter.rewrite import WORD as _WORD  # noqa: F401  (re-exported: the tests read it)
 from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter
 from trainspotter.twin_rounds import draw_private
+from trainspotter.twins_gate import OriginalCache, minilm_similarity
 
 FORMAT, VERSION = "trainspotter-twins", 1
 FILES = ("public.jsonl", "private.jsonl", "keys.json")  # hashed in manifest.json
@@ -68,26 +69,13 @@ GATES = {"lexical": {"max_edit_rate": 0.5, "min_similarity": None, "retries": 8}
          "generative": {"max_edit_rate": 1.0, "min_similarity": 0.7, "retries": 3}}
 
 __all__ = ["GATES", "KeyedLexicalRewriter", "Rewriter", "Twins", "commitment", "edit_rate", "load_twins", "make_twins",
-           "read_sides", "verify_commitment", "write_twins"]
+           "minilm_similarity", "read_sides", "verify_commitment", "write_twins"]
 
 
 def edit_rate(original: str, variant: str) -> float:
     """Share of the original's whitespace-separated words not kept, in order, by the variant:
     1 − difflib's matching ratio of the two word sequences (0: same words, 1: none kept)."""
     return 1.0 - difflib.SequenceMatcher(None, original.split(), variant.split(), autojunk=False).ratio()
-
-
-def minilm_similarity(originals: list[str], variants: list[str]) -> list[float]:
-    """Cosine similarity of the packaged all-MiniLM-L6-v2 embeddings (the BADI App. A.6 encoder)."""
-    from transformers.utils import logging as hf_logging
-
-    from trainspotter.features.probability import minilm
-
-    hf_logging.disable_progress_bar()  # "Loading weights" on stderr
-    enc = minilm()
-    a = enc.encode(originals, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
-    b = enc.encode(variants, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
-    return [round(float(x), 6) for x in (a * b).sum(axis=1)]
 
 
 def _norm(text: str) -> str:
@@ -166,10 +154,11 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
             raise InputError(f"passage id {p['id']!r} appears twice; twins are matched by id, so ids must be unique")
         seen[p["id"]] = p["text"]
     ids, variants, quality, skipped, redrawn = [], {}, {}, [], 0
+    gate = OriginalCache() if min_similarity is not None else None  # each original encoded once
     for n, p in enumerate(passages, start=1):
         texts: list[str] = []
         for j in range(k):
-            made = _variant(rewriter, p, keys[j], texts, max_edit_rate, retries, min_similarity)
+            made = _variant(rewriter, p, keys[j], texts, max_edit_rate, retries, min_similarity, gate)
             if made is None:
                 break
             texts.append(made[0])
@@ -199,9 +188,11 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
 
 
 def _variant(rewriter: Rewriter, p: dict, key: bytes, earlier: list[str], max_edit_rate: float, retries: int,
-             min_similarity: float | None) -> tuple[str, int] | None:
+             min_similarity: float | None, gate: OriginalCache | None = None) -> tuple[str, int] | None:
     """(the variant, its attempt) passing ``make_twins``' gate within ``retries`` redraws, or None.
-    A rewriter empty on every attempt is an InputError naming the passage's id."""
+    A rewriter empty on every attempt is an InputError naming the passage's id. The similarity:
+    ``gate.similarity``, ``minilm_similarity([original], [variant])`` with the original encoded
+    once (twins_gate)."""
     empty = 0
     for attempt in range(retries + 1):
         try:
@@ -212,7 +203,7 @@ def _variant(rewriter: Rewriter, p: dict, key: bytes, earlier: list[str], max_ed
             continue
         if _norm(text) in map(_norm, earlier) or edit_rate(p["text"], text) > max_edit_rate:
             continue
-        if min_similarity is not None and minilm_similarity([p["text"]], [text])[0] < min_similarity:
+        if min_similarity is not None and (gate or OriginalCache()).similarity(p["text"], text) < min_similarity:
             continue
         return text, attempt
     if empty == retries + 1:

@@ -162,6 +162,10 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
 
         return (stated.startswith("each key picks uniformly") and param.default is None
                 and KeyedLexicalRewriter().rate is None)
+    if verb == "twins make" and name == "unit":  # None: a generative rewriter's unit (the lexical one takes none)
+        from trainspotter.flows.cli_twins import DEFAULT_UNIT
+
+        return stated == DEFAULT_UNIT and param.default is None
     if verb == "twins make" and name in ("max_edit_rate", "min_similarity"):  # None: the rewriter's gate
         from trainspotter.twins import GATES
 

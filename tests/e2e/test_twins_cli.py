@@ -193,3 +193,45 @@ def test_make_twins_through_an_openai_chat_endpoint_keeps_the_key_out_of_every_o
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["rewriter"]["backend"] == "openai" and manifest["rewriter"]["watermark"] is None
     assert manifest["passages"] == 2 and manifest["min_similarity"] == 0.7
+
+
+def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentences(tmp_path):
+    """`twins make --rewriter hf:DIR` paraphrases sentence by sentence by default (the measured
+    generative testbed's way): with a tiny Llama whose every answer is one non-empty sentence
+    (tiny_lm.sentence_llama), every variant has as many sentences as its passage (paraphrased
+    whole it would have one), and the manifest records the unit; --unit passage is recorded too;
+    --unit with the lexical rewriter, or an unknown unit, is one error line."""
+    from tiny_lm import sentence_llama
+
+    from trainspotter.rewrite_generative import split_sentences
+    from trainspotter.twins import load_twins
+
+    model = sentence_llama(tmp_path / "model")
+    texts = ["The river town grew quickly after the railway arrived. Its market became the largest in the region.",
+             "A small observatory on the hill recorded the comet! It did so every night for three weeks. Then clouds "
+             "covered the sky?",
+             "One sentence only."]
+    data = tmp_path / "passages.jsonl"
+    data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    env = os.environ | {"COLUMNS": "80"}
+    gate = ["--min-similarity", "-1", "--no-similarity", "-k", "3"]
+    out = subprocess.run(CLI + ["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter",
+                                f"hf:{model}", *gate], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    twins = load_twins(tmp_path / "twins")
+    assert twins.manifest["rewriter"]["unit"] == "sentence" and twins.ids == ["p0", "p1", "p2"]
+    for i, text in zip(twins.ids, texts):
+        for variant in twins.variants[i].values():
+            assert variant not in texts and len(split_sentences(variant)) == len(split_sentences(text)), variant
+    out = run("twins", "make", str(data), "--out", str(tmp_path / "whole"), "--rewriter", f"hf:{model}", "--unit",
+              "passage", *gate, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["rewriter"]["unit"] == "passage"
+    assert all(len(split_sentences(v)) == 1 for v in load_twins(tmp_path / "whole").variants["p1"].values())
+    line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "lex"), "--unit", "sentence"))
+    assert line == ("error: option --unit: applies to a generative rewriter (hf:, testbed:, openai:); the lexical "
+                    "rewriter rewrites word by word")
+    line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "w"), "--rewriter", f"hf:{model}",
+                              "--unit", "word"))
+    assert line == "error: option --unit: 'word'; expected passage or sentence"
+    assert not any((tmp_path / d).exists() for d in ("lex", "w"))

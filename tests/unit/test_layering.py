@@ -40,7 +40,8 @@ LAYERS = [
     ("backends", {"backends"}),
     ("features", {"features"}),
     ("stats", {"stats"}),
-    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "matched_ledger", "multi", "twins", "twin_rounds", "rewrite", "rewrite_generative",
+    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "matched_ledger", "multi", "twins", "twin_rounds",
+               "twins_gate", "rewrite", "rewrite_generative",
                "ledger", "record", "recompute", "verify", "requery", "report", "tables"}),
     ("evaluation", {"evaluation"}),
 ]

@@ -249,3 +249,97 @@ def test_a_paraphrase_table_that_is_not_the_expected_one_or_malformed_is_one_err
     bad.write_text('{"text_sha256": "x", "key": "y", "attempt": 0, "text": "t"}\n{"key": 1}\n')
     with pytest.raises(InputError, match="bad.jsonl, line 2: not a paraphrase row"):
         TableRewriter(bad)
+
+
+PASSAGE = ("The river town grew quickly after the railway arrived. Its market became the largest in the region!\n"
+           "Was it the biggest? A small observatory on the hill recorded the comet.")
+
+
+@pytest.fixture(scope="module")
+def tiny_sentences(tmp_path_factory):
+    from tiny_lm import sentence_llama
+
+    return sentence_llama(tmp_path_factory.mktemp("tiny-sentences") / "model")
+
+
+def test_by_sentence_each_sentence_is_paraphrased_alone_under_its_own_seed_and_joined(tiny_sentences, monkeypatch):
+    """unit="sentence": one generation per sentence (the split of the generative testbed), each
+    prompt holding that sentence alone, its cap from its own tokens, the global generator seeded
+    from HMAC(key, attempt, sentence) under the variant's watermark; the answers joined by a
+    space, or the original's line break. The same as paraphrasing each sentence as a passage."""
+    import torch
+
+    from trainspotter.rewrite_generative import split_sentences
+
+    sentences = split_sentences(PASSAGE)
+    assert sentences == ["The river town grew quickly after the railway arrived.",
+                         "Its market became the largest in the region!", "Was it the biggest?",
+                         "A small observatory on the hill recorded the comet."]
+    rewriter = make_rewriter(f"hf:{tiny_sentences}", "sentence")
+    whole = make_rewriter(f"hf:{tiny_sentences}")  # unit="passage", the library's default
+    tok, model = rewriter.load()
+    calls, real = [], model.generate
+
+    def spy(**kw):
+        calls.append(kw | {"rng": torch.random.get_rng_state().clone()})
+        return real(**kw)
+
+    monkeypatch.setattr(model, "generate", spy)
+    key = b"k" * 32
+    out = rewriter.redraw(PASSAGE, key, 2, "p0")
+    assert len(calls) == 4
+    for c, s in zip(calls, sentences):
+        prompt = tok.decode(c["input_ids"][0])
+        assert s in prompt and all(o not in prompt for o in sentences if o != s)
+        assert c["max_new_tokens"] == int(1.5 * len(tok(s, add_special_tokens=False)["input_ids"])) + 16
+        assert torch.equal(c["rng"], torch.Generator().manual_seed(sample_seed(key, s, 2)).get_state())
+        assert c["watermarking_config"].hashing_key == watermark_key(key)
+    answers = [whole.redraw(s, key, 2, "p0") for s in sentences]  # each sentence as a passage of its own
+    assert out == f"{answers[0]} {answers[1]}\n{answers[2]} {answers[3]}"
+    assert len(split_sentences(out)) == 4 and len(split_sentences(whole.redraw(PASSAGE, key, 2, "p0"))) == 1
+
+
+def test_by_passage_is_one_generation_of_the_whole_passage(tiny_sentences, monkeypatch):
+    """unit="passage" (the default) is what it was: one generation, seeded by the whole text."""
+    from trainspotter.rewrite_generative import clean
+
+    rewriter = make_rewriter(f"hf:{tiny_sentences}", "passage")
+    raw = []
+    real = rewriter._generate
+
+    def generate(text, key, attempt):
+        raw.append((text, attempt, real(text, key, attempt)))
+        return raw[-1][2]
+
+    monkeypatch.setattr(rewriter, "_generate", generate)
+    out = rewriter.redraw(PASSAGE, b"k" * 32, 1, "p0")
+    assert [(t, a) for t, a, _ in raw] == [(PASSAGE, 1)] and out == clean(raw[0][2], PASSAGE)
+    assert rewriter.settings()["unit"] == "passage" and "sentences" not in rewriter.settings()
+    assert rewriter.settings()["seed"] == "HMAC-SHA256(variant key, 'sample' || attempt || text)"
+
+
+def test_a_sentence_answered_empty_keeps_its_words_and_all_empty_is_an_empty_rewrite(tiny_sentences, monkeypatch):
+    """Per sentence, an empty answer keeps the sentence as written (as the testbed's table did);
+    only when every sentence is answered empty is the attempt empty, so make_twins redraws it
+    (every sentence sampled anew) and names the passage when all attempts are."""
+    from trainspotter.rewrite import EmptyRewrite
+
+    rewriter = make_rewriter(f"hf:{tiny_sentences}", "sentence")
+    monkeypatch.setattr(rewriter, "_generate", lambda text, key, attempt: "" if "market" in text else f"<{attempt}>")
+    assert rewriter.redraw(PASSAGE, b"k" * 32, 3, "p0") == "<3> Its market became the largest in the region!\n<3> <3>"
+    seen = []
+    monkeypatch.setattr(rewriter, "_generate", lambda text, key, attempt: seen.append(attempt) or " ")
+    with pytest.raises(EmptyRewrite, match="passage 'p0'.*empty paraphrase"):
+        rewriter.redraw(PASSAGE, b"k" * 32, 0, "p0")
+    with pytest.raises(InputError, match="passage 'p9'.*empty rewrite on all 3 attempts"):
+        make_twins([{"id": "p9", "text": PASSAGE}], 2, rewriter, retries=2)
+    assert seen == [0] * 4 + [0] * 4 + [1] * 4 + [2] * 4  # every sentence of every attempt asked
+
+
+def test_the_unit_is_recorded_and_a_bad_unit_is_one_error(tiny_sentences):
+    r = make_rewriter(f"hf:{tiny_sentences}", "sentence").describe()
+    assert r["unit"] == "sentence" and "sentence tokens" in r["max_new_tokens"] and r["seed"].endswith("sentence)")
+    assert "keeps its words" in r["sentences"]
+    assert make_rewriter("openai:m@http://127.0.0.1:9/v1", "sentence").settings()["unit"] == "sentence"
+    with pytest.raises(InputError, match="unit 'word': expected passage or sentence"):
+        make_rewriter(f"hf:{tiny_sentences}", "word")
