@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 import twins_kmean  # (benchmarks/, this script's folder)
 
-from trainspotter.evaluation.twins_suite import STAMP_NS, summary
+from trainspotter.evaluation.twins_suite import CALIBRATED, LEAN, STAMP_NS, summary
+from trainspotter.evaluation.twins_suite import STAMP as GRAY_STAMP
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "twins"
@@ -67,10 +68,8 @@ TESTBED = "tiny-pretrain-twins"
 
 # The feature subsets compared on the same trials (issue 35): columns of one extraction with the
 # `twins` set (the lean pass plus the changed-position features, ``features.twin_positions``),
-# gray box (log-probabilities) or black box (greedy tokens only: ``--access black``).
-LEAN = ["gray_ppl", "gray_zlib_ratio", "gray_min_k_20", "gray_min_kpp_20", "gray_ref_ratio", "gray_ref_diff",
-        "gray_ez"]
-CALIBRATED = ["gray_ref_ratio", "gray_ref_diff", "gray_ez"]
+# gray box (log-probabilities: the suite's LEAN and CALIBRATED) or black box (greedy tokens only:
+# ``--access black``).
 CHANGED = ["gray_twin_lp", "gray_twin_ref_diff"]
 BLACK_LEAN = ["black_ppl", "black_zlib_ratio", "black_min_k_20", "black_ref_ratio", "black_ref_diff",
               "black_match_rate", "black_ref_match_diff", "black_ez"]
@@ -94,7 +93,7 @@ SCORED = {"online": "", "fixed": " (fixed)"}
 # alone, as STAMP) and on the reference-calibrated gray_ref_diff (the best single paired feature).
 # Black box, the same t-test on the greedy match rate at the changed tokens (a radioactivity
 # count, Sander et al. 2024) and on the whole passage's.
-STAMP = {"gray": {"log perplexity": ("gray_ppl", -1), "gray_ref_diff": ("gray_ref_diff", -1)},
+STAMP = {"gray": GRAY_STAMP,
          "black": {"greedy match at changed tokens": ("black_twin_match", 1),
                    "greedy match, whole passage": ("black_match_rate", 1)}}
 
