@@ -102,6 +102,15 @@ class BenchmarkOptions:
     json_out: bool
 
 
+def _alphas(o: BenchmarkOptions) -> list[float] | None:
+    """--alphas as numbers (None: not given); anything else is one error line."""
+    values = _csv(o.alphas)
+    try:
+        return None if values is None else [float(a) for a in values]
+    except ValueError:
+        raise InputError(f"option --alphas {o.alphas!r}: expected comma-separated numbers") from None
+
+
 def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
@@ -152,11 +161,7 @@ def _twins(o: BenchmarkOptions) -> None:
     if o.testbed is None:
         raise InputError("option --testbed: --suite twins needs a twins testbed, e.g. --testbed mini-pretrain-twins")
     check_twins_testbed(o.testbed)  # one line naming it, before any flow starts
-    alphas = _csv(o.alphas)
-    try:
-        alpha = None if alphas is None else [float(a) for a in alphas]
-    except ValueError:
-        raise InputError(f"option --alphas {o.alphas!r}: expected a number") from None
+    alpha = _alphas(o)
     if alpha is not None and len(alpha) != 1:
         raise InputError(f"option --alphas {o.alphas!r}: --suite twins takes one level")
     try:
@@ -317,11 +322,7 @@ def _mia_config(o: BenchmarkOptions):
     features = dict(base.pop("features", None) or {})
     if o.perturbation_kinds is not None:
         features["perturbation_kinds"] = _csv(o.perturbation_kinds)
-    alpha_values = _csv(o.alphas)
-    try:
-        alpha_values = None if alpha_values is None else [float(a) for a in alpha_values]
-    except ValueError:
-        raise InputError(f"option --alphas {o.alphas!r}: expected comma-separated numbers") from None
+    alpha_values = _alphas(o)
     di_access = [] if o.di_access == "none" else choices(Access, "di-access", o.di_access)
     cfg = _config(base, {"testbed": o.testbed, "methods": _csv(o.methods), "reference": o.reference or None,
                          "reference_models": o.reference_models, "trials": o.trials, "null_trials": o.null_trials,

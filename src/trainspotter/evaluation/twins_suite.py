@@ -262,12 +262,11 @@ def signal_noise(V1: np.ndarray, H: np.ndarray, public1: np.ndarray, lean: list[
 
     from trainspotter.features.orientation import directions
 
-    k = V1.shape[1]
     z = 2 * norm.ppf(0.95)
     sign = np.asarray(directions(lean), dtype=float)
     V, Ho = V1 * sign, H * sign
     P = V[np.arange(len(public1)), public1]
-    D = P - (V.sum(axis=1) - P) / (k - 1)  # the twins round, per member
+    D = paired_differences(V, public1)  # the twins round, per member
     designs = {"twins": (D.mean(axis=0), np.cov(D.T)),
                "unpaired": (P.mean(axis=0) - Ho.mean(axis=0), np.cov(P.T) + np.cov(Ho.T))}
 
