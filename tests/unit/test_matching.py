@@ -1,4 +1,4 @@
-"""Matched pairs (trainspotter.matching): the greedy caliper rule on hand-made logits, the
+"""Matched pairs (trainspotter.matching): the optimal caliper rule on hand-made logits, the
 cross-fitting, and what matching does to a shift a text-only model sees."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from trainspotter.matching import greedy_match, match_pairs, propensity_logits
+from trainspotter.matching import match_pairs, optimal_match, propensity_logits
 from trainspotter.auditor import blind_check
 from trainspotter.stats.sequential import TestConfig
 
@@ -20,13 +20,34 @@ def texts(n: int, words: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(VOCAB) for _ in range(words)).capitalize() + "." for _ in range(n)]
 
 
-def test_greedy_match_takes_the_nearest_free_partner_within_the_caliper():
-    ls = np.array([0.0, 1.0, 5.0, 0.02])
-    lh = np.array([0.05, 1.1, 10.0])
-    for seed in range(6):  # suspect rows 0 and 3 both want held-out 0: the first in the order gets it
-        pairs = greedy_match(ls, lh, caliper=0.2, seed=seed)
-        assert sorted(pairs) in ([(0, 0), (1, 1)], [(1, 1), (3, 0)])  # 5.0 has nobody within 0.2
-    assert len(greedy_match(ls, lh, caliper=100.0, seed=0)) == 3  # each held-out row used once
+def test_optimal_match_keeps_every_pair_the_caliper_allows():
+    """Suspect 0.0 is nearest to held-out 0.1, the only partner suspect 0.25 has within 0.2:
+    the nearest-first rule (0.0 takes 0.1) pairs one; the optimal rule pairs both, 0.0 with
+    -0.15. Among the most pairs, the smallest total gap: 1.0 takes 1.05, not 0.9."""
+    pairs = optimal_match(np.array([0.0, 0.25]), np.array([0.1, -0.15]), caliper=0.2, seed=0)
+    assert sorted(pairs) == [(0, 1), (1, 0)]
+    pairs = optimal_match(np.array([0.0, 1.0, 5.0]), np.array([0.05, 0.9, 1.05]), caliper=0.2, seed=3)
+    assert sorted(pairs) == [(0, 0), (1, 2)]  # 5.0 has nobody within 0.2
+    assert optimal_match(np.array([0.0]), np.array([]), caliper=1.0) == []
+
+
+def test_optimal_match_against_every_assignment():
+    """On small random logits, the pairs are as many as the best of all one-to-one
+    assignments within the caliper, and their total gap is the least among those."""
+    from itertools import permutations
+
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        ls, lh = rng.normal(size=4), rng.normal(size=5)
+        best = (0, 0.0)
+        for perm in permutations(range(5), 4):
+            gaps = [abs(ls[i] - lh[j]) for i, j in enumerate(perm) if abs(ls[i] - lh[j]) <= 0.4]
+            best = max(best, (len(gaps), -sum(gaps)))
+        pairs = optimal_match(ls, lh, caliper=0.4, seed=1)
+        assert len({i for i, _ in pairs}) == len({j for _, j in pairs}) == len(pairs)
+        assert len(pairs) == best[0]
+        assert np.isclose(sum(abs(ls[i] - lh[j]) for i, j in pairs), -best[1])
+
 
 def test_cross_fitting_keeps_a_passage_from_scoring_its_own_label():
     """IID texts: a model fitted on every passage separates the labels it was fitted on
