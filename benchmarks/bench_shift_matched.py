@@ -48,7 +48,8 @@ from prefect import flow
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter import __version__
-from trainspotter.evaluation.shift import AUDITS, NAMES, ShiftConfig, guard_of, scenario_trials, shift_pools, suite_tests
+from trainspotter.evaluation.shift import (AUDITS, NAMES, ShiftConfig, _rate, guard_of, scenario_trials, shift_pools,
+                                           suite_tests, verdicts)
 from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
 from trainspotter.flows.shift import _difficulty, _features, _split
 from trainspotter.flows.tracking import git_commit
@@ -72,51 +73,70 @@ def _cell(r: dict) -> str:
     return f"**{r['rate']:.3f}** (p {r['binom_p']:.2g})" if r["binom_p"] < 0.05 else f"{r['rate']:.3f} (p {r['binom_p']:.2g})"
 
 
-def render(summary: dict, alpha: float) -> str:
-    lines = ["# Held-out shift suite: the matched audit (`--shift-check match`)", "", summary["header"], "",
-             "Per trial: n passages per side drawn as in shift.md (the same generators, so the default audit "
-             "runs on the very same draws), `match_pairs` on the drawn texts (cross-fitted TF-IDF + surface "
-             "propensity, greedy matching within 0.2 SD of its logit; Rosenbaum & Rubin 1983, Austin 2011), "
-             "then on the matched pairs only: the blind check, the placebo checks and the model's test, and "
-             "the audit's verdict (`decide`, then `matched_verdict`: fewer matched pairs than the test needs "
-             f"to reach 1/α is *overlap*). α = {alpha:g}. *matched*: mean matched pairs (share of n); "
-             "*overlap*: share inconclusive for too few pairs; *blind after*: the blind check fires on the "
-             "matched pairs; *default*: \"trained on\" of the audit without matching on the same draws "
-             "(blind and placebo guards). Rates with the one-sided binomial p-value of rate ≤ α; **bold**: "
-             "p < 0.05. Pairs: censored mean pairs to decision (no rejection counts its matched pairs).", ""]
-    sections = (("null", "## Null shifts: neither model saw either set (every \"trained on\" is false)"),
-                ("alternative", "## Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
-                ("iid", "## IID splits (members: H1; non-members: H0)"))
-    audits = [a for a in AUDITS if any(a in s["tests"] for s in summary["scenarios"])]
-    for part, title in sections:
-        rows = [s for s in summary["scenarios"] if s["part"] == part]
-        if not rows:
-            continue
-        lines += [title, "", "| scenario | suspect | held-out | n | trials | matched | overlap | blind before "
-                  "| blind after | placebo after (gray/black) | "
-                  + " | ".join(f"{NAMES[a]}: default | matched | pairs (matched)" for a in audits) + " |",
-                  "|---" * (10 + 3 * len(audits)) + "|"]
-        for s in rows:
-            p = s["placebo"]
-            placebo = "/".join(f"{p[k]['rate']:.3f}" if k in p else "—" for k in ("placebo_gray", "placebo_black"))
-            overlap = s["tests"]["gray"]["overlap"]
-            cells = []
-            for a in audits:
-                t = s["tests"].get(a)
-                cells.append("— | — | —" if t is None else
-                             f"{t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f}")
-            lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
-                         f"| {s['trials']}{' (' + s['run'] + ')' if s.get('run') else ''} | {s['matched_mean']:.1f} ({s['matched_share']:.2f}) | {overlap:.3f} "
-                         f"| {s['blind_before']['rate']:.3f} | {s['blind']['rate']:.3f} | {placebo} | "
-                         + " | ".join(cells) + " |")
-        lines.append("")
-    iid = [s for s in summary["scenarios"] if s["part"] == "iid" and s["suspect"] == "member"]
-    if iid:
-        lines += ["IID cost (default audit): share of the default audit's true \"trained on\" (members) that "
-                  "the matched audit does not give on the same draws: "
-                  + "; ".join(f"n {s['pairs']}: {s['tests']['gray']['lost']:.3f} ({s['trials']} trials"
-                             f"{', ' + s['run'] if s.get('run') else ''})" for s in iid) + ".", ""]
-    return "\n".join(lines) + "\n"
+INTRO = ("Per trial: n passages per side drawn as in shift.md (the same generators, so the default audit runs "
+         "on the very same draws); the default audit's blind check on the draw; where it fired, as the audit "
+         "does, `match_pairs` on the drawn texts (cross-fitted TF-IDF + surface propensity, optimal matching "
+         "within 0.2 SD of its logit; Rosenbaum & Rubin 1983, Rosenbaum 1989, Austin 2011) and on the matched "
+         "pairs only the blind check, the placebo check and the model's test, and the matched verdict (`decide`, "
+         "then `matched_verdict`: fewer matched pairs than the test needs to reach 1/α is *overlap*); where it "
+         "did not fire, the default audit's verdict on every pair. *matched trials*: share of trials matched "
+         "(the blind check fired on the draw); *pairs*: mean matched pairs in those trials; *overlap*: share of "
+         "them inconclusive for too few pairs; *default*: \"trained on\" of `--shift-check stop` on the same "
+         "draws; *match*: of `--shift-check match`, with the one-sided binomial p of rate ≤ α (α = {alpha:g}; "
+         "**bold**: p < 0.05); *inconclusive*: share of all trials without a verdict; *to decision*: censored "
+         "mean pairs (no rejection counts the pairs it had); *IID, same pairs*: alternatives only, \"trained "
+         "on\" of the default audit on IID members vs held-out at the mean matched pairs, on as many trials: "
+         "what the testbed's signal gives that many pairs with no shift at all.")
+SECTIONS = (("null", "Null shifts: neither model saw either set (every \"trained on\" is false)"),
+            ("alternative", "Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
+            ("iid", "IID splits (members: H1; non-members: H0)"))
+
+
+def _rows(summary: dict, part: str, audit: str) -> list[str]:
+    """The table of one part: per scenario and size, the row with the most trials."""
+    best = {}
+    for s in summary["scenarios"]:
+        key = (s["kind"], s["suspect"], s["size"])
+        if s["part"] == part and audit in s["tests"] and s["trials"] > best.get(key, {"trials": 0})["trials"]:
+            best[key] = s
+    rows = sorted(best.values(), key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
+    if not rows:
+        return []
+    extra = part == "alternative"
+    lines = ["| scenario | suspect | held-out | n | trials | matched trials | pairs | overlap | inconclusive | default "
+             "| match | to decision |" + (" IID, same pairs |" if extra else ""), "|---" * (12 + extra) + "|"]
+    for s in rows:
+        t = s["tests"][audit]
+        same = s.get("iid_same_pairs", {}).get(audit)
+        lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
+                     f"| {s['trials']} | {s['matched_trials']['rate']:.3f} | {s['matched_mean']:.1f} "
+                     f"| {t['arm']['overlap']:.3f} | {t['inconclusive']:.3f} | {t['default']['rate']:.3f} "
+                     f"| {_cell(t['trained_on'])} | {t['censored_pairs']:.1f} |"
+                     + (f" {same['rate']:.3f} |" if extra and same else " — |" if extra else ""))
+    return lines + [""]
+
+
+def _iid_cost(summary: dict, audit: str) -> list[str]:
+    iid = {}
+    for s in summary["scenarios"]:
+        if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"] and s["trials"] > iid.get(s["size"], {"trials": 0})["trials"]:
+            iid[s["size"]] = s
+    iid = [iid[k] for k in sorted(iid, key=lambda n: n or 10**9)]
+    if not iid:
+        return []
+    return ["IID cost: share of the default audit's true \"trained on\" (members) that `--shift-check match` does "
+            "not give on the same draws, and share of trials it adds: " + "; ".join(
+                f"n {s['pairs']}: lost {s['tests'][audit]['lost']:.3f}, added {s['tests'][audit]['gained']:.3f} "
+                f"({s['trials']} trials)" for s in iid) + ".", ""]
+
+
+def render(summary: dict, alpha: float, audit: str = "gray") -> str:
+    lines = ["# Held-out shift suite: the matched audit (`--shift-check match`, gray + reference)", "",
+             summary["header"], "", INTRO.format(alpha=alpha), ""]
+    for part, title in SECTIONS:
+        rows = _rows(summary, part, audit)
+        lines += [f"## {title}", "", *rows] if rows else []
+    return "\n".join(lines + _iid_cost(summary, audit)) + "\n"
 
 
 @flow(name="shift-matched")
@@ -179,16 +199,23 @@ def run(args) -> dict:
             S, H = rows(s), rows(h)
             encoded = everything.rows([at[p["id"]] for p in s + h])
             both = text_rows(s), text_rows(h)
-            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded, both)
             default = scenario_trials(S, H, tests, test, trials, n or None, config.seed, text_rows=both)
+            # as the audit does: matching only the draws on which the blind check fired
+            fired = default["blind_stop"] > 0 if not args.match_every else None
+            res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded, both, only=fired)
             summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
+            if part == "alternative" and summary["matched_mean"] >= 2:  # the same number of pairs, IID: the ceiling
+                same = scenario_trials(rows(iid["member"]), rows(iid["heldout"]), tests, test, trials,
+                                       round(summary["matched_mean"]), config.seed)
+                summary["iid_same_pairs"] = {a: _rate(verdicts(same, a)["guarded"], test.alpha)
+                                             for a in summary["tests"] if a in same["model"]}
             results.append({"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n,
                             "pool_sizes": [len(s), len(h)], "seconds": round(time.time() - t0, 1), **summary})
             g = summary["tests"]["gray"]
-            print(f"{part} {kind} {ls} vs {lh} n {summary['pairs']}: matched {summary['matched_mean']:.1f}, "
-                  f"overlap {g['overlap']:.3f}, blind {summary['blind_before']['rate']:.3f}->"
-                  f"{summary['blind']['rate']:.3f}, trained on default {g['default']['rate']:.3f} matched "
-                  f"{g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
+            print(f"{part} {kind} {ls} vs {lh} n {summary['pairs']}: matched {summary['matched_trials']['rate']:.3f} "
+                  f"of trials, {summary['matched_mean']:.1f} pairs, overlap {g['arm']['overlap']:.3f}, blind "
+                  f"{summary['blind_before']['rate']:.3f}->{summary['blind']['rate']:.3f}, trained on default "
+                  f"{g['default']['rate']:.3f} match {g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
             header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
                       f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits}, separators=(',', ':'))}"
                       f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on "
@@ -424,46 +451,14 @@ START, END = "<!-- shift-matched: start -->", "<!-- shift-matched: end -->"
 
 def shift_section(summary: dict, alpha: float = 0.05, audit: str = "gray") -> str:
     """shift.md's section on the matched audit (the one form the CLI allows, gray + reference):
-    per scenario and size, the row of shift-matched.json with the most trials, and the IID cost: the share of the default audit's true "trained on" the matched audit loses."""
+    the tables of shift-matched.md and the IID cost."""
     lines = [START, "## The matched audit (`--shift-check match`, gray + reference): both sides", "",
              "From `benchmarks/results/shift-matched/shift-matched.md` (made by `benchmarks/bench_shift_matched.py`; "
-             "its header has each run's config and commit): per trial, the draw above, then text-only propensity "
-             "matching (cross-fitted, caliper 0.2 SD of its logit) and, on the matched pairs only, the blind check, "
-             "the placebo check and the test. *default*: \"trained on\" of the audit without matching on the same "
-             "draws; *matched*: with one-sided binomial p of rate ≤ α (α = 0.05; **bold**: p < 0.05); *inconclusive*: "
-             "share of trials with no verdict (any guard, or too few matched pairs: *overlap*); *pairs*: mean pairs to "
-             "decision, censored at the matched pairs.", ""]
-    sections = (("null", "Null shifts (neither model saw either set; every \"trained on\" is false)"),
-                ("alternative", "Alternatives (members of one kind vs unseen text of another; \"trained on\" is right)"),
-                ("iid", "IID splits (members: H1, non-members: H0)"))
-    for part, title in sections:
-        best = {}  # per scenario and size, the row with the most trials
-        for s in summary["scenarios"]:
-            key = (s["kind"], s["suspect"], s["size"])
-            if s["part"] == part and audit in s["tests"] and s["trials"] > best.get(key, {"trials": 0})["trials"]:
-                best[key] = s
-        rows = list(best.values())
-        if not rows:
-            continue
-        rows.sort(key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
-        lines += [f"**{title}**", "", "| scenario | suspect | held-out | n | trials | matched | overlap | inconclusive "
-                  "| default | matched | pairs |", "|---" * 11 + "|"]
-        for s in rows:
-            t = s["tests"][audit]
-            lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
-                         f"| {s['trials']} | {s['matched_mean']:.1f} | {t['overlap']:.3f} | {t['inconclusive']:.3f} "
-                         f"| {t['default']['rate']:.3f} | {_cell(t['trained_on'])} | {t['censored_pairs']:.1f} |")
-        lines.append("")
-    iid = {}
-    for s in summary["scenarios"]:
-        if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"] and s["trials"] > iid.get(s["size"], {"trials": 0})["trials"]:
-            iid[s["size"]] = s
-    iid = [iid[k] for k in sorted(iid, key=lambda n: n or 10**9)]
-    if iid:
-        lines += ["IID cost: share of the default audit's true \"trained on\" (members) that the matched audit "
-                  "does not give on the same draws: " + "; ".join(f"n {s['pairs']}: {s['tests'][audit]['lost']:.3f} "
-                  f"({s['trials']} trials)" for s in iid) + ".", ""]
-    return "\n".join(lines + [END]) + "\n"
+             "its header has each run's config and commit). " + INTRO.format(alpha=alpha), ""]
+    for part, title in SECTIONS:
+        rows = _rows(summary, part, audit)
+        lines += [f"**{title}**", "", *rows] if rows else []
+    return "\n".join(lines + _iid_cost(summary, audit) + [END]) + "\n"
 
 
 def write_shift_md(shift_md: str, matched_json: str) -> None:
@@ -498,6 +493,8 @@ if __name__ == "__main__":
     ap.add_argument("--timing-sizes", type=int, nargs="*", default=[20, 80, 320, 0],
                     help="n per side of the match_pairs timings in the header (none: skip them)")
     ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
+    ap.add_argument("--match-every", action="store_true",
+                    help="match every draw (the audit matches only where the blind check fired on the draw)")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
     ap.add_argument("--text-features", nargs="+", default=None, choices=["ngrams", "ngrams+minilm"],
                     help="compare these text features of the blind check and matching on the same draws "

@@ -37,7 +37,8 @@ from trainspotter.record import prior_of, seal
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import SequentialTest, TestConfig, min_pairs_to_reject
 from trainspotter.twin_rounds import audit_guard_pairs, audit_rounds, batch_queries
-from trainspotter.verdict import BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, with_match
+from trainspotter.verdict import (BASELINE_CAPTION, AuditResult, Verdict, explain, explain_baseline, unmatched,
+                                  with_match)
 
 __all__ = ["AuditConfig", "AuditResult", "Auditor", "BASELINE_CAPTION", "DEFAULT_PRESET", "HISTORY", "TEST_PRESETS",
            "TWINS_PRESET", "UsageMeter", "Verdict", "audit", "baseline_p_value", "check_inputs", "explain",
@@ -264,19 +265,29 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     check_inputs(config, suspect, heldout)
     if config.ledger:
         return _continue(config, suspect, heldout, extract_fn, on_batch, run_id, placebo_fn)
-    match = None
-    if config.shift_check == "match":  # from here on the sides are the matched pairs, aligned
-        suspect, heldout, match = match_sides(config, suspect, heldout)
+    match, blind = None, None
+    if config.shift_check == "match":
+        # Matching only where the blind check sees the sets differ: where it does not, the ordinary
+        # audit runs on every pair, so a matched audit never answers less than the default does.
+        plain = config.model_copy(update={"shift_check": "stop"})
+        blind = _blind(audit_guard_pairs(plain, suspect, heldout), plain)
+        if blind.fired:  # from here on the sides are the matched pairs, aligned
+            suspect, heldout, match = match_sides(config, suspect, heldout, blind)
+            blind = None  # the matched pairs get a blind check of their own
+        else:
+            config = plain
     # The blind check sees every available pair, in the audit's pair order, before any query;
     # it never sees model evidence.
     every = audit_guard_pairs(config, suspect, heldout)  # twins "all": the drawn private variant's (twin_rounds)
-    guards = Guards(_blind(every, config), every[:config.max_pairs], placebo_fn)
+    guards = Guards(blind if blind is not None else _blind(every, config), every[:config.max_pairs], placebo_fn)
     if match is not None and match.matched < min_pairs_to_reject(config.test):  # cannot reach 1/α: no query
         result = Auditor(config.test).result(guards.blind, config.name, "shift", len(every), config.seed)
     else:
         result = _run(config, Auditor(config.test), suspect, heldout, extract_fn, on_batch, guards)
     if match is not None:
         result = with_match(result, match, min_pairs_to_reject(config.test), config.test.alpha)
+    elif blind is not None:
+        result = unmatched(result)
     return seal(result, config, suspect, heldout, run_id=run_id)
 
 

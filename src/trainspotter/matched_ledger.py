@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from trainspotter.auditor import blind_on
 from trainspotter.data import Passage, make_pairs
 from trainspotter.matching import MatchResult, match_pairs
+from trainspotter.stats.blind import BlindResult
 
 if TYPE_CHECKING:
     from trainspotter.audit import AuditConfig
@@ -48,12 +49,13 @@ log = logging.getLogger(__name__)
 Sides = tuple[list[Passage], list[Passage]]
 
 
-def match_sides(config: "AuditConfig", suspect: list[Passage], heldout: list[Passage], pairs_before: int = 0
-                ) -> tuple[list[Passage], list[Passage], MatchResult]:
+def match_sides(config: "AuditConfig", suspect: list[Passage], heldout: list[Passage],
+                blind: BlindResult | None = None, pairs_before: int = 0) -> tuple[list[Passage], list[Passage], MatchResult]:
     """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
-    the blind check on the pairs as drawn before matching is kept for the record. ``pairs_before``:
-    a continued ledger's matched pairs of earlier runs (said in the explanation)."""
-    blind = blind_on(make_pairs(suspect, heldout, seed=config.seed), config)
+    the blind check on the pairs as drawn before matching (``blind``: already run; else run here)
+    is kept for the record. ``pairs_before``: a continued ledger's matched pairs of earlier runs
+    (said in the explanation)."""
+    blind = blind if blind is not None else blind_on(make_pairs(suspect, heldout, seed=config.seed), config)
     match = match_pairs(*([p["text"] for p in side] for side in (suspect, heldout)), config.seed,
                         text_features=config.text_features)
     match.blind_e_value, match.pairs_before = blind.e_value, pairs_before
@@ -85,7 +87,7 @@ def continue_matching(config: "AuditConfig", unused: Sides, given: Sides, ledger
     """Match the passages the ledger never bet on (``unused``: ``ledger.unused_passages`` of ``given``,
     every passage this run was given) on their texts alone (module docstring: why this keeps the
     continued e-process valid)."""
-    suspect, heldout, match = match_sides(config, *unused, pairs_before)
+    suspect, heldout, match = match_sides(config, *unused, pairs_before=pairs_before)
     old = earlier_pairs(ledger["used"], *given)
     return MatchedRun((suspect, heldout), match, (old[0] + suspect, old[1] + heldout))
 

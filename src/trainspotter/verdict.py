@@ -15,7 +15,7 @@ from trainspotter.stats.blind import BlindResult
 if TYPE_CHECKING:
     from trainspotter.auditor import Auditor
 
-__all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline",
+__all__ = ["AuditResult", "BASELINE_CAPTION", "Guard", "Verdict", "decide", "explain", "explain_baseline", "unmatched",
            "format_e", "Context", "matched_verdict", "with_match"]
 
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
@@ -334,6 +334,15 @@ def matched_verdict(verdict: Verdict, guard: Guard | None, matched: int, needed:
     """A matched audit's verdict from ``decide``'s: fewer matched pairs than ``needed`` to ever reach
     1/α make it inconclusive ("overlap") unless the blind check did (audit and shift suite use it)."""
     return ("inconclusive", "overlap") if matched < needed and guard != "blind" else (verdict, guard)
+
+
+def unmatched(result: AuditResult) -> AuditResult:
+    """The result of ``--shift-check match`` where the blind check saw no difference between the
+    sets: the ordinary audit ran on every pair, and its explanation says why nothing was matched."""
+    return result.model_copy(update={"explanation": (
+        f"Nothing was matched: the blind check saw no difference between the sets (e = "
+        f"{result.blind.e_value:.3g} on all {result.blind.pairs_available} pairs), so the audit ran on every "
+        f"pair, as without --shift-check match. {result.explanation}")})
 
 
 def with_match(result: AuditResult, match: MatchResult, needed: int, alpha: float,

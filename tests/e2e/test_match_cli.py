@@ -50,6 +50,23 @@ def test_a_matched_audit_answers_where_the_default_stops(tmp_path, mini_testbed)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
 
 
+def test_where_the_blind_check_sees_no_difference_nothing_is_matched(tmp_path, mini_testbed):
+    """The testbed's own held-out set (an IID split): the blind check stays quiet, so
+    --shift-check match runs the ordinary audit on every pair, and answers exactly as the
+    default audit does (same pairs, same e-value), saying why nothing was matched."""
+    base = ["audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", str(mini_testbed / "heldout.jsonl"),
+            "--model", "testbed:mini", "--reference", "testbed:mini/reference", "--json"]
+    default = json.loads(run(*base).stdout)
+    out = run(*base, "--shift-check", "match")
+    assert out.returncode in (0, INCONCLUSIVE_EXIT), out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert not r["blind"]["fired"] and r.get("match") is None
+    assert r["blind"]["pairs_available"] == 80  # every pair, none dropped
+    for key in ("verdict", "e_value", "pairs_used", "pairs_queried"):
+        assert r[key] == default[key], key
+    assert r["explanation"].startswith("Nothing was matched: the blind check saw no difference")
+
+
 def test_a_held_out_set_with_nothing_alike_stays_inconclusive_without_a_query(tmp_path, mini_testbed):
     heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=1)  # all reformatted
     out = run("audit", "--suspect", str(mini_testbed / "member.jsonl"), "--heldout", heldout, "--model",

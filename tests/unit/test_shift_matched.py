@@ -50,12 +50,41 @@ def test_iid_texts_with_a_member_signal_are_matched_and_trained_on():
     h = pool(80, VOCAB, seed=4, shift=0.0, placebo_shift=0.0)
     res = matched_trials(s, h, TESTS, CONFIG, trials=6, n_max=40, seed=1)
     summary = summarise_matched(res, CONFIG.alpha, h0=False)
-    assert summary["matched_share"] > 0.6 and summary["tests"]["gray"]["overlap"] == 0.0
-    assert summary["tests"]["gray"]["trained_on"]["rate"] >= 5 / 6
+    assert summary["matched_share"] > 0.6 and summary["tests"]["gray"]["arm"]["overlap"] == 0.0
+    assert summary["tests"]["gray"]["arm"]["trained_on"]["rate"] >= 5 / 6
     # the same signal in the placebo model's own features: a shift, never "trained on"
     s2, h2 = s.assign(**{"placebo_gray:score": s["score"]}), h.assign(**{"placebo_gray:score": h["score"]})
     v = matched_verdicts(matched_trials(s2, h2, TESTS, CONFIG, trials=6, n_max=40, seed=1), "gray", CONFIG.alpha)
     assert v["model"].sum() >= 5 and not v["trained_on"].any()
+
+
+def test_matching_only_where_the_blind_check_fired_by_hand():
+    """Four trials; the audit matches the first two (the blind check fired on their draws). Matched:
+    trial 0 rejects on 8 matched pairs (≥ 6 needed), trial 1 does not. Unmatched, the default
+    verdict stands: trial 2 "trained on" after 7 pairs, trial 3 rejects but its placebo check
+    fires. So --shift-check match says "trained on" in trials 0 and 2 (rate 1/2), loses none of the
+    default's (trial 2) and gains trial 0; inconclusive: trial 3; pairs to decision 5, 8, 7, 10."""
+    result = {"pairs": 10, "trials": 4, "only": np.array([True, True, False, False]), "matched": np.array([8, 8, 0, 0]),
+              "auroc": np.array([0.6, 0.7, np.nan, np.nan]), "model": {"gray": np.array([5, 0, 0, 0])},
+              "blind_stop": np.zeros(4, dtype=int), "needed": 6}
+    default = {"pairs": 10, "trials": 4, "blind_stop": np.array([3, 2, 0, 0]),
+               "model": {"gray": np.array([0, 0, 7, 9]), "placebo_gray": np.array([0, 0, 0, 4])}}
+    summary = summarise_matched(result, 0.05, h0=False, default=default)
+    g = summary["tests"]["gray"]
+    assert summary["matched_trials"]["rate"] == 0.5 and summary["matched_mean"] == 8 and np.isclose(summary["auroc"], 0.65)
+    assert g["arm"]["trained_on"]["rate"] == 0.5 and g["arm"]["censored_pairs"] == 6.5
+    assert g["default"]["rate"] == 0.25 and g["trained_on"]["count"] == 2
+    assert g["lost"] == 0.0 and g["gained"] == 0.25 and g["inconclusive"] == 0.25 and g["censored_pairs"] == 7.5
+
+
+def test_trials_outside_only_match_nothing():
+    s = pool(60, VOCAB, seed=5, shift=2.0, placebo_shift=0.0)
+    h = pool(60, VOCAB, seed=6, shift=0.0, placebo_shift=0.0)
+    only = np.array([True, False, True])
+    res = matched_trials(s, h, TESTS, CONFIG, trials=3, n_max=30, seed=0, only=only)
+    full = matched_trials(s, h, TESTS, CONFIG, trials=3, n_max=30, seed=0)
+    assert res["matched"][1] == 0 and np.isnan(res["auroc"][1]) and full["matched"][1] > 0
+    np.testing.assert_array_equal(res["matched"][only], full["matched"][only])
 
 
 def test_padding_never_moves_a_crossing():

@@ -50,9 +50,11 @@ __all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matc
 def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str, tuple[list[str], TestConfig]],
                    config: TestConfig, trials: int, n_max: int | None = None, seed: int = 0,
                    encoded: Encoded | None = None, text_rows: tuple[TextRows, TextRows] | None = None,
-                   text_features: str = DEFAULT_TEXT_FEATURES) -> dict:
+                   text_features: str = DEFAULT_TEXT_FEATURES, only: np.ndarray | None = None) -> dict:
     """Monte Carlo of the matched audit on one (suspect pool, held-out pool), ``scenario_trials``'
-    draws: per trial, ``match_pairs`` on the drawn texts (seed ``seed * 1_000_003 + trial``), then
+    draws: per trial (of ``only``, a mask over trials: those the audit would match, where the blind
+    check fired on the draw as it is; default every trial; the others match nothing),
+    ``match_pairs`` on the drawn texts (seed ``seed * 1_000_003 + trial``), then
     each test of ``tests`` and the blind check on the matched pairs. ``encoded``: the texts of
     both pools, suspect rows first (``Encoded``; default: encoded here); ``text_rows``: their
     blind inputs (``TextRows`` per pool; default: built here); both default to ``text_features``
@@ -64,9 +66,10 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
     ts, th = list(suspect["text"]), list(heldout["text"])
     encoded = encoded if encoded is not None else Encoded(ts + th, text_features)
     ix, iy = trial_draws(len(suspect), len(heldout), n, trials, seed)
-    matched, auroc = np.zeros(trials, dtype=int), np.zeros(trials)
+    matched, auroc = np.zeros(trials, dtype=int), np.full(trials, np.nan)
     mx, my = np.zeros((trials, n), dtype=int), np.zeros((trials, n), dtype=int)
-    for b in range(trials):
+    only = np.ones(trials, dtype=bool) if only is None else np.asarray(only, dtype=bool)
+    for b in np.flatnonzero(only):
         m = match_pairs([ts[i] for i in ix[b]], [th[j] for j in iy[b]], seed=seed * 1_000_003 + b,
                         encoded=encoded.rows(np.r_[ix[b], len(ts) + iy[b]]))
         matched[b], auroc[b] = m.matched, m.auroc
@@ -83,7 +86,7 @@ def matched_trials(suspect: pd.DataFrame, heldout: pd.DataFrame, tests: dict[str
         model[name] = own(stream_stops(S, H, mx, my, [test], [test.alpha], signs)[0][0, 0])
     text_rows = text_rows or (TextRows(ts, text_features=text_features), TextRows(th, text_features=text_features))
     blind, _ = blind_stops(*text_rows, mx, my, config)
-    return {"pairs": n, "trials": trials, "matched": matched, "auroc": auroc, "model": model,
+    return {"pairs": n, "trials": trials, "only": only, "matched": matched, "auroc": auroc, "model": model,
             "blind_stop": own(blind), "needed": min_pairs_to_reject(config), "rows": (mx, my)}
 
 
@@ -111,19 +114,24 @@ def matched_verdicts(result: dict, name: str, alpha: float) -> dict[str, np.ndar
 
 
 def summarise_matched(result: dict, alpha: float, h0: bool, default: dict | None = None) -> dict:
-    """Per scenario: mean matched pairs and share of the draw, share "overlap", the blind check's
-    and placebo checks' firing rates on the matched pairs; per audit: the model's rejection rate,
-    "trained on" (matched) with its one-sided binomial p-value against α, share inconclusive and
-    censored mean pairs to decision (a trial without rejection counts its matched pairs).
-    ``default``: ``scenario_trials`` on the same draws (the audit without matching), for its
-    "trained on" rate and, on H1 (``h0`` False), the share of its true rejections lost."""
+    """Per scenario, over the matched trials (``result["only"]``): mean matched pairs and share of
+    the draw, share "overlap", the blind check's and placebo checks' firing rates on the matched
+    pairs; per audit on them (``arm``): the model's rejection rate, "trained on", share
+    inconclusive and censored mean pairs to decision (a trial without rejection counts its matched
+    pairs). ``default``: ``scenario_trials`` on the same draws (the audit without matching): then
+    per audit also its "trained on" (``default``) and what ``--shift-check match`` says on every
+    trial (``trained_on``, ``inconclusive``, ``censored_pairs``): the matched verdict where the
+    trials were matched, the default one elsewhere (``audit``: matching only where the blind check
+    fires); on H1 (``h0`` False) the share of the default's true rejections it loses and the trials it
+    gains. Rates come with the one-sided binomial p-value of rate ≤ α."""
     from trainspotter.evaluation.shift import verdicts
 
-    matched = result["matched"]
-    out = {"pairs": result["pairs"], "trials": result["trials"], "matched_mean": float(matched.mean()),
-           "matched_share": float(matched.mean() / max(result["pairs"], 1)), "auroc": float(result["auroc"].mean()),
-           "blind": _rate(result["blind_stop"] > 0, alpha),
-           "placebo": {k: _rate(v > 0, alpha) for k, v in result["model"].items() if k.startswith("placebo_")},
+    arm, matched = result["only"], result["matched"]
+    on = lambda x: x[arm] if arm.any() else np.zeros(1)  # noqa: E731  (no matched trial: zeros)
+    out = {"pairs": result["pairs"], "trials": result["trials"], "matched_trials": _rate(arm, alpha),
+           "matched_mean": float(on(matched).mean()), "matched_share": float(on(matched).mean() / max(result["pairs"], 1)),
+           "auroc": float(np.nanmean(on(result["auroc"]))), "blind": _rate(on(result["blind_stop"]) > 0, alpha),
+           "placebo": {k: _rate(on(v) > 0, alpha) for k, v in result["model"].items() if k.startswith("placebo_")},
            "tests": {}}
     if default is not None:
         out["blind_before"] = _rate(default["blind_stop"] > 0, alpha)
@@ -131,15 +139,22 @@ def summarise_matched(result: dict, alpha: float, h0: bool, default: dict | None
         if name not in AUDITS:
             continue
         v = matched_verdicts(result, name, alpha)
-        row = {"model": _rate(v["model"], alpha), "trained_on": _rate(v["trained_on"], alpha),
-               "overlap": float(v["overlap"].mean()), "inconclusive": float(v["inconclusive"].mean()),
-               "censored_pairs": float(np.where(v["model"], result["model"][name], matched).mean())}
+        pairs = np.where(v["model"], result["model"][name], matched)
+        row = {"arm": {"model": _rate(on(v["model"]), alpha), "trained_on": _rate(on(v["trained_on"]), alpha),
+                       "overlap": float(on(v["overlap"]).mean()), "inconclusive": float(on(v["inconclusive"]).mean()),
+                       "censored_pairs": float(on(pairs).mean())}}
         if default is not None and name in default["model"]:
-            before = verdicts(default, name)["guarded"]
-            row["default"] = _rate(before, alpha)
-            row["default_censored_pairs"] = float(np.where(before, default["model"][name], default["pairs"]).mean())
+            d = verdicts(default, name)
+            row["default"] = _rate(d["guarded"], alpha)
+            said = np.where(arm, v["trained_on"], d["guarded"])
+            row["trained_on"] = _rate(said, alpha)
+            row["inconclusive"] = float(np.where(arm, v["inconclusive"], d["model"] & ~d["guarded"]).mean())
+            row["censored_pairs"] = float(np.where(arm, pairs, np.where(d["guarded"], default["model"][name],
+                                                                         default["pairs"])).mean())
+            row["default_censored_pairs"] = float(np.where(d["guarded"], default["model"][name], default["pairs"]).mean())
             if not h0:
-                row["lost"] = float((before & ~v["trained_on"]).sum() / max(before.sum(), 1))
+                row["lost"] = float((d["guarded"] & ~said).sum() / max(d["guarded"].sum(), 1))
+                row["gained"] = float((said & ~d["guarded"]).mean())
         out["tests"][name] = row
     return out
 
