@@ -57,6 +57,24 @@ from trainspotter.matching import Encoded, match_pairs
 from trainspotter.features.text import TextRows
 
 
+def greedy_match(ls: np.ndarray, lh: np.ndarray, caliper: float, seed: int = 0) -> list[tuple[int, int]]:
+    """The baseline of ``--greedy`` (the library's rule until optimal matching replaced it): suspect
+    rows in a seeded random order each take the free held-out row nearest in logit, if within
+    ``caliper`` (Austin 2011); the pairs in a seeded random order."""
+    import random
+
+    free, pairs, order = np.ones(len(lh), dtype=bool), [], list(range(len(ls)))
+    random.Random(f"{seed}:match").shuffle(order)
+    for i in order:
+        gaps = np.where(free, np.abs(lh - ls[i]), np.inf)
+        j = int(np.argmin(gaps)) if len(lh) else 0
+        if len(lh) and gaps[j] <= caliper:
+            free[j] = False
+            pairs.append((i, j))
+    random.Random(f"{seed}:matched-order").shuffle(pairs)
+    return pairs
+
+
 def _timings(table, pool_a, pool_b, sizes=(20, 80, 320, 0)) -> dict[str, float]:
     """Seconds of one ``match_pairs`` call (texts encoded in the call) at n per side."""
     out = {}
@@ -84,12 +102,43 @@ INTRO = ("Per trial: n passages per side drawn as in shift.md (the same generato
          "them inconclusive for too few pairs; *default*: \"trained on\" of `--shift-check stop` on the same "
          "draws; *match*: of `--shift-check match`, with the one-sided binomial p of rate ≤ α (α = {alpha:g}; "
          "**bold**: p < 0.05); *inconclusive*: share of all trials without a verdict; *to decision*: censored "
-         "mean pairs (no rejection counts the pairs it had); *IID, same pairs*: alternatives only, \"trained "
-         "on\" of the default audit on IID members vs held-out at the mean matched pairs, on as many trials: "
-         "what the testbed's signal gives that many pairs with no shift at all.")
+         "mean pairs (no rejection counts the pairs it had); *no shift, same pairs*: alternatives only, \"trained "
+         "on\" of the default audit with the same members against unseen passages of their own kind (unseen "
+         "modern leads for modern members, unseen Wikipedia leads for members against Python docs, ...) at "
+         "the mean matched pairs, on as many trials: what these members' signal gives that many pairs with "
+         "no shift at all.")
 SECTIONS = (("null", "Null shifts: neither model saw either set (every \"trained on\" is false)"),
             ("alternative", "Alternatives: members of one kind vs unseen text of another (\"trained on\" is right)"),
             ("iid", "IID splits (members: H1; non-members: H0)"))
+
+
+# the unseen pool of the members' own kind (shift_pools' side A or B; else the IID held-out split)
+OWN_KIND = {"topic": ("topic", 1), "topic-r": ("topic", 3), "period": ("period", 1), "period-r": ("period", 3)}
+
+
+def same_kind(kind, members, summary, pools, iid, rows, tests, test, trials, seed) -> dict:
+    """The alternative's ceiling: the default audit, members against unseen passages of their own
+    kind (``OWN_KIND``), at the mean matched pairs (at least 2), on ``trials`` draws."""
+    own = pools[OWN_KIND[kind][0]][OWN_KIND[kind][1]] if kind in OWN_KIND else iid["heldout"]
+    n = max(2, round(summary["matched_mean"]))
+    same = scenario_trials(rows(members), rows(own), tests, test, trials, min(n, len(members), len(own)), seed)
+    return {a: _rate(verdicts(same, a)["guarded"], test.alpha) for a in summary["tests"] if a in same["model"]}
+
+
+def add_ceilings(path: str, table: str, testbed: str = "tiny-pretrain", seed: int = 0) -> None:
+    """``same_kind`` for the alternative rows of a run's JSON written before it existed."""
+    pools, iid, frame = pd.read_pickle(table)
+    test = ShiftConfig(testbed=testbed, seed=seed).test()
+    tests = {k: v for k, v in suite_tests(list(frame.columns), test).items() if k in ("gray", guard_of("gray"))}
+    rows = lambda ps: frame.loc[[p["id"] for p in ps]]  # noqa: E731
+    members = {k: v[1] for k, v in member_pools(testbed, pools).items()}
+    summary = json.loads(Path(path).read_text())
+    for s in summary["scenarios"]:
+        if s["part"] == "alternative":
+            s.pop("iid_same_pairs", None)
+            s["same_kind"] = same_kind(s["kind"], members[s["kind"]], s, pools, iid, rows, tests, test, s["trials"], seed)
+    Path(path).write_text(json.dumps(summary, indent=1))
+    Path(path).with_suffix(".md").write_text(render(summary, test.alpha))
 
 
 def _rows(summary: dict, part: str, audit: str) -> list[str]:
@@ -104,10 +153,10 @@ def _rows(summary: dict, part: str, audit: str) -> list[str]:
         return []
     extra = part == "alternative"
     lines = ["| scenario | suspect | held-out | n | trials | matched trials | pairs | overlap | inconclusive | default "
-             "| match | to decision |" + (" IID, same pairs |" if extra else ""), "|---" * (12 + extra) + "|"]
+             "| match | to decision |" + (" no shift, same pairs |" if extra else ""), "|---" * (12 + extra) + "|"]
     for s in rows:
         t = s["tests"][audit]
-        same = s.get("iid_same_pairs", {}).get(audit)
+        same = s.get("same_kind", {}).get(audit)
         lines.append(f"| {s['kind']} | {s['suspect']} | {s['heldout']} | {s['pairs']}{' (all)' if s['size'] == 0 else ''} "
                      f"| {s['trials']} | {s['matched_trials']['rate']:.3f} | {s['matched_mean']:.1f} "
                      f"| {t['arm']['overlap']:.3f} | {t['inconclusive']:.3f} | {t['default']['rate']:.3f} "
@@ -204,11 +253,8 @@ def run(args) -> dict:
             fired = default["blind_stop"] > 0 if not args.match_every else None
             res = matched_trials(S, H, tests, test, trials, n or None, config.seed, encoded, both, only=fired)
             summary = summarise_matched(res, test.alpha, h0=part == "null" or ls == "nonmember", default=default)
-            if part == "alternative" and summary["matched_mean"] >= 2:  # the same number of pairs, IID: the ceiling
-                same = scenario_trials(rows(iid["member"]), rows(iid["heldout"]), tests, test, trials,
-                                       round(summary["matched_mean"]), config.seed)
-                summary["iid_same_pairs"] = {a: _rate(verdicts(same, a)["guarded"], test.alpha)
-                                             for a in summary["tests"] if a in same["model"]}
+            if part == "alternative":
+                summary["same_kind"] = same_kind(kind, s, summary, pools, iid, rows, tests, test, trials, config.seed)
             results.append({"part": part, "kind": kind, "suspect": ls, "heldout": lh, "size": n,
                             "pool_sizes": [len(s), len(h)], "seconds": round(time.time() - t0, 1), **summary})
             g = summary["tests"]["gray"]
@@ -217,7 +263,7 @@ def run(args) -> dict:
                   f"{summary['blind_before']['rate']:.3f}->{summary['blind']['rate']:.3f}, trained on default "
                   f"{g['default']['rate']:.3f} match {g['trained_on']['rate']:.3f} ({time.time() - t0:.0f}s)", flush=True)
             header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
-                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits}, separators=(',', ':'))}"
+                      f"config {json.dumps({'sizes': args.sizes, 'trials': args.trials, 'size_trials': per_size, 'whole_trials': args.whole_trials, 'seed': config.seed, 'preset': config.preset, 'alpha': test.alpha, 'kinds': args.kinds, 'audits': args.audits, 'parts': args.parts, 'matching': 'greedy' if args.greedy else 'optimal', 'match': 'every draw' if args.match_every else 'where the blind check fired'}, separators=(',', ':'))}"
                       f" · {len(results)} scenario rows · wall {(time.time() - start) / 60:.1f} min on "
                       f"{os.cpu_count()} CPUs shared (1 thread, nice 10) · match_pairs s/call (texts encoded in "
                       f"the call) at n per side: {timing}")
@@ -476,6 +522,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE [LABEL=]RUN.json...
         merge(sys.argv[4:], sys.argv[2], sys.argv[3])
         sys.exit()
+    if sys.argv[1:2] == ["--ceilings"]:  # --ceilings RUN.json TABLE.pkl
+        add_ceilings(sys.argv[2], sys.argv[3])
+        sys.exit()
     if sys.argv[1:2] == ["--shift-md"]:  # --shift-md SHIFT.md SHIFT-MATCHED.json
         write_shift_md(sys.argv[2], sys.argv[3])
         sys.exit()
@@ -493,6 +542,7 @@ if __name__ == "__main__":
     ap.add_argument("--timing-sizes", type=int, nargs="*", default=[20, 80, 320, 0],
                     help="n per side of the match_pairs timings in the header (none: skip them)")
     ap.add_argument("--table", default=None, help="pickle of the pools and features: read if present, else written")
+    ap.add_argument("--greedy", action="store_true", help="greedy nearest-first matching (the baseline) instead of optimal")
     ap.add_argument("--match-every", action="store_true",
                     help="match every draw (the audit matches only where the blind check fired on the draw)")
     ap.add_argument("--parts", nargs="+", default=["null", "alternative", "iid"], help="which, in this order")
@@ -503,6 +553,10 @@ if __name__ == "__main__":
     ap.add_argument("--no-match", action="store_true", help="(with --text-features) the blind check and the "
                     "default audit only, no matching")
     args = ap.parse_args()
+    if args.greedy:
+        import trainspotter.matching
+
+        trainspotter.matching.optimal_match = greedy_match
     if args.text_features:
         print(compare_text_features(args))
         sys.exit()
