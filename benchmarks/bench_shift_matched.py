@@ -522,8 +522,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--merge"]:  # --merge OUT NOTE [LABEL=]RUN.json...
         merge(sys.argv[4:], sys.argv[2], sys.argv[3])
         sys.exit()
-    if sys.argv[1:2] == ["--ceilings"]:  # --ceilings RUN.json TABLE.pkl
-        add_ceilings(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["--ceilings"]:  # --ceilings RUN.json TABLE.pkl [TESTBED]
+        add_ceilings(*sys.argv[2:5])
         sys.exit()
     if sys.argv[1:2] == ["--shift-md"]:  # --shift-md SHIFT.md SHIFT-MATCHED.json
         write_shift_md(sys.argv[2], sys.argv[3])

@@ -60,8 +60,8 @@ __all__ = ["AUDITS", "DIFFICULTY_JUDGE", "KINDS", "ShiftConfig", "guard_of", "pl
 
 KINDS = ("length", "topic", "period", "source", "position", "difficulty")
 # testbed -> the sibling testbed whose reference model judges the difficulty shift
-DIFFICULTY_JUDGE = {"tiny-pretrain": "tiny", "tiny-pretrain-2k": "tiny", "tiny-pretrain-2k-x2": "tiny", "tiny": "tiny-pretrain",
-                    "mini": "mini-pretrain", "mini-pretrain": "mini"}
+DIFFICULTY_JUDGE = {"tiny-pretrain": "tiny", "tiny-pretrain-2k": "tiny", "tiny-pretrain-2k-x2": "tiny",
+                    "tiny": "tiny-pretrain", "mini": "mini-pretrain", "mini-pretrain": "mini"}
 SCIENCES = ("Biology and health sciences", "Physical sciences", "Technology", "Mathematics")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-2][0-9])\b")
 

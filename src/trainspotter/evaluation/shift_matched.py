@@ -3,9 +3,10 @@ suite's shifts, on alternatives where the model did train on the suspect set, an
 costs on IID splits.
 
 Per Monte Carlo trial, the draw of ``scenario_trials`` (the same generators, so the default
-audit runs on the very same passages): n passages per side; then ``match_pairs`` on the drawn
-texts, seeded per trial: cross-fitted text-only propensity, greedy matching within a caliper
-of 0.2 SD of its logit (Rosenbaum & Rubin 1983; Austin 2011); then, on the matched pairs only
+audit runs on the very same passages): n passages per side; then, on the trials where the
+audit would match (its blind check fired on the draw: ``only``), ``match_pairs`` on the drawn
+texts, seeded per trial: cross-fitted text-only propensity, optimal matching within a caliper
+of 0.2 SD of its logit (Rosenbaum & Rubin 1983; Rosenbaum 1989; Austin 2011); then, on the matched pairs only
 and in their order, the blind check, the placebo checks (the reference model's own features,
 the suite's ``placebo_*`` columns) and every audit's test, and the verdict the audit gives
 (``trainspotter.verdict.decide`` on the matched pairs, then ``trainspotter.verdict.matched_verdict``:
@@ -121,7 +122,7 @@ def summarise_matched(result: dict, alpha: float, h0: bool, default: dict | None
     pairs). ``default``: ``scenario_trials`` on the same draws (the audit without matching): then
     per audit also its "trained on" (``default``) and what ``--shift-check match`` says on every
     trial (``trained_on``, ``inconclusive``, ``censored_pairs``): the matched verdict where the
-    trials were matched, the default one elsewhere (``audit``: matching only where the blind check
+    trials were matched, the default one elsewhere (as ``audit`` matches only where the blind check
     fires); on H1 (``h0`` False) the share of the default's true rejections it loses and the trials it
     gains. Rates come with the one-sided binomial p-value of rate ≤ α."""
     from trainspotter.evaluation.shift import verdicts
