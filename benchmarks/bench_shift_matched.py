@@ -48,7 +48,7 @@ from prefect import flow
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter import __version__
-from trainspotter.evaluation.shift import (AUDITS, NAMES, ShiftConfig, _rate, guard_of, scenario_trials, shift_pools,
+from trainspotter.evaluation.shift import (AUDITS, ShiftConfig, _rate, guard_of, scenario_trials, shift_pools,
                                            suite_tests, verdicts)
 from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
 from trainspotter.flows.shift import _difficulty, _features, _split
@@ -112,6 +112,13 @@ SECTIONS = (("null", "Null shifts: neither model saw either set (every \"trained
             ("iid", "IID splits (members: H1; non-members: H0)"))
 
 
+def audit_tests(table: pd.DataFrame, test, audits: list[str]) -> dict:
+    """The suite's tests of ``audits`` and the placebo checks that guard them: the other tests' streams
+    would cost as much again and change nothing of these audits' rows."""
+    keep = set(audits) | {guard_of(a) for a in audits}
+    return {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
+
+
 # the unseen pool of the members' own kind (shift_pools' side A or B; else the IID held-out split)
 OWN_KIND = {"topic": ("topic", 1), "topic-r": ("topic", 3), "period": ("period", 1), "period-r": ("period", 3)}
 
@@ -129,26 +136,32 @@ def add_ceilings(path: str, table: str, testbed: str = "tiny-pretrain", seed: in
     """``same_kind`` for the alternative rows of a run's JSON written before it existed."""
     pools, iid, frame = pd.read_pickle(table)
     test = ShiftConfig(testbed=testbed, seed=seed).test()
-    tests = {k: v for k, v in suite_tests(list(frame.columns), test).items() if k in ("gray", guard_of("gray"))}
+    tests = audit_tests(frame, test, ["gray"])
     rows = lambda ps: frame.loc[[p["id"] for p in ps]]  # noqa: E731
     members = {k: v[1] for k, v in member_pools(testbed, pools).items()}
     summary = json.loads(Path(path).read_text())
     for s in summary["scenarios"]:
         if s["part"] == "alternative":
-            s.pop("iid_same_pairs", None)
             s["same_kind"] = same_kind(s["kind"], members[s["kind"]], s, pools, iid, rows, tests, test, s["trials"], seed)
     Path(path).write_text(json.dumps(summary, indent=1))
     Path(path).with_suffix(".md").write_text(render(summary, test.alpha))
 
 
-def _rows(summary: dict, part: str, audit: str) -> list[str]:
-    """The table of one part: per scenario and size, the row with the most trials."""
+def _most_trials(summary: dict, part: str, audit: str, key, suspect: str | None = None) -> dict:
+    """{key(row): the row of ``part`` with ``audit`` (and ``suspect``) that has the most trials}: a
+    merged table keeps a rerun with more trials beside the shorter run it supersedes."""
     best = {}
     for s in summary["scenarios"]:
-        key = (s["kind"], s["suspect"], s["size"])
-        if s["part"] == part and audit in s["tests"] and s["trials"] > best.get(key, {"trials": 0})["trials"]:
-            best[key] = s
-    rows = sorted(best.values(), key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
+        if (s["part"] == part and audit in s["tests"] and suspect in (None, s["suspect"])
+                and s["trials"] > best.get(key(s), {"trials": 0})["trials"]):
+            best[key(s)] = s
+    return best
+
+
+def _rows(summary: dict, part: str, audit: str) -> list[str]:
+    """The table of one part: per scenario and size, the row with the most trials."""
+    rows = sorted(_most_trials(summary, part, audit, lambda s: (s["kind"], s["suspect"], s["size"])).values(),
+                  key=lambda s: (s["kind"], s["suspect"], s["size"] or 10**9))
     if not rows:
         return []
     extra = part == "alternative"
@@ -166,10 +179,7 @@ def _rows(summary: dict, part: str, audit: str) -> list[str]:
 
 
 def _iid_cost(summary: dict, audit: str) -> list[str]:
-    iid = {}
-    for s in summary["scenarios"]:
-        if s["part"] == "iid" and s["suspect"] == "member" and audit in s["tests"] and s["trials"] > iid.get(s["size"], {"trials": 0})["trials"]:
-            iid[s["size"]] = s
+    iid = _most_trials(summary, "iid", audit, lambda s: s["size"], suspect="member")
     iid = [iid[k] for k in sorted(iid, key=lambda n: n or 10**9)]
     if not iid:
         return []
@@ -205,10 +215,7 @@ def run(args) -> dict:
         if cached:
             pd.to_pickle((pools, iid, table), cached)
     every = [p for _, a, _, b in pools.values() for p in a + b] + [p for ps in iid.values() for p in ps]
-    # only the audits asked for and the placebo checks that guard them: the other tests' streams
-    # would cost as much again and change nothing of these audits' rows
-    keep = set(args.audits) | {guard_of(a) for a in args.audits}
-    tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
+    tests = audit_tests(table, test, args.audits)
     rows = lambda ps: table.loc[[p["id"] for p in ps]]  # noqa: E731
     timing = _timings(table, pools["source"][1], pools["source"][3], args.timing_sizes)
     print("match_pairs seconds per call:", timing, flush=True)
@@ -370,8 +377,7 @@ def compare_text_features(args) -> dict:
     config = ShiftConfig(testbed=args.testbed, trials=args.trials, seed=args.seed)
     test = config.test()
     pools, iid, table = gray_setup(config.testbed, config.seed, args.table, "ngrams+minilm" in args.text_features)
-    keep = set(args.audits) | {guard_of(a) for a in args.audits}
-    tests = {k: v for k, v in suite_tests(list(table.columns), test).items() if k in keep}
+    tests = audit_tests(table, test, args.audits)
     scenarios = _scenarios(args, pools, iid, config.testbed)
     texts = list(dict.fromkeys(table["text"]))
     at = {t: k for k, t in enumerate(texts)}
