@@ -65,6 +65,8 @@ def test_where_the_blind_check_sees_no_difference_nothing_is_matched(tmp_path, m
     for key in ("verdict", "e_value", "pairs_used", "pairs_queried"):
         assert r[key] == default[key], key
     assert r["explanation"].startswith("Nothing was matched: the blind check saw no difference")
+    shown = run(*base[:-1], "--shift-check", "match").stdout  # as a terminal shows it, 80 columns
+    assert " ".join(shown.split()).count("Nothing was matched: the blind check saw no difference") == 1
 
 
 def test_a_held_out_set_with_nothing_alike_stays_inconclusive_without_a_query(tmp_path, mini_testbed):
