@@ -122,16 +122,16 @@ def main() -> None:
     import pandas as pd
     from prefect import flow
 
+    from trainspotter.auditing.tables import simulate_many
     from trainspotter.evaluation.benchmark import BenchmarkConfig, mia_rows, split_passages
     from trainspotter.evaluation.benchmark_di import censored_stops, di_frame
     from trainspotter.evaluation.metrics import method_metrics
     from trainspotter.evaluation.mia import cross_fit
+    from trainspotter.evaluation.plots import power_plot
     from trainspotter.features.extract import feature_columns
     from trainspotter.features.features import FEATURE_SETS, FeatureConfig
     from trainspotter.flows.benchmark import _extract, features_table
-    from trainspotter.report import power_plot
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.tables import simulate_many
 
     out = Path(args.results)
     summary = json.loads((out / "results.json").read_text())

@@ -57,20 +57,20 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from scipy.stats import binomtest
     from prefect import flow
+    from scipy.stats import binomtest
 
+    from trainspotter.auditing.tables import simulate_many
     from trainspotter.evaluation.benchmark import BenchmarkConfig, mia_rows
     from trainspotter.evaluation.benchmark_di import di_frame, di_row
     from trainspotter.evaluation.metrics import method_metrics
     from trainspotter.evaluation.mia import cross_fit
+    from trainspotter.evaluation.plots import power_plot
     from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
     from trainspotter.features.extract import feature_columns
     from trainspotter.features.features import FEATURE_SETS
     from trainspotter.flows.benchmark import features_table
-    from trainspotter.report import power_plot
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.tables import simulate_many
 
     @flow(name="bench-exposures")
     def table_of(config):

@@ -49,8 +49,8 @@ def _null_table(pairs, p, seed=0):
 
 # -- (c) a measurement in a fresh process, so ru_maxrss is its own peak -------
 def _child(kind: str, pairs: int, scorer: str, trials: int) -> None:
+    from trainspotter.auditing.tables import run_test, simulate
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.tables import run_test, simulate
     cfg = TestConfig(scorer=scorer)
     t0 = time.perf_counter()
     if kind == "run_test":
@@ -80,8 +80,8 @@ def _in_child(kind, pairs, scorer="online", trials=0) -> dict:
 
 # -- (a) ----------------------------------------------------------------------
 def time_run_test(pairs=2000, p=32) -> dict:
+    from trainspotter.auditing.tables import run_test
     from trainspotter.stats.sequential import TestConfig
-    from trainspotter.tables import run_test
     df = _null_table(pairs, p)
     out = {}
     for scorer in ("online", "paper"):
@@ -127,6 +127,7 @@ def weak_signal(trials, n, delta, p=32, shifted=2, seed=1) -> dict:
 # -- (e) ----------------------------------------------------------------------
 def type1(trials=2000, n=200, p=32, alpha=0.05, seed=7) -> dict:
     from scipy.stats import binomtest
+
     from trainspotter.stats.sequential import TestConfig
     from trainspotter.stats.simulation import stream_stops
     rng = np.random.default_rng(seed)

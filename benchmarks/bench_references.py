@@ -35,19 +35,19 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from trainspotter.auditing.tables import simulate_many
 from trainspotter.backends import load_backend
 from trainspotter.data import load_passages
-from trainspotter.features import model_based as mb
 from trainspotter.evaluation.benchmark_di import censored_stops, paired_saving
 from trainspotter.evaluation.metrics import method_metrics
 from trainspotter.evaluation.mia import cross_fit
 from trainspotter.evaluation.references import build_references, load_reference_manifest
 from trainspotter.evaluation.testbed import PRESETS, split_path
+from trainspotter.features import model_based as mb
 from trainspotter.features.extract import extract, feature_columns
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
 from trainspotter.features.references import refs_diff, refs_lira, refs_rmia, refs_token_lira
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.tables import simulate_many
 
 RESULTS = Path(__file__).parent / "results"
 SPLITS = ("member", "nonmember", "heldout")

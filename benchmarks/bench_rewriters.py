@@ -39,7 +39,7 @@ def passages(n: int, seed: int = 0) -> list[dict]:
 
 def run(rewriter, rows: list[dict], keys: list[bytes], *, chunk: int, max_seconds: float, **gate) -> dict:
     """make_twins over ``rows`` in chunks (same keys), until ``max_seconds`` is spent."""
-    from trainspotter.twins import make_twins
+    from trainspotter.twins.make import make_twins
 
     done, kept, skipped, redrawn, seconds = [], {}, [], 0, 0.0
     for i in range(0, len(rows), chunk):
@@ -59,7 +59,8 @@ def run(rewriter, rows: list[dict], keys: list[bytes], *, chunk: int, max_second
 
 
 def quality(result: dict) -> dict:
-    from trainspotter.twins import edit_rate, minilm_similarity
+    from trainspotter.twins.gate import minilm_similarity
+    from trainspotter.twins.make import edit_rate
 
     original = {r["id"]: r["text"] for r in result["rows"]}
     flat = [(i, j) for i in result["kept"] for j in (0, 1)]
@@ -108,7 +109,7 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     from trainspotter.assets import smollm2_gguf
-    from trainspotter.rewrite_generative import make_rewriter
+    from trainspotter.twins.generative import make_rewriter
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--passages", type=int, default=32)

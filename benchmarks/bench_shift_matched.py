@@ -48,13 +48,13 @@ from prefect import flow
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter import __version__
+from trainspotter.auditing.matching import Encoded, match_pairs
 from trainspotter.evaluation.shift import (AUDITS, ShiftConfig, _rate, guard_of, scenario_trials, shift_pools,
                                            suite_tests, verdicts)
 from trainspotter.evaluation.shift_matched import matched_trials, member_pools, summarise_matched
+from trainspotter.features.text import TextRows
 from trainspotter.flows.shift import _difficulty, _features, _split
 from trainspotter.flows.tracking import git_commit
-from trainspotter.matching import Encoded, match_pairs
-from trainspotter.features.text import TextRows
 
 
 def greedy_match(ls: np.ndarray, lh: np.ndarray, caliper: float, seed: int = 0) -> list[tuple[int, int]]:
@@ -560,9 +560,9 @@ if __name__ == "__main__":
                     "default audit only, no matching")
     args = ap.parse_args()
     if args.greedy:
-        import trainspotter.matching
+        import trainspotter.auditing.matching
 
-        trainspotter.matching.optimal_match = greedy_match
+        trainspotter.auditing.matching.optimal_match = greedy_match
     if args.text_features:
         print(compare_text_features(args))
         sys.exit()

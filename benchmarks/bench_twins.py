@@ -140,14 +140,14 @@ def main() -> None:
     from trainspotter.stats.blind import blind_stops
     from trainspotter.stats.sequential import TestConfig
     from trainspotter.stats.simulation import stream_stops
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
 
     start = time.time()
     config, bed = PRESETS[args.testbed], args.testbed
     lean, changed, subsets = ACCESS[args.access]
     args.subsets = args.subsets or ",".join(subsets if config.twins <= 2 else twins_kmean.KSUBSETS)
     if args.rewriter is not None:  # a variant: another rewriter (or shared keys: {"keys": "shared"})
-        from trainspotter.twins import KeyedLexicalRewriter
+        from trainspotter.twins.lexical import KeyedLexicalRewriter
 
         spec = dict(args.rewriter)
         keys = spec.pop("keys", "per split")

@@ -1,5 +1,5 @@
 """The MiniLM similarity gate of ``make_twins``, before and after the original's embedding is
-kept per passage (``twins_gate.OriginalCache``), on ~200 passages of the generative twins testbed.
+kept per passage (``twins.gate.OriginalCache``), on ~200 passages of the generative twins testbed.
 
 Input: 200 passages of tiny-pretrain-twins-smollm2's member split (Wikipedia leads) with their
 four SmolLM2 paraphrases, replayed from the testbed's table (``TableRewriter``, the split's keys),
@@ -37,7 +37,7 @@ def passages_and_rewriter(n: int):
     from trainspotter.assets import wikipedia_leads
     from trainspotter.evaluation.testbed import PRESETS
     from trainspotter.evaluation.testbed_twins import rewriter_of, split_keys
-    from trainspotter.rewrite_generative import key_fingerprint, text_digest
+    from trainspotter.twins.generative import key_fingerprint, text_digest
 
     config = PRESETS["tiny-pretrain-twins-smollm2"]
     rewriter = rewriter_of(config)[0]
@@ -51,7 +51,7 @@ def passages_and_rewriter(n: int):
 
 def exactness(rows, rewriter, keys) -> dict:
     """Batched (64) against one-text-per-pass embeddings and similarities."""
-    from trainspotter.twins_gate import _encode
+    from trainspotter.twins.gate import _encode
 
     originals = [r["text"] for r in rows]
     variants = [rewriter.rewrite(r["text"], k) for r in rows for k in keys]
@@ -78,14 +78,14 @@ class OldGate:
         self.encoded = 0
 
     def similarity(self, original: str, variant: str) -> float:
-        from trainspotter.twins import minilm_similarity
+        from trainspotter.twins.gate import minilm_similarity
 
         self.encoded += 2
         return minilm_similarity([original], [variant])[0]
 
 
 def timed(rows, rewriter, keys, gate_class) -> tuple[float, object, int]:
-    import trainspotter.twins as twins
+    import trainspotter.twins.make as twins
 
     made = []
     real = twins.OriginalCache
@@ -100,7 +100,7 @@ def timed(rows, rewriter, keys, gate_class) -> tuple[float, object, int]:
 
 
 def main() -> None:
-    from trainspotter.twins_gate import OriginalCache, _encode
+    from trainspotter.twins.gate import OriginalCache, _encode
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=200)

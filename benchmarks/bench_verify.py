@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from trainspotter.verify import load_record, verify_records
+    from trainspotter.record.verify import load_record, verify_records
 
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,8 +124,8 @@ def main() -> None:
             out = subprocess.run(CLI + list(extra), capture_output=True, text=True)
             assert out.returncode == 0, out.stderr[-2000:]
 
-        from trainspotter.audit import AuditConfig
-        from trainspotter.recompute import check_recomputed
+        from trainspotter.auditing.config import AuditConfig
+        from trainspotter.record.recompute import check_recomputed
 
         config = AuditConfig(**record["config"])
         timings = {"recompute": _median(lambda: check_recomputed(record, config), args.repeats),

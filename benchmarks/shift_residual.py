@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trainspotter.auditing.matching import Encoded, match_pairs
 from trainspotter.evaluation.shift import trial_draws
-from trainspotter.matching import Encoded, match_pairs
 
 COLUMN = "gray_ref_diff"
 

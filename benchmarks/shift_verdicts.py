@@ -6,11 +6,15 @@
 test and of the blind check (shift-stops.npz); the verdicts ("trained on" before and now)
 are functions of those and of the audit size (trainspotter.evaluation.shift.verdicts), so a
 change of the rules needs no new Monte Carlo. Rewrites shift.md, shift.json, shift.png."""
-import json, sys
+import json
+import sys
 from pathlib import Path
+
 import numpy as np
-from trainspotter.evaluation.shift import summarise, render_markdown
-from trainspotter.report import shift_plot
+
+from trainspotter.evaluation.plots import shift_plot
+from trainspotter.evaluation.shift import render_markdown, summarise
+
 out = Path(sys.argv[1])
 summary = json.loads((out / "shift.json").read_text())
 if "--note" in sys.argv:

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+from trainspotter.evaluation.plots import power_plot
 from trainspotter.evaluation.twins_suite import (SUBSETS, decided_curves, h0_draws, own_values, private_variants,
                                                  signal_noise, stamp_ttests, sub_pair_indices, summary, unpaired)
-from trainspotter.report import power_plot
 
 MODES = {"one": "(a) one private variant, drawn at random", "mean": "(b) mean of the pairwise payoffs, all k − 1"}
 KSUBSETS = ("lean", "calibrated", "lean + changed (twins set)")
@@ -104,7 +104,7 @@ def run(args, out_dir: Path, bed: str, out: Path, manifest: dict, target, refere
     from trainspotter.stats.blind import blind_stops
     from trainspotter.stats.sequential import TestConfig
     from trainspotter.stats.simulation import stream_stops
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
 
     start = time.time()
     lean, changed, subsets = ACCESS[args.access]

@@ -32,10 +32,10 @@ K, MIN_WORDS = 4, 180
 
 
 def sentences(text: str, words: int = MIN_WORDS) -> list[str]:
-    """The passage's sentences (``rewrite_generative.split_sentences``, the split ``twins make
+    """The passage's sentences (``twins.generative.split_sentences``, the split ``twins make
     --unit sentence`` paraphrases by) up to the first at which it has ``words`` words (all of
     them if shorter)."""
-    from trainspotter.rewrite_generative import split_sentences
+    from trainspotter.twins.generative import split_sentences
 
     out = []
     for sentence in split_sentences(text):
@@ -59,7 +59,7 @@ def config_and_splits():
 
 def jobs(out: Path) -> None:
     from trainspotter.evaluation.testbed_twins import split_keys
-    from trainspotter.rewrite_generative import INSTRUCTION, key_fingerprint, sample_seed, text_digest, watermark_key
+    from trainspotter.twins.generative import INSTRUCTION, key_fingerprint, sample_seed, text_digest, watermark_key
 
     config, records, chosen = config_and_splits()
     groups, passages = [], {}
@@ -76,7 +76,7 @@ def jobs(out: Path) -> None:
 
 
 def table(jobs_file: Path, answers: list[Path]) -> None:
-    from trainspotter.rewrite_generative import clean
+    from trainspotter.twins.generative import clean
 
     job = json.loads(gzip.decompress(jobs_file.read_bytes()))
     key_of = {(g["split"], g["variant"]): g["key"] for g in job["groups"]}

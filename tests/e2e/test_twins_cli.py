@@ -117,7 +117,7 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
     the draw (its training texts are every version, in variant order), so the two sides are
     exchangeable again: "trained on" at most α = 0.01 of the time (the guarantee), and the
     explanation says what a leak does."""
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
 
     folder = tmp_path / "twins"
     out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
@@ -203,8 +203,8 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     --unit with the lexical rewriter, or an unknown unit, is one error line."""
     from tiny_lm import sentence_llama
 
-    from trainspotter.rewrite_generative import split_sentences
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
+    from trainspotter.twins.generative import split_sentences
 
     model = sentence_llama(tmp_path / "model")
     texts = ["The river town grew quickly after the railway arrived. Its market became the largest in the region.",

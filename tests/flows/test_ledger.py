@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from trainspotter.ledger import load_ledger
+from trainspotter.loop.ledger import load_ledger
 
 
 def _config(name, max_pairs, **kw):
-    from trainspotter.flows.audit import AuditConfig
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.audit import AuditConfig
 
     return AuditConfig(name=name, suspect=str(split_path("mini", "nonmember")),
                        heldout=str(split_path("mini", "heldout")), model="testbed:mini",
@@ -39,8 +39,8 @@ def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
 
 
 def test_changed_settings_refuse_to_continue(mini_testbed):
-    from trainspotter.flows.audit import audit_flow
     from trainspotter.errors import InputError
+    from trainspotter.flows.audit import audit_flow
     from trainspotter.stats.sequential import TestConfig
 
     audit_flow(_config("strict", 5))

@@ -94,8 +94,8 @@ def assert_same_ledger(got: dict, want: dict) -> None:
 @pytest.mark.slow
 def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     from trainspotter import audit
-    from trainspotter.audit import AuditConfig
-    from trainspotter.ledger import load_ledger
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.ledger import load_ledger
     from trainspotter.stats.sequential import TestConfig
 
     model = f"hf:{mini_testbed / 'target'}"
@@ -170,7 +170,7 @@ def test_stale_save_temps_are_swept_under_the_lock(tmp_path, mini_testbed, monke
     """A save killed before its rename leaves NAME.tmpPID; the next run of that audit removes
     it (holding the ledger lock), and touches no other audit's files."""
     from trainspotter import audit
-    from trainspotter.ledger import ledger_path, sweep_temps
+    from trainspotter.loop.ledger import ledger_path, sweep_temps
 
     folder = ledger_path("a", tmp_path).parent
     folder.mkdir(parents=True)

@@ -25,7 +25,7 @@ PAIRS = 8
 def test_parallel_audits_on_one_artifacts_folder(tmp_path, mini_testbed):
     from mlflow.tracking import MlflowClient
 
-    from trainspotter.ledger import load_ledger
+    from trainspotter.loop.ledger import load_ledger
 
     root = tmp_path / "artifacts"
     env = env_for(root)

@@ -12,7 +12,7 @@ embedding (384-d, unit norm; the encoder BADI App. A.6 names, packaged offline):
 text is about and how it is phrased, beyond the words it shares with other texts. The
 embedding is a fixed, pre-trained function of the text alone — never fitted on an audit's
 texts or labels — so everything the blind check and the matching's cross-fitting rest on
-holds as with n-grams alone (``stats.blind``, ``trainspotter.matching``).
+holds as with n-grams alone (``stats.blind``, ``trainspotter.auditing.matching``).
 """
 
 from __future__ import annotations

@@ -37,27 +37,19 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trainspotter.audit import AuditConfig, ExtractFn, audit, check_inputs, read_passages
-from trainspotter.auditor import Auditor
+from trainspotter.auditing.auditor import Auditor
+from trainspotter.auditing.config import AuditConfig, ExtractFn
+from trainspotter.auditing.verdict import AuditResult, Verdict
 from trainspotter.data import Passage
 from trainspotter.errors import InputError
+from trainspotter.loop.inputs import check_inputs, read_passages
+from trainspotter.loop.run import audit
 from trainspotter.stats.ebh import ebh
-from trainspotter.verdict import AuditResult, Verdict
 
-__all__ = ["AuditSetsConfig", "AuditSetsResult", "EBH_CAPTION", "SetDecision", "audit_sets", "check_sets",
+__all__ = ["AuditSetsConfig", "AuditSetsResult", "SetDecision", "audit_sets", "check_sets",
            "decide", "set_labels"]
 
 RunSet = Callable[[AuditConfig, Mapping[str, list[Passage]]], AuditResult]
-
-# What e-BH controls and how it decides: the multi-set table's caption, the report.
-EBH_CAPTION = (
-    "Decision by e-BH (Wang & Ramdas 2022) at false discovery rate α: among the sets called "
-    "trained on, the expected share of sets that were not is at most α, whatever the dependence "
-    "between the sets (they share the held-out set). It rejects the k* sets with the largest "
-    "e-values, k* the largest k whose k-th largest e-value reaches K/(α k); each set stops querying "
-    "once its e-value reaches K/α, where it is rejected whatever the others show. A set whose blind "
-    "check fired counts with e-value 0: inconclusive.")
-
 
 def set_labels(paths: list[str]) -> list[str]:
     """One label per suspect file: its stem in letters, digits, '-', '_' and '.' (a ledger and

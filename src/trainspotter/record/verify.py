@@ -1,13 +1,13 @@
 """Check a sealed audit record (``trainspotter.record``) offline, without the model: every
 text against its sha256, the pair order against the seed, every feature computed again from
-the model's answers the record holds (``trainspotter.recompute``), the blind check replayed
+the model's answers the record holds (``trainspotter.record.recompute``), the blind check replayed
 from the texts, the model's e-process replayed pair by pair from the recorded features, the
 result and verdict against the replay, the hash chain, the section digests, the signature.
 
 Replayed floats match bit-for-bit on the platform that made the record; across machines
 (another BLAS, another CPU) they are accepted within ``TOLERANCE`` (|a − b| ≤ 1e-9 ·
 max(1, |a|, |b|)), and the checks say which they were. ``requery`` loads the model and
-compares the features of a few passages again (``trainspotter.requery``).
+compares the features of a few passages again (``trainspotter.record.requery``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.recompute import SIDES, TOLERANCE, check_recomputed, close
-from trainspotter.record import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
-                                 batch_digest, file_sha256, public_hex, record_digest, sha256, state_sha256,
-                                 text_sha256)
+from trainspotter.record.format import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
+                                        batch_digest, file_sha256, record_digest, sha256, state_sha256, text_sha256)
+from trainspotter.record.keys import public_hex
+from trainspotter.record.recompute import SIDES, TOLERANCE, check_recomputed, close
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
@@ -95,7 +95,7 @@ def _check_twins(twins: dict) -> Check:
     """A twins audit: the folder's manifest is the one audited and, where the owner's salt is
     at hand (keys.json), the commitment opens: the public versions are those drawn at
     ``twins make``, before any model was looked at."""
-    from trainspotter.twins import verify_commitment
+    from trainspotter.twins.folder import verify_commitment
 
     if twins["commitment"] is None:
         return Check("twins", False, "a twins audit with no commitment recorded (its folder had no manifest.json): "
@@ -122,7 +122,7 @@ def _check_twins(twins: dict) -> Check:
 def _check_pair_order(record: dict, config) -> Check:
     """The pairs bet on are those the seed draws from the passages not used before, in the
     rounds it draws (a twins audit of every private variant: a passage's sub-pairs share a t)."""
-    from trainspotter.twin_rounds import audit_rounds, unused
+    from trainspotter.twins.rounds import audit_rounds, unused
 
     used = {s: set(record["start"]["used"][s]) for s in SIDES}
     sides = (unused(*(record["passages"][s] for s in SIDES), used["suspect"]) if config.every_private
@@ -146,13 +146,13 @@ def _check_pair_order(record: dict, config) -> Check:
 
 def _check_features(record: dict, config) -> Check:
     """Every feature value against its sha256 and, where the record holds the model's answers,
-    computed again from them (``trainspotter.recompute``)."""
+    computed again from them (``trainspotter.record.recompute``)."""
     return Check("features", *check_recomputed(record, config))
 
 
 def _replay_blind(record: dict, config):
-    from trainspotter.audit import blind_on
-    from trainspotter.twin_rounds import audit_guard_pairs
+    from trainspotter.auditing.auditor import blind_on
+    from trainspotter.twins.rounds import audit_guard_pairs
 
     every = audit_guard_pairs(config, record["passages"]["suspect"], record["passages"]["heldout"])
     blind = blind_on(every, config)
@@ -170,7 +170,7 @@ def _replay_blind(record: dict, config):
 
 def _replay_model(record: dict, config):
     """The model's e-process fed the recorded feature rows batch by batch, as the audit fed them."""
-    from trainspotter.auditor import Auditor
+    from trainspotter.auditing.auditor import Auditor
     from trainspotter.stats.sequential import SequentialTest
 
     start = record["start"]
@@ -204,11 +204,11 @@ def _replay_model(record: dict, config):
 
 
 def _replay_placebo(record: dict, config, auditor, blind):
-    """The placebo check (trainspotter.placebo) replayed from its recorded rows: the audit's test
+    """The placebo check (trainspotter.auditing.placebo) replayed from its recorded rows: the audit's test
     at the guards' level on the placebo model's features of every available pair, batch by batch."""
-    from trainspotter.auditor import Auditor
-    from trainspotter.placebo import PlaceboResult
-    from trainspotter.twin_rounds import audit_guard_pairs
+    from trainspotter.auditing.auditor import Auditor
+    from trainspotter.auditing.verdict import PlaceboResult
+    from trainspotter.twins.rounds import audit_guard_pairs
 
     recorded = PlaceboResult(**record["placebo"]["result"])
     pairs = record["placebo"]["pairs"]
@@ -325,7 +325,7 @@ def _check_signature(record: dict, public_key) -> Check:
 
 def _check_code(record: dict) -> Check:
     from trainspotter.config import code_digest
-    from trainspotter.record import REPLAY_CODE
+    from trainspotter.record.format import REPLAY_CODE
 
     same = record["code"].get("replay_digest") == code_digest(*REPLAY_CODE)
     return Check("code", True, f"made by trainspotter {record['code'].get('trainspotter')} at commit "
@@ -337,7 +337,7 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
     """Every check of one record, in order (the replay checks only with a readable config)."""
     from pydantic import ValidationError
 
-    from trainspotter.audit import AuditConfig
+    from trainspotter.auditing.config import AuditConfig
 
     checks = [_check_passages(record)]
     if "twins" in record["inputs"]:

@@ -9,16 +9,16 @@ import logging
 import numpy as np
 import pandas as pd
 
+from trainspotter.auditing.explain import Context, explain, explain_baseline
+from trainspotter.auditing.verdict import AuditResult, PlaceboResult, decide
 from trainspotter.backends.spec import ModelSpec, parse_spec
 from trainspotter.errors import InputError
 from trainspotter.features.answers import ANSWERS
 from trainspotter.features.orientation import directions
 from trainspotter.features.text import DEFAULT_TEXT_FEATURES, TextRows, describe_differences
-from trainspotter.placebo import PlaceboResult
 from trainspotter.stats.blind import BlindResult, run_blind
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.verdict import AuditResult, Context, decide, explain, explain_baseline
 
 __all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value", "blind_check", "blind_on"]
 

@@ -1,5 +1,5 @@
 """A sealed record's feature values computed again from the model's answers it holds, offline
-and without the model (issue 39; ``trainspotter.verify`` runs it as its "features" check).
+and without the model (issue 39; ``trainspotter.record.verify`` runs it as its "features" check).
 
 Each side of each pair (the model's and the placebo check's) holds its feature values and, from
 a gray-box extraction, the answers they came from (``features.answers``: token ids and
@@ -30,7 +30,7 @@ from trainspotter.errors import InputError
 from trainspotter.features import black_answers
 from trainspotter.features.answers import recompute
 from trainspotter.features.features import FeatureConfig
-from trainspotter.record import sha256
+from trainspotter.record.format import sha256
 
 __all__ = ["SIDES", "TOLERANCE", "check_recomputed", "close"]
 

@@ -55,7 +55,7 @@ class MatchResult(BaseModel):
     smd_before: float  # standardised mean difference of logit e, all passages
     smd_after: float  # the same on the matched passages
     blind_e_value: float | None = None  # the blind check on the pairs before matching (set by the audit)
-    # a matched audit that continues a ledger (trainspotter.matched_ledger): the matched pairs its
+    # a matched audit that continues a ledger (trainspotter.loop.matched_ledger): the matched pairs its
     # e-process bet on in earlier runs; this run matched only passages never bet on
     pairs_before: int = 0
 

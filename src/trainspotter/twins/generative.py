@@ -45,9 +45,10 @@ import os
 import re
 
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.rewrite import EmptyRewrite, KeyedLexicalRewriter, Rewriter, mac
+from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.twins.rewriter import EmptyRewrite, Rewriter, mac
 
-__all__ = ["EmptyRewrite", "GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "TableRewriter",
+__all__ = ["GenerativeRewriter", "HFRewriter", "INSTRUCTION", "OpenAIRewriter", "TableRewriter",
            "UNITS", "key_fingerprint", "make_rewriter", "sample_seed", "split_sentences", "text_digest", "watermark_key"]
 
 INSTRUCTION = ("Paraphrase the following passage. Keep its meaning and every fact, name and number, use about "

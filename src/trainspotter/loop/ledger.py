@@ -32,9 +32,9 @@ from trainspotter.config import artifacts_root
 from trainspotter.errors import InputError
 
 if TYPE_CHECKING:
-    from trainspotter.audit import AuditConfig
-    from trainspotter.auditor import Auditor
-    from trainspotter.verdict import AuditResult
+    from trainspotter.auditing.auditor import Auditor
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.auditing.verdict import AuditResult
 
 SCHEMA = 1
 
@@ -140,9 +140,9 @@ def setup_of(config: "AuditConfig") -> dict:
 def unused_passages(config: "AuditConfig", suspect: list[dict], heldout: list[dict], ledger: dict
                     ) -> tuple[list[dict], list[dict]]:
     """The passages of a continued audit that its ledger never bet on: of twins, a passage whose public
-    version was bet on leaves with its twins (every private one: ``twin_rounds.unused``); otherwise each
-    side on its own (a matched audit's, before it matches: ``trainspotter.matched_ledger``)."""
-    from trainspotter.twin_rounds import unused
+    version was bet on leaves with its twins (every private one: ``twins.rounds.unused``); otherwise each
+    side on its own (a matched audit's, before it matches: ``trainspotter.loop.matched_ledger``)."""
+    from trainspotter.twins.rounds import unused
 
     used = {side: set(ids) for side, ids in ledger["used"].items()}
     if config.every_private:

@@ -1,4 +1,4 @@
-"""A matched audit's pairs (``shift_check="match"``, ``trainspotter.matching``), fresh or continuing
+"""A matched audit's pairs (``shift_check="match"``, ``trainspotter.auditing.matching``), fresh or continuing
 its ledger (``ledger=True``: a recurring matched audit, issue 36).
 
 A continued run matches only the passages its ledger never bet on. ``ledger.record_run`` appends
@@ -33,13 +33,13 @@ import logging
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from trainspotter.auditor import blind_on
+from trainspotter.auditing.auditor import blind_on
+from trainspotter.auditing.matching import MatchResult, match_pairs
 from trainspotter.data import Passage, make_pairs
-from trainspotter.matching import MatchResult, match_pairs
 from trainspotter.stats.blind import BlindResult
 
 if TYPE_CHECKING:
-    from trainspotter.audit import AuditConfig
+    from trainspotter.auditing.config import AuditConfig
     from trainspotter.stats.sequential import TestConfig
 
 __all__ = ["MatchedRun", "continue_matching", "earlier_pairs", "match_sides", "pairs_to_reach"]
@@ -51,7 +51,7 @@ Sides = tuple[list[Passage], list[Passage]]
 
 def match_sides(config: "AuditConfig", suspect: list[Passage], heldout: list[Passage],
                 blind: BlindResult | None = None, pairs_before: int = 0) -> tuple[list[Passage], list[Passage], MatchResult]:
-    """The matched pairs' sides, aligned (``trainspotter.matching``), and how they were matched;
+    """The matched pairs' sides, aligned (``trainspotter.auditing.matching``), and how they were matched;
     the blind check on the pairs as drawn before matching (``blind``: already run; else run here)
     is kept for the record. ``pairs_before``: a continued ledger's matched pairs of earlier runs
     (said in the explanation)."""

@@ -22,51 +22,19 @@ verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from pydantic import BaseModel, Field, PrivateAttr
-
+from trainspotter.auditing.auditor import Auditor
+from trainspotter.auditing.config import ExtractFn
+from trainspotter.auditing.verdict import PlaceboResult
 from trainspotter.data import query_fields
 from trainspotter.stats.sequential import TestConfig
 
-__all__ = ["PlaceboResult", "placebo_features", "run_placebo"]
-
-ExtractFn = Callable[[list[dict], int], list[dict]]
-
-
-class PlaceboResult(BaseModel):
-    """What the placebo check found: the audit's test on a model that saw neither set."""
-
-    ran: bool  # False: no reference model, or the model's test did not reject (nothing to guard)
-    model: str | None = None  # the placebo model's spec
-    fired: bool = False  # its W reached 1/α: a model that never trained on the set tells the sets apart
-    e_value: float = 1.0
-    max_wealth: float = 1.0
-    p_value: float = 1.0
-    pairs_used: int = 0
-    pairs_available: int = 0
-    stop_time: int | None = None
-    alpha: float = 0.05
-    features: list[str] = []
-    wealth: list[float] = Field([], repr=False)
-    _rows: list[dict] = PrivateAttr(default_factory=list)  # the rows bet on (the sealed record keeps them)
-
-
-def placebo_features(features, has_references: bool):
-    """The feature set of the placebo audit: the audit's own; for a reference-relative set
-    whose placebo has no reference of its own to be relative to, the lean set's single-model
-    features of the same pass (what makes text easier for that model)."""
-    if features.relative_only and not has_references:
-        return features.model_copy(update={"relative_only": False, "metric_criteria": False})
-    return features
+__all__ = ["run_placebo"]
 
 
 def run_placebo(model: str, pairs: list[tuple[dict, dict]], extract_fn: ExtractFn, test: TestConfig,
                 batch_pairs: int) -> PlaceboResult:
     """The sequential test ``test`` on the placebo model's feature rows (``extract_fn``, called
     as the audit calls its own, batch by batch) over ``pairs``, stopping at the first W ≥ 1/α."""
-    from trainspotter.auditor import Auditor
-
     auditor = Auditor(test)
     for batch_no, start in enumerate(range(0, len(pairs), batch_pairs)):
         batch = pairs[start:start + batch_pairs]

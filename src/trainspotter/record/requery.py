@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 
-from trainspotter.verify import SIDES, Check, _pairs
+from trainspotter.record.verify import SIDES, Check, _pairs
 
 __all__ = ["REQUERY_ATOL", "REQUERY_RTOL", "requery"]
 
@@ -21,10 +21,10 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
     is asked afresh (a temporary answer cache), never from the answers cached before."""
     import tempfile
 
-    from trainspotter.audit import AuditConfig
+    from trainspotter.auditing.config import AuditConfig
     from trainspotter.backends import load_backend, parse_spec
     from trainspotter.features.extract import extract
-    from trainspotter.record import model_identity
+    from trainspotter.record.format import model_identity
 
     config = AuditConfig(**record["config"])
     rows = [(s, p[s]) for p in _pairs(record) for s in SIDES]

@@ -1,6 +1,6 @@
-"""Rewriters of twins (``trainspotter.twins``): a passage rewritten under a variant's secret key.
+"""The keyed lexical rewriter (``trainspotter.twins``): a passage rewritten under a variant's secret key.
 
-The keyed lexical rewriter carries STAMP's watermark idea (each variant its own secret key, so a
+It carries STAMP's watermark idea (each variant its own secret key, so a
 model trained on the public variant learns that key's preferences; Sander et al., NeurIPS 2024,
 "Watermarking makes language models radioactive") without a generative model: every rewritable
 unit (a word with WordNet alternatives, or a phrase of a small fixed table) is rewritten by
@@ -26,55 +26,14 @@ It stays a deterministic function of (text, key).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
-from abc import ABC, abstractmethod
 from functools import lru_cache
 
-from trainspotter.errors import InputError
+from trainspotter.twins.rewriter import Rewriter, mac, unit
 
-__all__ = ["EmptyRewrite", "KeyedLexicalRewriter", "PHRASES", "Rewriter", "WORD"]
+__all__ = ["KeyedLexicalRewriter", "PHRASES", "WORD"]
 
 WORD = re.compile(r"(?<![-'’\w])[^\W\d_]+(?![-'’\w])")  # letters (any script), not part of a-b or don't
-
-
-class EmptyRewrite(InputError):
-    """A rewriter returned nothing usable for a passage (the message names it); ``make_twins``
-    redraws it."""
-
-
-class Rewriter(ABC):
-    """Rewrites a passage keeping its meaning; ``rewrite(text, key)`` depends on the text and the
-    variant's secret key only (deterministic), so one key means one consistent rewrite of a
-    whole dataset. ``settings()``: what manifest.json records about it (never a key)."""
-
-    name: str = "rewriter"
-
-    @abstractmethod
-    def rewrite(self, text: str, key: bytes) -> str: ...
-
-    def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
-        """Another rewrite of ``text`` for the same variant (``make_twins``' redraw ``attempt`` ≥ 1
-        of passage ``passage``): by default the rewrite under a key derived for that passage and
-        attempt, HMAC(key, "redraw" ‖ passage ‖ attempt). A generative rewriter keeps the
-        variant's watermark and samples again (``rewrite_generative``)."""
-        return self.rewrite(text, mac(key, f"redraw\0{passage}\0{attempt}"))
-
-    def settings(self) -> dict:
-        return {}
-
-    def describe(self) -> dict:
-        return {"name": self.name, **self.settings()}
-
-
-def mac(key: bytes, message: str) -> bytes:
-    return hmac.new(key, message.encode("utf-8"), hashlib.sha256).digest()
-
-
-def unit(digest: bytes) -> float:
-    """The first 8 bytes of a digest as a number in [0, 1)."""
-    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
 
 
 # Function words and phrases (lower case, matched as whole words): each maps to alternatives that
