@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, env=None, **kw):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=env or os.environ.copy(),
-                          timeout=600, **kw)
+    return run_cli(list(args), env=env or os.environ.copy(), timeout=600, **kw)
 
 
 def test_assets_json_lists_installed_assets():

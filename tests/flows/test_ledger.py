@@ -1,12 +1,11 @@
 """Recurring audits: a second run continues the stored e-process on new pairs only."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from trainspotter.loop.ledger import load_ledger
+from cli_process import run_cli
 
 
 def _config(name, max_pairs, **kw):
@@ -52,11 +51,9 @@ def test_ledger_show_json(mini_testbed):
     from trainspotter.flows.audit import audit_flow
 
     audit_flow(_config("shown", 8))
-    out = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "shown", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = run_cli(["ledger", "show", "shown", "--json"], timeout=120)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["pairs_used"] == {"suspect": 8, "heldout": 8} and len(info["runs"]) == 1
-    missing = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "nope"],
-                             capture_output=True, text=True, timeout=120)
+    missing = run_cli(["ledger", "show", "nope"], timeout=120)
     assert missing.returncode == 2 and "no ledger for audit 'nope'" in missing.stderr

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from isolated_env import env_for
+from cli_process import run_cli
 
 KILLER = Path(__file__).with_name("_killer.py")
 PAIRS, BATCH = 12, 4  # pairs per run, pairs per batch: 3 batches per run
@@ -150,8 +151,7 @@ def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     assert sorted(os.listdir(ledger_file.parent)) == ["chain.json", "chain.json.lock"]  # temp swept
 
     env = env_for(root)
-    show = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "chain", "--json"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    show = run_cli(["ledger", "show", "chain", "--json"], env=env, timeout=300)
     assert show.returncode == 0, show.stderr
     info = json.loads(show.stdout)
     assert info["pairs_used"] == {"suspect": 2 * PAIRS, "heldout": 2 * PAIRS} and len(info["runs"]) == 2

@@ -10,7 +10,6 @@ first ended, on pairs the first did not use), and every MLflow run is FINISHED.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 

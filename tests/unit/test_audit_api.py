@@ -11,6 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 
 from trainspotter.errors import InputError
 
@@ -156,8 +157,7 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
 ])
 def test_cli_rejects_bad_test_options_in_one_line(mini_testbed, option, expected):
     held = str(mini_testbed / "heldout.jsonl")
-    out = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", held, "--heldout", held,
-                          "--model", "testbed:mini", *option], capture_output=True, text=True, timeout=300)
+    out = run_cli(["audit", "--suspect", held, "--heldout", held, "--model", "testbed:mini", *option], timeout=300)
     assert out.returncode == 2 and out.stderr.startswith(expected), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
@@ -196,6 +196,6 @@ def test_library_audit_checks_its_inputs_as_the_cli_does(tmp_path, mini_testbed,
         audit(AuditConfig(suspect=str(suspect), heldout=str(heldout), model="testbed:mini"), extract_fn=no_extraction)
     expected = "1 passage in both sets" if case == "overlap" else "3 pairs at most, but the test needs at least"
     assert expected in str(e.value)
-    cli = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(suspect), "--heldout",
-                          str(heldout), "--model", "testbed:mini"], capture_output=True, text=True, timeout=300)
+    cli = run_cli(["audit", "--suspect", str(suspect), "--heldout", str(heldout), "--model", "testbed:mini"],
+                  timeout=300)
     assert cli.returncode == 2 and cli.stderr.strip() == f"error: {e.value}"

@@ -6,7 +6,6 @@ false-failure rate: a binomial or chi-square test at 0.001."""
 
 import hashlib
 import json
-import random
 import re
 from collections import Counter
 

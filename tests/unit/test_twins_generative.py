@@ -78,7 +78,6 @@ def test_the_watermark_shows_under_its_own_key_only(tiny_plain, monkeypatch):
     B's it is not. On random weights the next-token distribution is nearly flat, so the bias of 2
     makes a green token ~2.5x as likely as chance (expected share ~0.7 against 0.25): over ~300
     tokens the gap is many standard deviations on any CPU; no trained model is involved."""
-    import torch
     from transformers import WatermarkDetector
 
     rewriter = make_rewriter(f"hf:{tiny_plain}")
