@@ -5,13 +5,15 @@ is ``auditing.explain``."""
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from trainspotter.auditing.matching import MatchResult
 from trainspotter.stats.blind import BlindResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["AuditResult", "Evidence", "Guard", "PlaceboResult", "Verdict", "decide", "format_e", "matched_verdict",
            "unmatched", "with_match"]
@@ -142,6 +144,8 @@ class AuditResult(BaseModel):
         """The feature rows bet on in this run: id, set and the test's columns (empty for a
         result loaded from JSON)."""
         if self._auditor is None:
+            import pandas as pd
+
             return pd.DataFrame(columns=["id", "set", *self.features])
         return self._auditor.features()
 
