@@ -44,3 +44,40 @@ def test_committed_twins_tables_render_from_their_json(folder):
     report = json.loads((RESULTS / folder / "twins.json").read_text())
     render = render_k2 if report.get("k", 2) == 2 else render_kmean
     assert render(report) == (RESULTS / folder / "twins.md").read_text()
+
+
+@pytest.mark.parametrize("folder", ["shift-matched", "shift-matched/greedy", "shift-matched/tiny-pretrain-2k-x2"])
+def test_committed_matched_tables_render_from_their_json(folder):
+    from trainspotter.evaluation.shift_matched_tables import render
+
+    summary = json.loads((RESULTS / folder / "shift-matched.json").read_text())
+    assert render(summary, 0.05) == (RESULTS / folder / "shift-matched.md").read_text()
+
+
+def test_shift_md_is_the_suite_rederived_from_its_stops_plus_the_matched_section():
+    """shift.md, shift.json: `shift_verdicts.py` from shift.json and shift-stops.npz, then
+    `bench_shift_matched.py --shift-md` from shift-matched.json."""
+    import numpy as np
+
+    from trainspotter.evaluation.shift import render_markdown
+    from trainspotter.evaluation.shift_matched_tables import with_shift_section
+    from trainspotter.evaluation.shift_stops import rederive
+
+    committed = json.loads((RESULTS / "shift.json").read_text())
+    summary = rederive(json.loads((RESULTS / "shift.json").read_text()), np.load(RESULTS / "shift-stops.npz"))
+    assert json.dumps(summary, indent=1) == (RESULTS / "shift.json").read_text() and summary == committed
+    matched = json.loads((RESULTS / "shift-matched" / "shift-matched.json").read_text())
+    assert with_shift_section(render_markdown(summary, 0.05), matched) == (RESULTS / "shift.md").read_text()
+
+
+def test_text_features_tables_are_in_the_joined_page():
+    """text-features.md joins the runs' tables (with a preamble, their headings one level down):
+    every line of each run's table is on it."""
+    from trainspotter.evaluation.shift_text_features import render_text_features
+
+    page = (RESULTS / "shift-matched" / "text-features.md").read_text()
+    runs = sorted((RESULTS / "shift-matched").glob("text-features-*.json"))
+    assert len(runs) == 4
+    for path in runs:
+        table = render_text_features(json.loads(path.read_text()), 0.05).splitlines()[3:]  # below its header
+        assert [line for line in table if line and line not in page] == []
