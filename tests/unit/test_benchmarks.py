@@ -81,3 +81,22 @@ def test_text_features_tables_are_in_the_joined_page():
     for path in runs:
         table = render_text_features(json.loads(path.read_text()), 0.05).splitlines()[3:]  # below its header
         assert [line for line in table if line and line not in page] == []
+
+
+def test_exposures_table_renders_from_its_json():
+    """(exposures.json was written before it recorded torch's threads: 2, as its header says.)"""
+    from trainspotter.evaluation.exposures import render_exposures
+
+    report = json.loads((RESULTS / "exposures" / "exposures.json").read_text())
+    assert render_exposures(report, 2) == (RESULTS / "exposures" / "exposures.md").read_text()
+
+
+def test_references_table_renders_from_its_json_but_the_hand_written_build_note():
+    """references.md's line 3 (the run's minutes and the reference models' builds) was rewritten
+    by hand after the run; every other line renders from references.json."""
+    from trainspotter.evaluation.reference_bank import render_references
+
+    report = json.loads((RESULTS / "tiny-pretrain" / "references.json").read_text())
+    made = render_references(report, "tiny-pretrain").splitlines()
+    committed = (RESULTS / "tiny-pretrain" / "references.md").read_text().splitlines()
+    assert len(made) == len(committed) and [i for i, (a, b) in enumerate(zip(made, committed)) if a != b] == [2]
