@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["git_commit", "src_changed", "median_seconds", "cli_command", "run_cli"]
+__all__ = ["git_commit", "src_changed", "median_seconds", "cli_command", "run_cli", "load_average", "PhaseClock"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -63,3 +63,72 @@ def run_cli(args: list[str], ok=(0,), **kwargs) -> subprocess.CompletedProcess:
 def load_average() -> float:
     """The 1-minute load average (how busy the shared cores were)."""
     return os.getloadavg()[0]
+
+
+class PhaseClock:
+    """Seconds per phase of one process (``benchmarks/bench_cli_overhead.py --child``): callables
+    wrapped in place by module and attribute name (a label met twice adds up), imports timed,
+    the cyclic garbage collector's own time; with ``path``, everything written there as JSON at exit."""
+
+    def __init__(self, path: str | None = None):
+        import atexit
+        import gc
+        import json
+
+        self.start, self.seconds, self._gc = time.perf_counter(), {}, [0.0, 0.0]
+        gc.callbacks.append(self._on_gc)
+        if path is not None:
+            atexit.register(lambda: Path(path).write_text(json.dumps(self.totals())))
+
+    def totals(self) -> dict[str, float]:
+        """The phases, the garbage collector's time and the process's time so far."""
+        return self.seconds | {"garbage collection (within the above)": self._gc[0],
+                               "in process": time.perf_counter() - self.start}
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc[1] = time.perf_counter()
+        else:
+            self._gc[0] += time.perf_counter() - self._gc[1]
+
+    def wrap(self, label: str, module: str, attr: str) -> None:
+        """Time every call of ``module``.``attr`` (``attr`` may be dotted: a method) under ``label``."""
+        import functools
+        import importlib
+
+        owner = importlib.import_module(module)
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def timed_call(*a, **k):
+            t = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                self.seconds[label] = self.seconds.get(label, 0.0) + time.perf_counter() - t
+
+        setattr(owner, name, timed_call)
+
+    def timed(self, label: str):
+        """A context whose wall time is ``label``'s (kept when the body raises or exits)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def clock():
+            t = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.seconds[label] = time.perf_counter() - t
+        return clock()
+
+    def imported(self, label: str, module: str) -> None:
+        """Import ``module``, timed under ``label``."""
+        import importlib
+
+        t = time.perf_counter()
+        importlib.import_module(module)
+        self.seconds[label] = time.perf_counter() - t
