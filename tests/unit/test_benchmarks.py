@@ -154,3 +154,9 @@ def test_cli_and_verify_tables_render_from_their_json():
                            json.loads((RESULTS / "cli_overhead.before.json").read_text()))
     committed = (RESULTS / "cli_overhead.md").read_text()
     assert committed.startswith(made) and committed[len(made):].startswith("\n## Reading")
+
+
+def test_twins_gate_table_renders_from_its_json():
+    from trainspotter.evaluation.twins_gate_bench import render_gate
+
+    assert render_gate(json.loads((RESULTS / "twins_gate.json").read_text())) == (RESULTS / "twins_gate.md").read_text()
