@@ -147,16 +147,16 @@ def main() -> None:
     from trainspotter import __version__
     from trainspotter.evaluation.machine import git_commit
 
+    if args.greedy:  # the baseline rule in optimal matching's place, wherever the audit matches
+        import trainspotter.auditing.matching
+
+        trainspotter.auditing.matching.optimal_match = greedy_match
     options = {k: v for k, v in vars(args).items() if k in TextFeatureRuns.model_fields}
     if args.text_features:
         runs = TextFeatureRuns(**options)
         print(compare_text_features(runs, args.table, git_commit(), __version__,
                                     writer(Path(args.out), args.name, render_text_features)))
         return
-    if args.greedy:
-        import trainspotter.auditing.matching
-
-        trainspotter.auditing.matching.optimal_match = greedy_match
     runs = MatchedRuns(**{k: v for k, v in options.items() if k in MatchedRuns.model_fields})
     pools, iid, table = setup(runs.testbed, runs.seed, args.table)
     print(run_scenarios(pools, iid, table, runs, git_commit(), __version__,
