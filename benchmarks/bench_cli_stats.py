@@ -11,7 +11,7 @@ the same run so the difference is the work. Writes benchmarks/results/cli_stats.
 
 The measurement: trainspotter.evaluation.cli_cost.cli_stats.
 
-    python benchmarks/bench_cli_stats.py [--repeats 3]
+    python benchmarks/bench_cli_stats.py [--repeats 3] [--before OTHER_CHECKOUT/.venv/bin/python]
     python benchmarks/bench_cli_stats.py --render   # cli_stats.md from cli_stats.json
 """
 
@@ -30,11 +30,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--render", action="store_true", help="only rewrite cli_stats.md from cli_stats.json")
+    ap.add_argument("--before", metavar="PYTHON", help="another checkout's interpreter: its `test` timed in the same run")
     args = ap.parse_args()
     if args.render:
         res = json.loads((RESULTS / "cli_stats.json").read_text())
     else:
-        res = cli_stats(args.repeats)
+        res = cli_stats(args.repeats, args.before)
         (RESULTS / "cli_stats.json").write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
     (RESULTS / "cli_stats.md").write_text(render_cli_stats(res))

@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,35 +43,59 @@ def stats_table(rows: int, p: int, seed: int) -> pd.DataFrame:
     return df
 
 
-def _median_cli(args: list[str], repeats: int, pairs: int | None = None) -> float:
+def _median_cli(args: list[str], repeats: int, pairs: int | None = None, python: str | None = None) -> float:
     """Median wall seconds of ``trainspotter ARGS`` (each run must succeed and, for `test`, use
-    all ``pairs``: a run that stops early would time less work)."""
+    all ``pairs``: a run that stops early would time less work); ``python``: another checkout's."""
     def once():
-        out = run_cli(args)
+        out = run_cli(args, python=python)
         if pairs is not None and json.loads(out.stdout)["pairs_used"] != pairs:
             raise SystemExit(f"{' '.join(args)} stopped before {pairs} pairs")
     return median_seconds(once, repeats)
 
 
-def cli_stats(repeats: int) -> dict:
-    """The statistics verbs' wall times (module docstring) and when and where they were taken."""
+def _test_times(table: Path, repeats: int, pythons: list[str | None]) -> list[dict[str, float]]:
+    """For each interpreter of ``pythons`` (None: this one), the medians of ``repeats`` fresh processes
+    of `python -c "import trainspotter"`, `trainspotter --help` and `test` on ``table`` (online scorer),
+    the interpreters taking turns at every repeat so that a busy spell hits all of them alike."""
+    full = ["--alpha", "1e-9", "--json"]
+    runs = {"import_trainspotter_s": lambda py: subprocess.run([py or sys.executable, "-c", "import trainspotter"],
+                                                                 check=True),
+            "import_s": lambda py: run_cli(["--help"], python=py),
+            "test_online_s": lambda py: _pairs_used(run_cli(["test", str(table), *full], python=py), 2000)}
+    times = [{k: [] for k in runs} for _ in pythons]
+    for _ in range(repeats):
+        for py, out in zip(pythons, times):
+            for k, run in runs.items():
+                out[k].append(median_seconds(lambda: run(py), 1))
+    return [{k: statistics.median(v) for k, v in out.items()} for out in times]
+
+
+def _pairs_used(out: subprocess.CompletedProcess, pairs: int) -> None:
+    if json.loads(out.stdout)["pairs_used"] != pairs:
+        raise SystemExit(f"test stopped before {pairs} pairs")
+
+
+def cli_stats(repeats: int, before: str | None = None) -> dict:
+    """The statistics verbs' wall times (module docstring) and when and where they were taken;
+    ``before``: another checkout's interpreter, whose `test` is timed in the same run (``before``)."""
     with tempfile.TemporaryDirectory() as tmp:
         null_table, test_table = Path(tmp) / "null.parquet", Path(tmp) / "test.parquet"
         stats_table(100_000, 32, seed=0).to_parquet(null_table, index=False)
         stats_table(4000, 32, seed=1).to_parquet(test_table, index=False)  # 2000 pairs
         load0 = os.getloadavg()[0]
-        bare = _median_cli(["--help"], repeats)
         # α = 1e-9: no run stops early, so all 2000 rounds are timed (on this null table the
         # paper scorer's run otherwise happens to cross 1/0.05 at pair 13, a 5%-level event)
         full = ["--alpha", "1e-9", "--json"]
-        test_online = _median_cli(["test", str(test_table), *full], repeats, pairs=2000)
+        *old, now = _test_times(test_table, repeats, [before, None] if before else [None])
+        old = old[0] if old else None
+        bare, test_online = now["import_s"], now["test_online_s"]
         test_paper = _median_cli(["test", str(test_table), "--scorer", "paper", *full], repeats, pairs=2000)
         simulate = _median_cli(["simulate", str(null_table), "--trials", "2000", "--n-max", "1000", "--null", "--json"], 1)
         load1 = os.getloadavg()[0]
     return {"date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", "cpus": os.cpu_count(),
             "cpu": platform.processor() or platform.machine(), "commit": git_commit(short=True), "repeats": repeats,
-            "load_avg_1min": [load0, load1], "import_s": bare, "test_online_s": test_online,
-            "test_paper_s": test_paper, "simulate_s": simulate}
+            "load_avg_1min": [load0, load1], **now, "test_paper_s": test_paper, "simulate_s": simulate} | (
+        {"before": {"python": before} | old} if old else {})
 
 
 def render_cli_stats(res: dict) -> str:
@@ -87,7 +112,24 @@ def render_cli_stats(res: dict) -> str:
         f"| `test` same table, `--scorer paper` | {test_paper:.2f} | {test_paper - bare:.2f} | — |",
         f"| `simulate` 100k-row null table, 2000 trials × 1000 pairs × 32 features | {simulate:.1f} | "
         f"{simulate - bare:.1f} | ≤ 180 s |", "",
-        f"Online vs paper scorer on `test`, beyond the import: {(test_online - bare) / (test_paper - bare):.2f}.", ""])
+        f"Online vs paper scorer on `test`, beyond the import: {(test_online - bare) / (test_paper - bare):.2f}.", "",
+        *_before_lines(res)])
+
+
+def _before_lines(res: dict) -> list[str]:
+    """The same run's `test` of another checkout (``before``), beside this one's, and the ratio."""
+    if "before" not in res:
+        return []
+    rows = [("`python -c \"import trainspotter\"`", "import_trainspotter_s"), ("`trainspotter --help`", "import_s"),
+            ("`test` 2000 pairs × 32 features, online scorer", "test_online_s")]
+    b, light, old_light = res["before"], res["import_trainspotter_s"], res["before"]["import_trainspotter_s"]
+    return ["## Before and after, in this run", "",
+            f"The same commands with `{b['python']}` (the checkout before), interleaved with this one's.", "",
+            "| command | before (s) | now (s) | now / before |", "|---|---|---|---|",
+            *[f"| {name} | {b[k]:.2f} | {res[k]:.2f} | {res[k] / b[k]:.2f} |" for name, k in rows],
+            f"| `test` beyond `import trainspotter` | {b['test_online_s'] - old_light:.2f} | "
+            f"{res['test_online_s'] - light:.2f} | {(res['test_online_s'] - light) / (b['test_online_s'] - old_light):.2f} |",
+            ""]
 
 
 # -- one audit: library against CLI --------------------------------------------------------------

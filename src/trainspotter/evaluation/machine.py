@@ -46,15 +46,16 @@ def median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def cli_command(*args: str) -> list[str]:
-    """The ``trainspotter`` command with ``args``, as a fresh process of this interpreter."""
-    return [sys.executable, "-m", "trainspotter.flows.cli", *args]
+def cli_command(*args: str, python: str | None = None) -> list[str]:
+    """The ``trainspotter`` command with ``args``, as a fresh process of this interpreter (or of
+    ``python``: another checkout's, to time it in the same run)."""
+    return [python or sys.executable, "-m", "trainspotter.flows.cli", *args]
 
 
-def run_cli(args: list[str], ok=(0,), **kwargs) -> subprocess.CompletedProcess:
+def run_cli(args: list[str], ok=(0,), python: str | None = None, **kwargs) -> subprocess.CompletedProcess:
     """``trainspotter ARGS`` in a fresh process (output captured); SystemExit with the end of its
     stderr unless its exit code is in ``ok``."""
-    out = subprocess.run(cli_command(*args), capture_output=True, text=True, **kwargs)
+    out = subprocess.run(cli_command(*args, python=python), capture_output=True, text=True, **kwargs)
     if out.returncode not in ok:
         raise SystemExit(f"trainspotter {' '.join(args[:3])} failed ({out.returncode}): {out.stderr[-2000:]}")
     return out
