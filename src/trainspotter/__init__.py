@@ -19,15 +19,22 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 
-_PUBLIC = {"audit": "loop.run", "AuditConfig": "auditing.config", "AuditResult": "auditing.verdict",
-           "Auditor": "auditing.auditor", "audit_sets": "loop.sets", "AuditSetsConfig": "loop.sets",
-           "AuditSetsResult": "loop.sets"}
-__all__ = ["__version__", *_PUBLIC]
+
+def lazy_exports(package: str, public: dict[str, tuple[str, ...]]):
+    """A package face's ``__getattr__`` and ``__all__`` (PEP 562): each public name of ``public``
+    (module -> names) is imported from its module on first use, so importing one module of a
+    package, or the package itself, need not import the others (the audit API imports torch)."""
+    where = {name: module for module, names in public.items() for name in names}
+
+    def __getattr__(name: str):
+        if name in where:
+            return getattr(import_module(f"{package}.{where[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__, sorted(where)
 
 
-def __getattr__(name: str):
-    """The audit API on first use: it imports torch (feature configs), which a bare
-    ``import trainspotter`` should not."""
-    if name in _PUBLIC:
-        return getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _names = lazy_exports(__name__, {"loop.run": ("audit",), "auditing.config": ("AuditConfig",),
+                                              "auditing.verdict": ("AuditResult",), "auditing.auditor": ("Auditor",),
+                                              "loop.sets": ("audit_sets", "AuditSetsConfig", "AuditSetsResult")})
+__all__ = ["__version__", *_names]

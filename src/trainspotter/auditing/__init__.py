@@ -7,10 +7,10 @@ a model that saw neither set), ``matching`` (pairs of the same text-only propens
 test and its Monte Carlo on a features table). The loop that queries models is ``trainspotter.loop``.
 """
 
-from importlib import import_module
+from trainspotter import lazy_exports
 
 MAY_IMPORT = ("backends", "features", "stats", "twins")  # besides the foundation (tests/unit/test_layering.py)
-_PUBLIC = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "config": ("AuditConfig", "ExtractFn"),
     "auditor": ("Auditor", "UsageMeter", "blind_check", "blind_on"),
     "placebo": ("run_placebo",),
@@ -18,12 +18,4 @@ _PUBLIC = {
     "verdict": ("AuditResult", "Guard", "PlaceboResult", "Verdict", "decide", "format_e"),
     "explain": ("BASELINE_CAPTION", "EBH_CAPTION", "explain_baseline"),
     "tables": ("pollution", "run_test", "simulate", "simulate_many"),
-}
-_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name in _WHERE:  # on first use: importing one module of the package need not import the others
-        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

@@ -7,22 +7,14 @@ pair's evidence, checked offline by anyone (README, "Check an audit").
 asked of the model again), ``report`` (an audit's page and plots).
 """
 
-from importlib import import_module
+from trainspotter import lazy_exports
 
 MAY_IMPORT = ("backends", "features", "stats", "twins", "auditing")  # besides the foundation (tests/unit/test_layering.py)
-_PUBLIC = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "format": ("FORMAT", "VERSION", "canonical", "file_sha256", "model_identity", "record_digest", "sha256", "text_sha256"),
     "seal": ("prior_of",),
     "keys": ("load_private_key", "load_public_key", "public_hex", "sign"),
     "verify": ("Check", "Verification", "load_record", "verify_one", "verify_records"),
     "recompute": ("check_recomputed",),
     "report": ("html_report", "sets_html", "sets_wealth_plot", "wealth_plot"),
-}
-_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name in _WHERE:  # on first use: importing one module of the package need not import the others
-        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

@@ -8,22 +8,14 @@ folder commits to the draw (``folder``). A twins audit pairs each public version
 twins (``rounds``); under H0 the two are exchangeable because the draw was random.
 """
 
-from importlib import import_module
+from trainspotter import lazy_exports
 
 MAY_IMPORT = ("backends", "features")  # besides the foundation (tests/unit/test_layering.py)
-_PUBLIC = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "folder": ("Twins", "commitment", "load_twins", "read_sides", "verify_commitment", "write_twins"),
     "make": ("GATES", "edit_rate", "make_twins"),
     "rewriter": ("EmptyRewrite", "Rewriter"),
     "lexical": ("KeyedLexicalRewriter",),
     "generative": ("HFRewriter", "OpenAIRewriter", "TableRewriter", "make_rewriter"),
     "gate": ("minilm_similarity",),
-}
-_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name in _WHERE:  # on first use: importing one module of the package need not import the others
-        return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})
