@@ -1,8 +1,8 @@
 """HTTP requests per sample for label-only extraction (BADI App. A.6 / App. E):
 batched /v1/completions (many prefixes per request) against one request per position.
 
-Starts `trainspotter serve` on the mini testbed over loopback and counts requests
-server-side. Writes benchmarks/results/api_requests.md.
+Starts `trainspotter serve` on the mini testbed over loopback (the tests' helper) and counts
+requests server-side (trainspotter.evaluation.api_cost). Writes benchmarks/results/api_requests.md.
 
     .venv/bin/python benchmarks/bench_api_requests.py [--samples 16]
 """
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MODES = (("one request per position", 1), ("batched, 32 prompts", 32), ("batched, 64 prompts", 64))
 
 
 def main() -> None:
@@ -30,41 +28,22 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests" / "api"))
     from conftest import running_server  # the tests' loopback server helper
 
-    from trainspotter.backends import parse_api_spec
-    from trainspotter.backends.cache import QueryCache
-    from trainspotter.backends.openai_compat import OpenAIBackend
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed, split_path
+    from trainspotter.evaluation.api_cost import (fresh_backend, member_texts, positions_per_sample, render_requests,
+                                                  timed_score)
 
-    build_testbed(PRESETS["mini"])
-    texts = [json.loads(line)["text"] for line in open(split_path("mini", "member"))][: args.samples]
-    rows = []
+    texts, rows = member_texts(args.samples), []
     with running_server() as (app, url):
-        for label, batch in (("one request per position", 1), ("batched, 32 prompts", 32),
-                             ("batched, 64 prompts", 64)):
-            spec = f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&batch={batch}"
-            b = OpenAIBackend(parse_api_spec(spec), cache=QueryCache(Path(tempfile.mkdtemp()) / "q.sqlite"))
-            b._resolve_mode()  # the one-off probe is not per-sample cost
+        for label, batch in MODES:
+            b = fresh_backend(f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&batch={batch}")
             if batch == 1:
                 b.profile = dataclasses.replace(b.profile, lists=False)
-            start, t0 = app.state.stats["requests"], time.perf_counter()
-            b.score(texts)
+            start = app.state.stats["requests"]
+            _, wall = timed_score(b, texts)
             n = app.state.stats["requests"] - start
-            positions = sum(len(b._positions(x)[1]) for x in texts)
-            rows.append((label, n, n / len(texts), positions / len(texts), time.perf_counter() - t0,
-                         b.usage()["prompt_tokens"]))
-    per_sample = rows[0][3]
-    out = ["# HTTP requests per sample, label-only extraction", "",
-           f"mini testbed target behind `trainspotter serve` (loopback), {len(texts)} member passages, "
-           f"{per_sample:.0f} positions per sample; requests counted by the server "
-           f"(mode probe excluded). Target: <= ceil(positions/32) = {math.ceil(per_sample / 32)} per sample.", "",
-           "| querying | requests | requests / sample | positions / sample | wall s | prompt tokens |",
-           "|---|---|---|---|---|---|"]
-    out += [f"| {a} | {n} | {r:.2f} | {p:.0f} | {w:.1f} | {t} |" for a, n, r, p, w, t in rows]
-    out += ["", "Prefixes of all texts in a call share requests, so batching across samples can go "
-                "below ceil(positions/32); identical prefixes (the empty one) are asked once."]
-    dest = ROOT / "benchmarks" / "results" / "api_requests.md"
-    dest.write_text("\n".join(out) + "\n")
-    print("\n".join(out))
+            rows.append((label, n, n / len(texts), positions_per_sample(b, texts), wall, b.usage()["prompt_tokens"]))
+    text = render_requests(rows, len(texts))
+    (ROOT / "benchmarks" / "results" / "api_requests.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -13,157 +13,55 @@ library check (``load_record`` + ``verify_records``: every hash, the recomputati
 both replays) and the CLI as a user runs it, beside the bare import (`trainspotter --help`).
 Writes benchmarks/results/verify.{md,json}.
 
+The record and the timings: trainspotter.evaluation.verify_cost.
+
     python benchmarks/bench_verify.py [--pairs 1000] [--repeats 3]
+    python benchmarks/bench_verify.py --render   # verify.md from verify.json
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
-import random
-import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
-WORDS = "river stone light paper garden window market silver winter orange music engine".split()
+from trainspotter.evaluation.verify_cost import make_record, record_sizes, render_verify, verify_seconds
 
-
-class FakeBackend:
-    """Answers of a gray-box model drawn from each text's hash: one token per word."""
-
-    def __init__(self, seed: int):
-        self.seed, self.fingerprint, self.tokenizer = seed, f"fake-{seed}", None
-
-    def encode(self, text: str) -> list[int]:
-        return [0] + [int(hashlib.sha256(w.encode()).hexdigest()[:8], 16) % 50_000 + 1 for w in text.split()]
-
-    def score(self, texts, distribution=False):
-        import numpy as np
-
-        from trainspotter.backends.base import TokenScores
-
-        out = []
-        for text in texts:
-            ids = np.asarray(self.encode(text)[1:], dtype=np.int64)
-            rng = np.random.default_rng([self.seed, int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)])
-            lp = -rng.exponential(3.0, len(ids))
-            greedy = np.where(rng.random(len(ids)) < 0.4, ids, ids + 1)
-            out.append(TokenScores(token_ids=ids, logprobs=lp, argmax=greedy, mu=lp - rng.random(len(ids)),
-                                   sigma2=rng.random(len(ids)) * 3))
-        return out
-
-
-def make_record(folder: Path, pairs: int, words: int = 64) -> Path:
-    from trainspotter import audit
-    from trainspotter.features.extract import extract
-    from trainspotter.features.features import FEATURE_SETS
-
-    rng = random.Random(0)
-    for side in ("suspect", "heldout"):
-        with open(folder / f"{side}.jsonl", "w") as f:
-            for i in range(pairs):
-                text = " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(words))
-                f.write(json.dumps({"id": f"{side[0]}{i}", "text": text}) + "\n")
-    for name in ("model", "reference"):
-        (folder / name).mkdir()
-        (folder / name / "model.safetensors").write_bytes(name.encode())
-    target, reference = FakeBackend(1), FakeBackend(2)
-
-    def extract_fn(passages, batch_no):
-        return extract(passages, target, [reference], "gray", FEATURE_SETS["lean"], answers=True).to_dict("records")
-
-    result = audit(suspect=str(folder / "suspect.jsonl"), heldout=str(folder / "heldout.jsonl"),
-                   model=f"hf:{folder / 'model'}", reference=[f"hf:{folder / 'reference'}"], test={"alpha": 1e-9},
-                   extract_fn=extract_fn)
-    assert result.pairs_used == pairs, result.pairs_used
-    path = folder / "record.json"
-    path.write_text(json.dumps(result.record))
-    return path
-
-
-def _median(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--render", action="store_true", help="only rewrite verify.md from verify.json")
     args = parser.parse_args()
-    from trainspotter.verify import load_record, verify_records
+    if args.render:
+        return (RESULTS / "verify.md").write_text(render_verify(json.loads((RESULTS / "verify.json").read_text()), 7))
+    from trainspotter.evaluation.machine import git_commit
+    from trainspotter.record.verify import load_record
 
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TRAINSPOTTER_ARTIFACTS"] = str(Path(tmp) / "artifacts")
         path = make_record(Path(tmp), args.pairs)
-        record = load_record(path)
-        check = verify_records([(str(path), record)])
-        assert check.ok, check.failure
-        features = {c.name: c.detail for c in check.checks}["features"]
-        assert "recomputed from the model's recorded answers" in features, features
-        answers = sum(len(json.dumps(p[s]["answers"])) for b in record["batches"] for p in b["pairs"]
-                      for s in ("suspect", "heldout"))
-        texts = sum(len(json.dumps(p["text"])) for s in ("suspect", "heldout") for p in record["passages"][s])
-
-        def cli(*extra):
-            out = subprocess.run(CLI + list(extra), capture_output=True, text=True)
-            assert out.returncode == 0, out.stderr[-2000:]
-
-        from trainspotter.audit import AuditConfig
-        from trainspotter.recompute import check_recomputed
-
-        config = AuditConfig(**record["config"])
-        timings = {"recompute": _median(lambda: check_recomputed(record, config), args.repeats),
-                   "library": _median(lambda: verify_records([(str(path), load_record(path))]), args.repeats),
-                   "import": _median(lambda: cli("--help"), args.repeats),
-                   "cli": _median(lambda: cli("verify", str(path)), args.repeats)}
-        size = path.stat().st_size
+        timings, check = verify_seconds(path, args.repeats)
+        sizes, size = record_sizes(load_record(path)), path.stat().st_size
     load.append(os.getloadavg()[0])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    info = {"pairs": args.pairs, "record_bytes": size, "answers_bytes": answers, "passage_text_bytes": texts,
-            "features_check": features, "seconds": timings, "repeats": args.repeats,
-            "cpus": os.cpu_count(), "machine": platform.machine(), "commit": commit, "load": load,
-            "checks": [c.name for c in check.checks],
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    info = {"pairs": args.pairs, "record_bytes": size, "answers_bytes": sizes["answers_bytes"],
+            "passage_text_bytes": sizes["passage_text_bytes"],
+            "features_check": {c.name: c.detail for c in check.checks}["features"], "seconds": timings,
+            "repeats": args.repeats, "cpus": os.cpu_count(), "machine": platform.machine(),
+            "commit": git_commit(short=True), "load": load, "checks": [c.name for c in check.checks],
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "features_per_passage": sizes["features_per_passage"]}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "verify.json").write_text(json.dumps(info, indent=1))
-    (RESULTS / "verify.md").write_text("\n".join([
-        "# `trainspotter verify` of a sealed record, wall time", "",
-        f"{info['date']} · {info['cpus']} CPU cores · git {commit} · 1-min load average {load[0]:.1f} → "
-        f"{load[1]:.1f} (other jobs may have been running: upper bounds) · `python benchmarks/bench_verify.py`", "",
-        f"A record of {args.pairs} pairs from a gray-box audit with the lean feature set and one reference "
-        f"({len(record['batches'][0]['pairs'][0]['suspect']['features'])} features per passage, 64 tokens per passage, "
-        f"the blind check over {args.pairs} pairs): {size / 1e6:.1f} MB, of which {answers / 1e6:.1f} MB are the "
-        f"model's answers (target and reference log-probs, μ, σ², token ids and greedy tokens, float64 as base64) "
-        f"and {texts / 1e6:.1f} MB the passages' texts. Checked in full: every passage's, feature row's and "
-        f"answer's sha256, every feature computed again from the recorded answers ({features.split(' matches ')[-1]}), "
-        f"the pair order from the seed, the blind check replayed from the texts, the e-process replayed pair by pair, "
-        f"the result, the section digests, the chain and the end state. The answers are the fake backends' of "
-        f"`benchmarks/bench_verify.py` (drawn from each text's hash), not a model's: the record's shape and the "
-        f"work of verifying it are an audit's.", "",
-        "| what | seconds (median) |", "|---|---|",
-        f"| library: `load_record` + `verify_records` | {timings['library']:.2f} |",
-        f"| of which: every feature computed again from the answers (`recompute.check_recomputed`) | "
-        f"{timings['recompute']:.2f} |",
-        f"| `trainspotter --help` (import only) | {timings['import']:.2f} |",
-        f"| `trainspotter verify record.json` | {timings['cli']:.2f} |",
-        f"| beyond the import | {timings['cli'] - timings['import']:.2f} |", ""]))
+    (RESULTS / "verify.md").write_text(render_verify(info))
     print((RESULTS / "verify.md").read_text())
 
 

@@ -1,31 +1,30 @@
-"""Re-derive the shift suite's verdicts from its saved stop times with the current rules.
+"""Re-derive the shift suite's verdicts from its saved stop times with the current rules
+(trainspotter.evaluation.shift_stops): rewrites shift.md, shift.json and shift.png from
+shift.json and shift-stops.npz; the matched audit's section of shift.md comes back with
+``bench_shift_matched.py --shift-md``.
 
     python benchmarks/shift_verdicts.py benchmarks/results [--note "..."]
+"""
 
-``trainspotter benchmark --suite shift`` saves every trial's first-crossing time of every
-test and of the blind check (shift-stops.npz); the verdicts ("trained on" before and now)
-are functions of those and of the audit size (trainspotter.evaluation.shift.verdicts), so a
-change of the rules needs no new Monte Carlo. Rewrites shift.md, shift.json, shift.png."""
-import json, sys
+from __future__ import annotations
+
+import argparse
+import json
 from pathlib import Path
+
 import numpy as np
-from trainspotter.evaluation.shift import summarise, render_markdown
-from trainspotter.report import shift_plot
-out = Path(sys.argv[1])
-summary = json.loads((out / "shift.json").read_text())
-if "--note" in sys.argv:
-    summary["header"] = summary["header"].split(" · note: ")[0] + " · note: " + sys.argv[sys.argv.index("--note") + 1]
-stops = np.load(out / "shift-stops.npz")
-def res(key, pairs, trials):
-    model = {k.split("|")[-1]: stops[k] for k in stops.files if k.startswith(key + "|") and not k.endswith("|blind")}
-    return {"pairs": pairs, "trials": trials, "model": model, "blind_stop": stops[key + "|blind"]}
-alpha = 0.05
-for s in summary["scenarios"]:
-    key = f"{s['kind']}|{s['suspect']}|{s['size']}"
-    s.update(summarise(res(key, s["pairs"], s["trials"]), alpha, h0=True))
-for r in summary["iid"]:
-    key = f"iid|{r['suspect']}|{r['size']}"
-    r.update(summarise(res(key, r["pairs"], r["trials"]), alpha, h0=r["h0"]))
-(out / "shift.md").write_text(render_markdown(summary, alpha))
-(out / "shift.json").write_text(json.dumps(summary, indent=1))
-shift_plot(summary["scenarios"], alpha, out / "shift.png")
+
+from trainspotter.evaluation.plots import shift_plot
+from trainspotter.evaluation.shift import render_markdown
+from trainspotter.evaluation.shift_stops import rederive
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path, help="the folder of shift.json and shift-stops.npz")
+    ap.add_argument("--note", help="replaces the header's note")
+    args = ap.parse_args()
+    summary = rederive(json.loads((args.out / "shift.json").read_text()), np.load(args.out / "shift-stops.npz"),
+                       0.05, args.note)
+    (args.out / "shift.md").write_text(render_markdown(summary, 0.05))
+    (args.out / "shift.json").write_text(json.dumps(summary, indent=1))
+    shift_plot(summary["scenarios"], 0.05, args.out / "shift.png")

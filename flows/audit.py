@@ -1,6 +1,6 @@
 """The audit flow: the library audit (trainspotter.audit) with cached feature batches and
 one MLflow run, opened when the audit starts and updated after every batch; several suspect
-sets (trainspotter.multi): one parent run, a nested run per set."""
+sets (trainspotter.loop.sets): one parent run, a nested run per set."""
 
 from __future__ import annotations
 
@@ -19,17 +19,19 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from prefect import flow, get_run_logger
     from prefect.artifacts import create_markdown_artifact
 
+    from trainspotter import __version__
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.backends import SCHEMES, spec_fingerprint
+    from trainspotter.config import flatten
     from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact,
                                              log_audit_outputs, log_dataset, log_sets_outputs, log_steps,
                                              mark_killed_runs, owner_tags, use_experiment)
+    from trainspotter.loop.inputs import read_passages, read_sides
+    from trainspotter.loop.run import audit
+    from trainspotter.loop.sets import AuditSetsConfig, audit_sets
+    from trainspotter.record.keys import sign
     from trainspotter.tasks import worker
     from trainspotter.tasks.extract import extract_chunk
-    from trainspotter import __version__
-    from trainspotter.audit import AuditConfig, audit, read_passages, read_sides
-    from trainspotter.backends import SCHEMES, spec_fingerprint
-    from trainspotter.config import flatten
-    from trainspotter.multi import AuditSetsConfig, audit_sets
-    from trainspotter.record import sign
 
 __all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
 
@@ -186,7 +188,7 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
 @flow(name="audit-sets", log_prints=False)
 def audit_sets_flow(config: AuditSetsConfig, tracking_uri: str | None = None, remote: bool = False) -> dict:
     """Several suspect sets against one held-out set, decided by e-BH at FDR level α
-    (``trainspotter.multi.audit_sets``): one parent MLflow run holding the decision, and
+    (``trainspotter.loop.sets.audit_sets``): one parent MLflow run holding the decision, and
     inside it one nested run per set (MLflow's ``mlflow.parentRunId`` tag), each recorded
     as a single audit is."""
     experiment, experiment_id = _experiment(config.name, tracking_uri)

@@ -17,27 +17,27 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
-from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
-                                         method_costs_task, partition_metrics_task, pvalue_task)
-from trainspotter.tasks.extract import extract_chunk
-from trainspotter.tasks.simulate import simulate_task
-from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 from trainspotter import __version__
 from trainspotter.backends import load_backend
+from trainspotter.config import artifacts_root, flatten
 from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
                                                bank_features, bank_models, extraction_plan, mia_rows, shadow_model,
                                                split_passages, store_table)
-from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
                                                   pooled_frame, pvalue_row)
 from trainspotter.evaluation.benchmark_tables import header_line, render_markdown
-from trainspotter.config import artifacts_root, flatten
+from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal
+from trainspotter.evaluation.plots import benchmark_html, power_plot, roc_plot
 from trainspotter.evaluation.tddbench import partitions, render_tddbench, summarise
-from trainspotter.report import benchmark_html, power_plot, roc_plot
 from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
+from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
+                                          method_costs_task, partition_metrics_task, pvalue_task)
+from trainspotter.tasks.extract import extract_chunk
+from trainspotter.tasks.simulate import simulate_task
+from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"  # the repository's folder
 

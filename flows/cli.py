@@ -16,21 +16,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trainspotter.assets import AssetMissing
+from trainspotter.auditing.verdict import format_e
+from trainspotter.backends.api.positions import bound_note
+from trainspotter.errors import APIRequestError, InputError
 from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
                                            MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER_HELP, SEED,
-                                           STRATEGY_HELP, TESTBED_HELP, TRACKING_URI, Access, FeatureSet, Payoff,
-                                           Scorer, SHIFT_CHECK_HELP, ShiftCheck, Strategy, TEXT_FEATURES_HELP,
-                                           TWINS_PRIVATE, TextFeatures, TwinsPrivate, choice, decision, edge_specs,
-                                           emit_json, Typer, folded_table, hide_explained_failures, input_error)
+                                           SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP, TEXT_FEATURES_HELP,
+                                           TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff, Scorer, ShiftCheck,
+                                           Strategy, TextFeatures, TwinsPrivate, Typer, choice, decision, edge_specs,
+                                           emit_json, folded_table, hide_explained_failures, input_error)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
-from trainspotter.assets import AssetMissing
-from trainspotter.backends.api.positions import bound_note
-from trainspotter.errors import APIRequestError, InputError
 from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET, UNGUARDED_MIN_PAIRS, check_testbed,
                                   describe)
-from trainspotter.verdict import format_e
 
 app = Typer(help="Was this dataset used to train that language model? "
                        "Anytime-valid dataset inference with e-values.",
@@ -63,7 +63,7 @@ INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (READ
 
 
 def _results_table(results: list[dict], title: str) -> Table:
-    from trainspotter.audit import BASELINE_CAPTION
+    from trainspotter.auditing.explain import BASELINE_CAPTION
 
     table = folded_table(title, ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
                                  "blind check e-value", "decision"), caption=BASELINE_CAPTION, caption_justify="left")
@@ -204,8 +204,9 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     explicit = {"strategy": strategy and strategy.value, "payoff": payoff and payoff.value,
                 "lambda_max": lambda_max, "scorer": scorer and scorer.value}
     try:
-        from trainspotter.audit import AuditConfig, check_inputs
-        from trainspotter.multi import AuditSetsConfig, check_sets
+        from trainspotter.auditing.config import AuditConfig
+        from trainspotter.loop.inputs import check_inputs
+        from trainspotter.loop.sets import AuditSetsConfig, check_sets
 
         sides = {"twins": str(twins)} | ({"twins_private": twins_private.value} if twins_private else {}) \
             if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
@@ -228,7 +229,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         check_sets(config, passages)  # before any model loads
     else:
         if twins is not None:  # the checked folder's public versions and its private twins (all, or one each)
-            from trainspotter.audit import read_sides
+            from trainspotter.loop.inputs import read_sides
 
             passages = dict(zip((config.suspect, config.heldout), read_sides(config)))
         check_inputs(config, passages[config.suspect], passages[config.heldout])
@@ -255,8 +256,8 @@ def _run_audit(config, passages: dict, pairs: tuple[int, float], tracking_uri: s
                dask_address: str | None, refresh: bool, sign_key, transient: bool) -> dict:
     """The audit flow on the local Prefect API; a progress bar of ``pairs`` (most queried, e before)."""
     from trainspotter.flows.audit import AuditSetsConfig, check_dask_audit, run_audit
-    from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
+    from trainspotter.tasks.server import use_local_api
 
     if dask_address:
         check_dask_audit(config, dask_address)
@@ -272,7 +273,7 @@ def _run_audit(config, passages: dict, pairs: tuple[int, float], tracking_uri: s
 def _print_sets(summary: dict) -> None:
     """An audit of several suspect sets: one row per set, decided by e-BH (its caption says
     what that controls), then each set's inconclusive explanation and where the runs are."""
-    from trainspotter.multi import EBH_CAPTION
+    from trainspotter.auditing.explain import EBH_CAPTION
 
     table = folded_table(f"Audit {summary['name']!r}: {len(summary['sets'])} suspect sets, e-BH at FDR "
                          f"α = {summary['alpha']:g}", ("set", "pairs used", "e-value", "blind check", "decision"),
@@ -295,7 +296,7 @@ def _pairs_to_query(passages: dict, suspect: list, heldout, max_pairs: int | Non
                     ledger: str | None) -> tuple[int, float]:
     """At most how many pairs this run queries, and the e-value it starts from: for a recurring
     audit (``ledger``: its name), the pairs not bet on before and the stored e-value."""
-    from trainspotter.ledger import load_ledger
+    from trainspotter.loop.ledger import load_ledger
 
     stored = load_ledger(ledger) if ledger and len(suspect) == 1 else None
     used = {side: set(ids) for side, ids in stored["used"].items()} if stored else {}
@@ -321,7 +322,7 @@ def _audit_progress(total: int, start: float, transient: bool):
 @ledger_app.command("show", short_help="Show each run of a recurring audit: pairs and wealth.")
 def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: bool = JSON) -> None:
     """History of a recurring audit: each run's pairs and wealth before and after."""
-    from trainspotter.ledger import ledger_path, load_ledger
+    from trainspotter.loop.ledger import ledger_path, load_ledger
 
     ledger = load_ledger(name)
     if ledger is None:
@@ -364,13 +365,16 @@ def report(run_id: str = typer.Argument(..., help="MLflow run id of an audit, or
 app.command("test", short_help="Run the anytime-valid sequential test on a features table.")(test_cmd)
 app.command("simulate", short_help="Simulate the test's TPR, FPR and stopping times.")(simulate_cmd)
 from trainspotter.flows.cli_api import cache_app, serve_cmd  # noqa: E402
+
 app.command("serve", short_help="Serve a local model as an OpenAI-compatible API.")(serve_cmd)
 app.add_typer(cache_app, name="cache", short_help="Show or clear the query cache of API answers.")
 from trainspotter.flows.cli_features import extract_cmd, features_app  # noqa: E402
+
 app.command("extract", short_help="Extract membership features of passages into Parquet.")(extract_cmd)
 app.add_typer(features_app, name="features", short_help="List the membership features.")
 from trainspotter.flows.cli_benchmark import benchmark_cmd  # noqa: E402
 from trainspotter.flows.cli_twins import twins_app  # noqa: E402
+
 app.add_typer(twins_app, name="twins", short_help="Make twins of data before you release it.")
 app.command("verify", short_help="Check a sealed audit record offline, without the model.")(verify_cmd)
 app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)

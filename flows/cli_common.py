@@ -33,7 +33,7 @@ Scorer = Enum("Scorer", {s: s for s in SCORERS}, type=str)
 FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
 ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, type=str)
 TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")}, type=str)  # features.text
-TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twin_rounds
+TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twins.rounds
 SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
                     "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
                     "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "

@@ -17,14 +17,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trainspotter.flows.cli_common import (ALPHA, JSON, LAMBDA_MAX_HELP, PAYOFF_HELP, SCORER, SEED, STRATEGY_HELP,
-                                           Payoff, Scorer, Strategy, choice, emit_json, input_error)
+from trainspotter.auditing.tables import pollution, run_test, simulate
+from trainspotter.auditing.verdict import format_e
 from trainspotter.data import read_features
 from trainspotter.errors import InputError
+from trainspotter.flows.cli_common import (ALPHA, JSON, LAMBDA_MAX_HELP, PAYOFF_HELP, SCORER, SEED, STRATEGY_HELP,
+                                           Payoff, Scorer, Strategy, choice, emit_json, input_error)
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.tables import pollution, run_test, simulate
-from trainspotter.verdict import format_e
 
 _console = Console()
 

@@ -65,8 +65,9 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     generator which variant is public, and write the folder with a commitment to the draw. Release
     public.jsonl (and manifest.json); keep private.jsonl and keys.json secret."""
     from trainspotter.features.perturb import wordnet_root
-    from trainspotter.rewrite_generative import GenerativeRewriter, make_rewriter
-    from trainspotter.twins import GATES, make_twins, write_twins
+    from trainspotter.twins.folder import write_twins
+    from trainspotter.twins.generative import GenerativeRewriter, make_rewriter
+    from trainspotter.twins.make import GATES, make_twins
 
     _check_options(k, rate, max_edit_rate, min_similarity, unit, out)
     try:
@@ -109,7 +110,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
 
 def _check_options(k: int, rate: float | None, max_edit_rate: float | None, min_similarity: float | None,
                    unit: str | None, out: Path) -> None:
-    from trainspotter.rewrite_generative import UNITS
+    from trainspotter.twins.generative import UNITS
 
     if k < 2:
         raise InputError(f"option -k: {k}; twins need at least 2 variants per passage (one public, one private)")
@@ -174,7 +175,7 @@ def verify_cmd(folder: Path = typer.Argument(..., help="A twins folder (twins ma
                json_out: bool = JSON) -> None:
     """Check the folder's files against their sha256 in manifest.json and the draw its files hold
     against the published commitment. Exit 0 when it holds, 1 when it does not, 2 for bad input."""
-    from trainspotter.twins import load_twins, verify_commitment
+    from trainspotter.twins.folder import load_twins, verify_commitment
 
     twins = load_twins(folder)
     ok = verify_commitment(folder, salt)

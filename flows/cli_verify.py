@@ -1,4 +1,4 @@
-"""`trainspotter verify`: check sealed audit records offline (trainspotter.verify), and the
+"""`trainspotter verify`: check sealed audit records offline (trainspotter.record.verify), and the
 audit verb's --record/--sign checks. Exit 0 when every check passes, 1 when a record does not
 verify (the first failing check names the pair and field), 2 for an unreadable record."""
 
@@ -30,7 +30,7 @@ def record_options(record: Path | None, sign: Path | None, sets: int):
                                                            f"folder {record.parent} does not exist"))
     if sign is None:
         return None
-    from trainspotter.record import load_private_key
+    from trainspotter.record.keys import load_private_key
 
     return load_private_key(sign)
 
@@ -64,9 +64,9 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
     """Check sealed audit records offline: every hash and the chain, the blind check replayed
     from the texts and the e-process pair by pair from the features, the verdict; with
     --requery N, also N passages against the model."""
-    from trainspotter.record import load_public_key
-    from trainspotter.requery import requery as requery_fn
-    from trainspotter.verify import load_record, verify_records
+    from trainspotter.record.keys import load_public_key
+    from trainspotter.record.requery import requery as requery_fn
+    from trainspotter.record.verify import load_record, verify_records
 
     key = load_public_key(public_key) if public_key is not None else None
     loaded = [(str(path), load_record(path)) for path in records]

@@ -17,12 +17,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.tasks.extract import extract_chunk
-from trainspotter.audit import UsageMeter
+from trainspotter.auditing.auditor import UsageMeter
 from trainspotter.backends.spec import ModelSpec, References, Spec
 from trainspotter.data import Passage, load_labeled
 from trainspotter.errors import InputError
 from trainspotter.features.features import FeatureConfig
+from trainspotter.tasks.extract import extract_chunk
 
 
 class Caller(NamedTuple):

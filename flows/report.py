@@ -7,9 +7,9 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from trainspotter.flows.tracking import tracking_uri as default_uri
 from trainspotter.errors import InputError
-from trainspotter.report import html_report, sets_html
+from trainspotter.flows.tracking import tracking_uri as default_uri
+from trainspotter.record.report import html_report, sets_html
 
 
 def render_report(run_id: str, out: Path, tracking_uri: str | None = None) -> Path:

@@ -17,18 +17,18 @@ import pandas as pd
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter import __version__
+from trainspotter.auditing.tables import pollution
+from trainspotter.config import flatten
+from trainspotter.errors import InputError
+from trainspotter.evaluation.plots import shift_plot
+from trainspotter.evaluation.shift import (DIFFICULTY_JUDGE, PLACEBO_PREFIX, ShiftConfig, render_markdown,
+                                           scenario_trials, shift_pools, suite_tests, summarise, unseen_passages)
+from trainspotter.evaluation.testbed import PRESETS, split_path
+from trainspotter.features.features import FEATURE_SETS
 from trainspotter.flows.benchmark import _extract, default_out
 from trainspotter.flows.tracking import git_commit, use_experiment
 from trainspotter.tasks.testbed import build_testbed_task
-from trainspotter import __version__
-from trainspotter.config import flatten
-from trainspotter.errors import InputError
-from trainspotter.evaluation.shift import (DIFFICULTY_JUDGE, PLACEBO_PREFIX, ShiftConfig, render_markdown, scenario_trials, shift_pools,
-                                           suite_tests, summarise, unseen_passages)
-from trainspotter.evaluation.testbed import PRESETS, split_path
-from trainspotter.features.features import FEATURE_SETS
-from trainspotter.report import shift_plot
-from trainspotter.tables import pollution
 
 
 def _features(passages: list[dict], testbed: str) -> pd.DataFrame:

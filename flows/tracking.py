@@ -22,7 +22,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from trainspotter.config import artifacts_root, fingerprint
-from trainspotter.report import html_report, sets_html, sets_wealth_plot, wealth_plot
+from trainspotter.record.report import html_report, sets_html, sets_wealth_plot, wealth_plot
 
 BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
 # The embedded store's first use logs INFO lines ("Creating initial MLflow database tables...",

@@ -17,23 +17,23 @@ import numpy as np
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter import __version__
+from trainspotter.config import flatten
+from trainspotter.evaluation.plots import power_plot
+from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.evaluation.twins_suite import LEAN, TwinsSuiteConfig, check_twins_testbed, render_markdown
+from trainspotter.features.features import FEATURE_SETS
 from trainspotter.flows.benchmark import _extract, default_out
 from trainspotter.flows.tracking import git_commit, use_experiment
 from trainspotter.tasks.benchmark import twins_suite_task
 from trainspotter.tasks.testbed import build_testbed_task
-from trainspotter import __version__
-from trainspotter.config import flatten
-from trainspotter.evaluation.testbed import PRESETS
-from trainspotter.evaluation.twins_suite import LEAN, TwinsSuiteConfig, check_twins_testbed, render_markdown
-from trainspotter.features.features import FEATURE_SETS
-from trainspotter.report import power_plot
 
 
 def _own_values(config: TwinsSuiteConfig, out: Path) -> dict:
     """Each version's lean features (N, k, p) per split in the twins folder's order, the testbed's
     draws, and the held-out passages' (N_h, p): one cached extraction per split (target and the
     testbed's reference, gray box; these columns do not depend on the twin)."""
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
 
     target, reference = f"testbed:{config.testbed}", f"testbed:{config.testbed}/reference"
     values = {}

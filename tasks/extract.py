@@ -30,6 +30,7 @@ def _retry_unless_budget(task, task_run, state) -> bool:
 # feature modules, then each backend scheme's own (backends.spec.SCHEMES: a new backend adds
 # its modules there, not here); tests/unit/test_cache_keys.py checks it covers their imports.
 FEATURE_CODE = ("trainspotter.features.extract", "trainspotter.features.answers", "trainspotter.features.black_answers",
+                "trainspotter.features.answer_codec",
                 "trainspotter.features.features",
                 "trainspotter.features.catalog", "trainspotter.features.perturb", "trainspotter.features.probability",
                 "trainspotter.features.ez", "trainspotter.features.references", "trainspotter.features.model_based",

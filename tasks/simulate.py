@@ -5,17 +5,16 @@ from pathlib import Path
 
 from prefect import task
 
+from trainspotter.auditing.tables import simulate_many
 from trainspotter.config import code_digest, fingerprint
 from trainspotter.data import read_features
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.tables import simulate_many
-
 
 # The library code a Monte Carlo result depends on (table reading, test, betting, scoring,
 # the features' member-like directions the scorer is constrained to: tables passes them in,
 # orientation reads them from the catalogue, whose prediction-vector widths come from
 # backends.base).
-SIMULATE_CODE = ("trainspotter.tables", "trainspotter.stats.simulation", "trainspotter.stats.sequential",
+SIMULATE_CODE = ("trainspotter.auditing.tables", "trainspotter.stats.simulation", "trainspotter.stats.sequential",
                  "trainspotter.stats.streams", "trainspotter.stats.payoffs", "trainspotter.stats.strategies",
                  "trainspotter.stats.eprocess", "trainspotter.stats.scoring", "trainspotter.stats.adam_scorer",
                  "trainspotter.stats.newton_scorer", "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles",

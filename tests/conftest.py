@@ -29,8 +29,12 @@ os.environ.setdefault("TRAINSPOTTER_API_IDLE_S", "60")
 
 @pytest.fixture(scope="session", autouse=True)
 def stop_local_apis(tmp_path_factory):
-    """At the end of the session, stop the local Prefect APIs its commands started."""
+    """At the end of the session, stop the CLI runner (tests/cli_process.py) and the local Prefect
+    APIs its commands started."""
     yield
+    import cli_process
+
+    cli_process.close()
     for root in (ARTIFACTS, tmp_path_factory.getbasetemp()):
         for record in Path(root).rglob("api.json"):
             try:

@@ -1,41 +1,40 @@
 """trainspotter: was this dataset used to train that language model?
 
-Anytime-valid dataset inference (BADI, ../shared/papers) with e-values, from local
-weights or from an API that returns only tokens. This package is the library: every
-formula lives here; it never imports prefect, mlflow, ``flows`` or ``tasks``.
+Anytime-valid dataset inference (BADI, ../shared/papers) with e-values, from local weights or from
+an API that returns only tokens. This package is the library: every formula lives here; it never
+imports prefect, mlflow, ``flows`` or ``tasks``.
 
     from trainspotter import audit, AuditConfig, AuditResult
     from trainspotter import audit_sets, AuditSetsConfig    # several suspect sets, e-BH
+
+The package by concept (docs/architecture.md, "Inside the library"), lowest first: the foundation
+at the root (``errors``, ``config``, ``data``, ``presets``, ``assets``, ``layout``); ``backends``
+(models), ``features`` (membership features), ``stats`` (scoring, betting, e-processes); ``twins``
+(twins and keyed releases); ``auditing`` (one audit: settings, test, guards, verdict); ``record``
+(the sealed record); ``loop`` (the audit loop, ledgers, several sets); ``evaluation`` (benchmarks,
+testbeds). Each package's ``__init__`` says what it owns and which of them it may import.
 """
 
-import importlib
-import sys
-import types
+from importlib import import_module
 
 __version__ = "0.1.0"
 
-_API = {"audit": "trainspotter.audit", "AuditConfig": "trainspotter.audit", "AuditResult": "trainspotter.audit",
-        "Auditor": "trainspotter.audit", "audit_sets": "trainspotter.multi",
-        "AuditSetsConfig": "trainspotter.multi", "AuditSetsResult": "trainspotter.multi"}
-__all__ = ["__version__", *_API]
+
+def lazy_exports(package: str, public: dict[str, tuple[str, ...]]):
+    """A package face's ``__getattr__`` and ``__all__`` (PEP 562): each public name of ``public``
+    (module -> names) is imported from its module on first use, so importing one module of a
+    package, or the package itself, need not import the others (the audit API imports torch)."""
+    where = {name: module for module, names in public.items() for name in names}
+
+    def __getattr__(name: str):
+        if name in where:
+            return getattr(import_module(f"{package}.{where[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__, sorted(where)
 
 
-def __getattr__(name: str):
-    """The audit API on first use: it imports torch (feature configs), which a bare
-    ``import trainspotter`` should not."""
-    if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
-    raise AttributeError(f"module 'trainspotter' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name, value):
-        # Importing the submodule trainspotter.audit makes Python set it as the package
-        # attribute ``audit``; keep the function there, so ``trainspotter.audit(...)`` and
-        # ``from trainspotter import audit`` always mean the function.
-        if name == "audit" and isinstance(value, types.ModuleType):
-            value = value.audit
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+__getattr__, _names = lazy_exports(__name__, {"loop.run": ("audit",), "auditing.config": ("AuditConfig",),
+                                              "auditing.verdict": ("AuditResult",), "auditing.auditor": ("Auditor",),
+                                              "loop.sets": ("audit_sets", "AuditSetsConfig", "AuditSetsResult")})
+__all__ = ["__version__", *_names]

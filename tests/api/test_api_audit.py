@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from cli_process import run_cli
 
 from trainspotter.evaluation.testbed import split_path
 
@@ -72,15 +73,12 @@ def test_cli_api_that_keeps_failing_is_one_line_without_prefect_tracebacks(mini_
     audit's flow: the CLI's one `error:` line, not Prefect's ERROR logs and tracebacks of the
     task and the flow around it (111 lines before)."""
     import os
-    import subprocess
-    import sys
 
     with start_server(fail_rate=1.0, seed=0, fail_sleep=0.0) as (_, url):
-        out = subprocess.run(
-            [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
-             "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "8",
-             "--model", f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&retries=1&backoff=0.001"],
-            capture_output=True, text=True, timeout=600, env=os.environ | {"OPENAI_API_KEY": SECRET})
+        out = run_cli(["audit", "--suspect", str(split_path("mini", "member")),
+                       "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "8",
+                       "--model", f"openai:mini@{url}?tokenizer=testbed:mini&mode=label&retries=1&backoff=0.001"],
+                      timeout=600, env=os.environ | {"OPENAI_API_KEY": SECRET})
     assert out.returncode == 1, out.stderr[-2000:]
     lines = [ln for ln in out.stderr.splitlines() if ln.strip() and "pairs queried" not in ln]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "mini" in lines[0], out.stderr[-3000:]
@@ -95,23 +93,21 @@ def test_audit_over_an_api_says_how_many_log_probs_are_bounds(mini_testbed, star
     import json
     import os
     import re
-    import subprocess
-    import sys
 
     from trainspotter.flows.report import render_report
 
-    cli = [sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(split_path("mini", "member")),
+    cli = ["audit", "--suspect", str(split_path("mini", "member")),
            "--heldout", str(split_path("mini", "heldout")), "--max-pairs", "16", "--name", "bounds",
            "--assume-exchangeable"]  # the testbed's random split, no reference: 16 pairs may decide
     env = os.environ | {"OPENAI_API_KEY": SECRET, "COLUMNS": "200"}
     # llama-cpp-python's echo: each token's log-prob read from its row's top-5, a bound where missing
     with start_server(echo_logprobs="fed") as (_, url):
         cli += ["--model", f"openai:mini@{url}?tokenizer=testbed:mini&top_logprobs=5"]
-        out = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=600, env=env)
+        out = run_cli([*cli, "--json"], timeout=600, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         # --refresh: features recomputed (from cached answers): a run served by the feature cache
         # reads no log-prob, so it has none to count (a known gap)
-        table = subprocess.run([*cli, "--refresh"], capture_output=True, text=True, timeout=600, env=env)
+        table = run_cli([*cli, "--refresh"], timeout=600, env=env)
     r = json.loads(out.stdout)
     bounds, values = r["usage"]["logprob_bounds"], r["usage"]["logprob_values"]
     assert bounds > 0 and values > 0  # mini's top-5 misses some tokens of every text

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import llama_cpp_server  # tests/api/conftest.py
+from cli_process import run_cli
 
 pytestmark = pytest.mark.slow
 LLAMA_PYTHON = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
@@ -90,9 +91,8 @@ def test_cli_extract_gray_and_black_report_the_mode(llama_server, artifacts, tmp
     data.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     for access in ("gray", "black"):
         out = tmp_path / f"{access}.parquet"
-        res = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "extract", "--data", str(data), "--model",
-                              llama_server, "--access", access, "--no-perturbations", "--out", str(out),
-                              "--json"], capture_output=True, text=True, timeout=600)
+        res = run_cli(["extract", "--data", str(data), "--model", llama_server, "--access", access,
+                       "--no-perturbations", "--out", str(out), "--json"], timeout=600)
         assert res.returncode == 0, res.stderr[-2000:]
         got = json.loads(res.stdout)
         (api,) = got["api"].values()

@@ -11,8 +11,8 @@ from trainspotter.evaluation.testbed import split_path
 
 def test_a_black_box_audit_through_serve_verifies(mini_testbed, start_server, monkeypatch):
     from trainspotter.flows.audit import AuditConfig, audit_flow
-    from trainspotter.requery import requery
-    from trainspotter.verify import load_record, verify_records
+    from trainspotter.record.requery import requery
+    from trainspotter.record.verify import load_record, verify_records
 
     monkeypatch.setenv("TS_TEST_KEY", "sk-test-SECRET-12345")
     with start_server(seed=3) as (app, url):

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, env=None, **kw):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=env or os.environ.copy(),
-                          timeout=600, **kw)
+    return run_cli(list(args), env=env or os.environ.copy(), timeout=600, **kw)
 
 
 def test_assets_json_lists_installed_assets():
@@ -174,7 +174,7 @@ def test_a_black_box_no_evidence_says_how_little_it_says(mini_testbed):
     """Non-members of mini audited from greedy tokens alone: "no evidence", and the explanation
     (JSON, table) says that a black-box audit misses text seen once (README, "What a black-box
     audit can see"); the gray-box twin of this audit has no such sentence (test_cli_audit_sets)."""
-    from trainspotter.verdict import BLACK_BOX_CAVEAT
+    from trainspotter.auditing.explain import BLACK_BOX_CAVEAT
 
     args = ["audit", "--suspect", str(mini_testbed / "nonmember.jsonl"), "--heldout",
             str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--access", "black"]

@@ -4,16 +4,14 @@ from the library, and bad sets as one error line."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, env=None):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=env or os.environ.copy(), timeout=600)
+    return run_cli(list(args), env=env or os.environ.copy(), timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def test_demo_at_80_columns_breaks_no_word_and_names_each_set_first(demo_results
 
 
 def test_e_values_keep_their_side_of_the_threshold():
-    from trainspotter.verdict import format_e
+    from trainspotter.auditing.verdict import format_e
 
     assert format_e(20.019, 0.05) == "20.02" and format_e(19.996, 0.05) == "19.996"
     assert format_e(20.0, 0.05) == "20" and format_e(0.551, 0.05) == "0.551" and format_e(28.05, 0.05) == "28.1"
@@ -129,8 +129,8 @@ def test_e_values_keep_their_side_of_the_threshold():
 
 
 def test_features_list_is_short_and_names_each_sets_columns():
-    from trainspotter.features.extract import feature_columns
     from trainspotter.features.catalog import catalog
+    from trainspotter.features.extract import feature_columns
     from trainspotter.features.features import FEATURE_SETS
 
     out = invoke("features", "list")

@@ -3,8 +3,6 @@ given twice, gray and black, against the library call on the same models."""
 
 import json
 import os
-import subprocess
-import sys
 
 import mlflow
 import numpy as np
@@ -15,13 +13,13 @@ from trainspotter.backends import load_backend
 from trainspotter.data import load_passages
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FEATURE_SETS
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 REFS = ("gray_refs_diff", "gray_refs_lira", "gray_refs_token_lira", "gray_refs_rmia")
 
 
 def run(*args):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+    return run_cli(list(args), env=os.environ.copy(), timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,16 @@
 """`trainspotter test` and `trainspotter simulate` on features tables, as a user runs them."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, timeout=300)
+    return run_cli(list(args), timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -96,9 +96,9 @@ def _passages(mini_testbed: Path, tmp_path: Path, n: int) -> Path:
 def _here(data: Path, chunk_size: int = 8) -> pd.DataFrame:
     """The default runner's table, computed in this process: its task function (the library
     extraction) on the same chunks, the CLI's default features, gray access."""
-    from trainspotter.tasks.extract import extract_chunk
     from trainspotter.data import load_passages
     from trainspotter.features.features import FEATURE_SETS
+    from trainspotter.tasks.extract import extract_chunk
 
     passages = load_passages(data)
     return pd.DataFrame([row for i in range(0, len(passages), chunk_size) for row in extract_chunk.fn(
@@ -141,7 +141,8 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
     (started elsewhere too) import the task module by name and compute every chunk and
     batch; the features are the default runner's, the audit's decision and e-value the
     local audit's, and what the workers computed is stored where a rerun finds it."""
-    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.run import audit
 
     here, storage = tmp_path / "elsewhere", tmp_path / "results"
     here.mkdir()
@@ -173,9 +174,10 @@ def test_cli_extract_and_audit_on_an_existing_dask_cluster(mini_testbed, tmp_pat
 def test_audit_on_dask_flow_for_deployments(mini_testbed, dask_cluster):
     """The flow a deployment runs (it cannot choose its task runner): the audit as its
     subflow on the cluster, same result as the library audit in this process."""
+    from trainspotter.auditing.config import AuditConfig
     from trainspotter.flows.audit import audit_on_dask
+    from trainspotter.loop.run import audit
     from trainspotter.tasks.server import use_local_api
-    from trainspotter.audit import AuditConfig, audit
 
     use_local_api()
     config = AuditConfig(name="deployed", suspect=str(mini_testbed / "member.jsonl"),
@@ -209,10 +211,10 @@ def test_an_api_model_is_refused_on_a_cluster(tmp_path):
     """An API model's query budget is counted in the process that queries it: workers would
     each start from a full budget, so audits and extractions on Dask refuse it before any
     connection or flow."""
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.errors import InputError
     from trainspotter.flows.audit import check_dask_audit
     from trainspotter.flows.extract import ExtractConfig, run_extract
-    from trainspotter.audit import AuditConfig
-    from trainspotter.errors import InputError
 
     api = "openai:gpt-x@http://127.0.0.1:9/v1?tokenizer=hf:/tok&max_cost=1"
     config = AuditConfig(suspect="s.jsonl", heldout="h.jsonl", model=api)

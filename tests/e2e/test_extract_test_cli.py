@@ -3,18 +3,15 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, env=os.environ.copy(),
-                          timeout=600)
+    return run_cli([str(a) for a in args], env=os.environ.copy(), timeout=600)
 
 
 def _head(path, n):

@@ -101,10 +101,10 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     """What each benchmark option does when not given: (--suite mia, --suite shift or None
     where the option is not passed to the shift suite)."""
     from trainspotter.config import artifacts_root
-    from trainspotter.flows.benchmark import default_out
     from trainspotter.evaluation.benchmark import BenchmarkConfig
     from trainspotter.evaluation.mia import METHODS
     from trainspotter.evaluation.shift import ShiftConfig
+    from trainspotter.flows.benchmark import default_out
 
     b, s = BenchmarkConfig(), ShiftConfig()
     csv = lambda values: ", ".join(map(str, values))  # noqa: E731  (spaces: rich folds there)
@@ -146,7 +146,7 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
     if verb == "audit" and name == "preset":  # AuditConfig: TWINS_PRESET for twins, else DEFAULT_PRESET
         return stated == f"{DEFAULT_PRESET} ({TWINS_PRESET} with --twins)" and param.default is None
     if verb == "audit" and name == "twins_private":  # None: AuditConfig's default, or a continued ledger's choice
-        from trainspotter.audit import AuditConfig
+        from trainspotter.auditing.config import AuditConfig
 
         default = AuditConfig.model_fields["twins_private"].default
         return stated.startswith(f"{default} (a --ledger audit: its stored choice") and param.default is None
@@ -158,7 +158,7 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
     if verb == "serve" and name == "model_name":
         return stated == "SPEC" and param.default is None  # serve_cmd: model_name or spec
     if verb == "twins make" and name == "rate":  # None: the rewriter's own rule, the uniform choice
-        from trainspotter.twins import KeyedLexicalRewriter
+        from trainspotter.twins.lexical import KeyedLexicalRewriter
 
         return (stated.startswith("each key picks uniformly") and param.default is None
                 and KeyedLexicalRewriter().rate is None)
@@ -167,7 +167,7 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
 
         return stated == DEFAULT_UNIT and param.default is None
     if verb == "twins make" and name in ("max_edit_rate", "min_similarity"):  # None: the rewriter's gate
-        from trainspotter.twins import GATES
+        from trainspotter.twins.make import GATES
 
         show = lambda v: "none" if v is None else str(v)  # noqa: E731
         return (stated == f"{show(GATES['lexical'][name])} lexical, {show(GATES['generative'][name])} generative"

@@ -3,12 +3,10 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def test_audit_reads_a_saved_hf_dataset(tmp_path, mini_testbed):
@@ -20,10 +18,10 @@ def test_audit_reads_a_saved_hf_dataset(tmp_path, mini_testbed):
     folder = tmp_path / "suspect-members"
     datasets.Dataset.from_dict({"id": [p["id"] for p in members], "text": [p["text"] for p in members]}
                                ).save_to_disk(str(folder), num_shards=2)
-    out = subprocess.run(CLI + ["audit", "--suspect", str(folder), "--heldout", str(mini_testbed / "heldout.jsonl"),
-                                "--model", "testbed:mini", "--features", "lean", "--max-pairs", "40",
-                                "--name", "hf-saved", "--assume-exchangeable", "--json"],  # a random split
-                         capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+    out = run_cli(["audit", "--suspect", str(folder), "--heldout", str(mini_testbed / "heldout.jsonl"),
+                   "--model", "testbed:mini", "--features", "lean", "--max-pairs", "40",
+                   "--name", "hf-saved", "--assume-exchangeable", "--json"],  # a random split
+                  env=os.environ.copy(), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     assert 0 < result["pairs_used"] <= 40

@@ -23,7 +23,7 @@ def _audit(*args):
 
 
 def test_a_matched_audit_continues_its_ledger_on_passages_never_bet_on(tmp_path, mini_testbed):
-    from trainspotter.ledger import ledger_path
+    from trainspotter.loop.ledger import ledger_path
 
     heldout = _heldout(mini_testbed, tmp_path / "heldout.jsonl", every=2)  # half reformatted
     members = str(mini_testbed / "member.jsonl")

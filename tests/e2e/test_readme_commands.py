@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
@@ -89,8 +90,7 @@ def test_every_documented_option_exists_and_its_choices_parse():
 
 
 def run(*args, env=None, timeout=600):
-    out = subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True,
-                         env=env or os.environ.copy(), timeout=timeout)
+    out = run_cli([str(a) for a in args], env=env or os.environ.copy(), timeout=timeout)
     assert "Traceback" not in out.stderr, out.stderr[-3000:]
     assert out.returncode == 0, f"{args}: exit {out.returncode}\n{out.stderr[-3000:]}"
     return out

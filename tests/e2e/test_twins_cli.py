@@ -2,14 +2,12 @@
 
 import json
 import os
-import subprocess
-import sys
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+    return run_cli(list(args), env=os.environ.copy(), timeout=600)
 
 
 def one_error_line(out) -> str:
@@ -117,7 +115,7 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
     the draw (its training texts are every version, in variant order), so the two sides are
     exchangeable again: "trained on" at most α = 0.01 of the time (the guarantee), and the
     explanation says what a leak does."""
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
 
     folder = tmp_path / "twins"
     out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
@@ -180,9 +178,8 @@ def test_make_twins_through_an_openai_chat_endpoint_keeps_the_key_out_of_every_o
     data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     folder = tmp_path / "twins"
     with fake_chat_server() as url:
-        out = subprocess.run(CLI + ["twins", "make", str(data), "--out", str(folder), "--rewriter",
-                                    f"openai:para@{url}", "--json"], capture_output=True, text=True, timeout=600,
-                             env=os.environ | {"OPENAI_API_KEY": secret})
+        out = run_cli(["twins", "make", str(data), "--out", str(folder), "--rewriter", f"openai:para@{url}", "--json"],
+                      timeout=600, env=os.environ | {"OPENAI_API_KEY": secret})
     assert out.returncode == 0, out.stderr
     sent = ChatHandler.requests
     assert len(sent) >= 4 and all(r["auth"] == f"Bearer {secret}" and isinstance(r["body"]["seed"], int)
@@ -203,8 +200,8 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     --unit with the lexical rewriter, or an unknown unit, is one error line."""
     from tiny_lm import sentence_llama
 
-    from trainspotter.rewrite_generative import split_sentences
-    from trainspotter.twins import load_twins
+    from trainspotter.twins.folder import load_twins
+    from trainspotter.twins.generative import split_sentences
 
     model = sentence_llama(tmp_path / "model")
     texts = ["The river town grew quickly after the railway arrived. Its market became the largest in the region.",
@@ -215,8 +212,8 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
     env = os.environ | {"COLUMNS": "80"}
     gate = ["--min-similarity", "-1", "--no-similarity", "-k", "3"]
-    out = subprocess.run(CLI + ["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter",
-                                f"hf:{model}", *gate], capture_output=True, text=True, env=env, timeout=600)
+    out = run_cli(["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter", f"hf:{model}", *gate],
+                  env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     twins = load_twins(tmp_path / "twins")
     assert twins.manifest["rewriter"]["unit"] == "sentence" and twins.ids == ["p0", "p1", "p2"]

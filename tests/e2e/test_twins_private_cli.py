@@ -26,7 +26,7 @@ def test_every_private_variant_k4_is_recorded_by_rounds_and_verifies(tmp_path, m
     sub-pairs, the model is asked 6 texts a round (the public version once per twin), the record
     says so and `trainspotter verify` replays it; a ledger continued with another --twins-private
     is refused in one line, and one begun before the option existed continues as `one`."""
-    from trainspotter.ledger import ledger_path
+    from trainspotter.loop.ledger import ledger_path
 
     folder = _make(tmp_path, mini_testbed, 4)
     record = tmp_path / "record.json"

@@ -6,19 +6,17 @@ the power of the seconds-scale models: only that every row is there and well-for
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from trainspotter.evaluation.twins_suite import SUBSETS
+from cli_process import run_cli
 
 TABLE = set("│┃━─┏┗┡└")
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *args], capture_output=True, text=True,
-                          env=os.environ | {"COLUMNS": "80"}, timeout=1800)
+    return run_cli([*args], env=os.environ | {"COLUMNS": "80"}, timeout=1800)
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,15 @@ recurring black-box audit's two runs verify as one chain, their black features r
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, timeout=600)
+    return run_cli([str(a) for a in args], timeout=600)
 
 
 def _keys(folder: Path) -> dict[str, Path]:

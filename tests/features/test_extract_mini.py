@@ -3,8 +3,6 @@ true log-probs, member/held-out separation, and the `extract` / `features list` 
 
 import json
 import os
-import subprocess
-import sys
 import zlib
 
 import numpy as np
@@ -19,8 +17,8 @@ from trainspotter.features.extract import CountingBackend, extract, feature_colu
 from trainspotter.features.features import FeatureConfig
 from trainspotter.features.perturb import KINDS
 from trainspotter.features.probability import TokenEmbeddings, TokenStrings, sigmoid_logprob
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +185,7 @@ def test_label_only_target_cannot_give_gray_features(models, passages):
 
 
 def run(*args):
-    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=os.environ.copy(), timeout=600)
+    return run_cli(list(args), env=os.environ.copy(), timeout=600)
 
 
 def test_extract_verb_writes_the_models_features_and_bad_input_is_one_line(models, mini_testbed, tmp_path):

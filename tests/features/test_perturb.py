@@ -4,7 +4,6 @@ Rate checks use long texts and a ±5σ binomial band: each check fails by chance
 probability ≈ 5.7e-7 (two-sided normal tail at 5σ), ≈ 5e-6 for the whole file."""
 
 import math
-import re
 
 import pytest
 

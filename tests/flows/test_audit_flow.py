@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS
 from trainspotter.evaluation.testbed import PRESETS as TESTBEDS
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +63,8 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
     import trainspotter.tasks.worker as worker
-    from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.audit import AuditConfig, audit_flow
 
     calls = []
     original = worker.extract_rows
@@ -95,8 +95,8 @@ def test_report_regenerated_from_mlflow(demo, tmp_path):
 def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
     """access="black": the features come from the greedy tokens only (BADI App. A.6), yet the
     members are still detected; the log-prob columns never enter the test."""
-    from trainspotter.flows.audit import AuditConfig, audit_flow
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.audit import AuditConfig, audit_flow
 
     result = audit_flow(AuditConfig(
         name="black-mini", suspect=str(split_path("mini", "member")),
@@ -111,8 +111,8 @@ def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_
     """The run is open from the start and logs every batch: a crash on batch 3 leaves a
     FAILED run holding W_t for the 2 batches before it, and the error reaches the caller."""
     import trainspotter.flows.audit as audit_module
-    from trainspotter.flows.tracking import tracking_uri
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.tracking import tracking_uri
 
     real = audit_module.extract_batch
 
@@ -141,10 +141,10 @@ def test_an_audit_reads_each_file_once(demo, monkeypatch):
     import sys
     from collections import Counter
 
-    from trainspotter.flows.audit import AuditConfig, run_audit
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.audit import AuditConfig, run_audit
 
-    audit_module = sys.modules["trainspotter.audit"]  # the package's attribute is the function
+    audit_module = sys.modules["trainspotter.loop.inputs"]  # where the audit reads its files
     reads, load = Counter(), audit_module.load_passages
     monkeypatch.setattr(audit_module, "load_passages", lambda path: reads.update([str(path)]) or load(path))
     paths = str(split_path("mini", "member")), str(split_path("mini", "heldout"))

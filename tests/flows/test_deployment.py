@@ -66,7 +66,7 @@ def test_scheduled_audit_continues_wealth(server, mini_testbed, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from trainspotter.flows.tracking import tracking_uri
-    from trainspotter.ledger import load_ledger
+    from trainspotter.loop.ledger import load_ledger
 
     env, run = server
     inspect = run("deployment", "inspect", "audit/recurring-audit")

@@ -1,17 +1,16 @@
 """Recurring audits: a second run continues the stored e-process on new pairs only."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from trainspotter.ledger import load_ledger
+from trainspotter.loop.ledger import load_ledger
+from cli_process import run_cli
 
 
 def _config(name, max_pairs, **kw):
-    from trainspotter.flows.audit import AuditConfig
     from trainspotter.evaluation.testbed import split_path
+    from trainspotter.flows.audit import AuditConfig
 
     return AuditConfig(name=name, suspect=str(split_path("mini", "nonmember")),
                        heldout=str(split_path("mini", "heldout")), model="testbed:mini",
@@ -39,8 +38,8 @@ def test_second_run_continues_wealth_on_unused_pairs(mini_testbed):
 
 
 def test_changed_settings_refuse_to_continue(mini_testbed):
-    from trainspotter.flows.audit import audit_flow
     from trainspotter.errors import InputError
+    from trainspotter.flows.audit import audit_flow
     from trainspotter.stats.sequential import TestConfig
 
     audit_flow(_config("strict", 5))
@@ -52,11 +51,9 @@ def test_ledger_show_json(mini_testbed):
     from trainspotter.flows.audit import audit_flow
 
     audit_flow(_config("shown", 8))
-    out = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "shown", "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = run_cli(["ledger", "show", "shown", "--json"], timeout=120)
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["pairs_used"] == {"suspect": 8, "heldout": 8} and len(info["runs"]) == 1
-    missing = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "nope"],
-                             capture_output=True, text=True, timeout=120)
+    missing = run_cli(["ledger", "show", "nope"], timeout=120)
     assert missing.returncode == 2 and "no ledger for audit 'nope'" in missing.stderr

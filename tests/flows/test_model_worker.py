@@ -12,7 +12,6 @@ import sys
 import time
 
 import psutil
-import pytest
 
 from trainspotter.evaluation.testbed import split_path
 

@@ -28,8 +28,8 @@ def main() -> None:
     import mlflow
 
     import trainspotter.flows.tracking as tracking
+    import trainspotter.loop.ledger
     import trainspotter.tasks.worker as task_extract
-    import trainspotter.ledger
     from trainspotter.flows.cli import main as cli_main
 
     stage, _, n = (os.environ.get("KILL_AT") or "none:0").partition(":")
@@ -64,7 +64,7 @@ def main() -> None:
 
     tracking.StepLogger.__call__ = killing_step
 
-    class KillingOs:  # trainspotter.ledger's `os`, with a replace that can be killed in
+    class KillingOs:  # trainspotter.loop.ledger's `os`, with a replace that can be killed in
         def __getattr__(self, name):
             return getattr(os, name)
 
@@ -73,7 +73,7 @@ def main() -> None:
             at("save")
             os.replace(src, dst)
 
-    trainspotter.ledger.os = KillingOs()
+    trainspotter.loop.ledger.os = KillingOs()
 
     log_artifacts = mlflow.log_artifacts
 

@@ -1,4 +1,4 @@
-"""A battery of bad inputs through the CLI verbs, each run as a user runs it (a subprocess).
+"""A battery of bad inputs through the CLI verbs, each run as a user runs it (a process of its own).
 
 Every case must end with exit status 2, exactly one stderr line ``error: …`` that names the
 file (and line/row where there is one) and the problem, no traceback, and nothing new or
@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from isolated_env import env_for
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 
 
 def run(*args, artifacts: Path | None = None):
     env = env_for(artifacts) if artifacts else os.environ
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=300)
+    return run_cli([str(a) for a in args], env=env, timeout=300)
 
 
 def snapshot(root: Path) -> dict:

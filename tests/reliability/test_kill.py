@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from isolated_env import env_for
+from cli_process import run_cli
 
 KILLER = Path(__file__).with_name("_killer.py")
 PAIRS, BATCH = 12, 4  # pairs per run, pairs per batch: 3 batches per run
@@ -94,8 +95,8 @@ def assert_same_ledger(got: dict, want: dict) -> None:
 @pytest.mark.slow
 def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     from trainspotter import audit
-    from trainspotter.audit import AuditConfig
-    from trainspotter.ledger import load_ledger
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.ledger import load_ledger
     from trainspotter.stats.sequential import TestConfig
 
     model = f"hf:{mini_testbed / 'target'}"
@@ -150,8 +151,7 @@ def test_kill_at_every_stage_then_rerun(tmp_path, mini_testbed, monkeypatch):
     assert sorted(os.listdir(ledger_file.parent)) == ["chain.json", "chain.json.lock"]  # temp swept
 
     env = env_for(root)
-    show = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "ledger", "show", "chain", "--json"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    show = run_cli(["ledger", "show", "chain", "--json"], env=env, timeout=300)
     assert show.returncode == 0, show.stderr
     info = json.loads(show.stdout)
     assert info["pairs_used"] == {"suspect": 2 * PAIRS, "heldout": 2 * PAIRS} and len(info["runs"]) == 2
@@ -170,7 +170,7 @@ def test_stale_save_temps_are_swept_under_the_lock(tmp_path, mini_testbed, monke
     """A save killed before its rename leaves NAME.tmpPID; the next run of that audit removes
     it (holding the ledger lock), and touches no other audit's files."""
     from trainspotter import audit
-    from trainspotter.ledger import ledger_path, sweep_temps
+    from trainspotter.loop.ledger import ledger_path, sweep_temps
 
     folder = ledger_path("a", tmp_path).parent
     folder.mkdir(parents=True)

@@ -10,7 +10,6 @@ first ended, on pairs the first did not use), and every MLflow run is FINISHED.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -25,7 +24,7 @@ PAIRS = 8
 def test_parallel_audits_on_one_artifacts_folder(tmp_path, mini_testbed):
     from mlflow.tracking import MlflowClient
 
-    from trainspotter.ledger import load_ledger
+    from trainspotter.loop.ledger import load_ledger
 
     root = tmp_path / "artifacts"
     env = env_for(root)

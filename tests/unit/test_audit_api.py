@@ -11,6 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 
 from trainspotter.errors import InputError
 
@@ -55,7 +56,8 @@ print(json.dumps({{"result": r.model_dump(),
 
 
 def test_presets_fill_only_unset_test_fields():
-    from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS, AuditConfig
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
     from trainspotter.stats.sequential import TestConfig
 
     base = {"suspect": "s", "heldout": "h", "model": "hf:m"}
@@ -71,7 +73,8 @@ def test_presets_fill_only_unset_test_fields():
 
 
 def test_an_audit_of_twins_takes_the_twins_preset_unless_one_is_named():
-    from trainspotter.audit import DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET, AuditConfig
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET
 
     twins = AuditConfig(twins="tw", model="hf:m")
     assert twins.preset == TWINS_PRESET and twins.test.scorer == "fixed" == TEST_PRESETS[TWINS_PRESET]["scorer"]
@@ -82,7 +85,7 @@ def test_an_audit_of_twins_takes_the_twins_preset_unless_one_is_named():
 
 
 def test_non_finite_feature_in_a_later_batch_names_passage_and_column():
-    from trainspotter.audit import Auditor
+    from trainspotter.auditing.auditor import Auditor
     from trainspotter.stats.sequential import TestConfig
 
     auditor = Auditor(TestConfig())
@@ -95,7 +98,7 @@ def test_non_finite_feature_in_a_later_batch_names_passage_and_column():
 
 
 def test_first_batch_fixes_the_columns():
-    from trainspotter.audit import Auditor
+    from trainspotter.auditing.auditor import Auditor
 
     rows = _rows(["s1", "s2"], "suspect") + _rows(["h1", "h2"], "heldout")
     rows[0]["b"] = float("inf")
@@ -109,8 +112,9 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
     """Two runs of one recurring audit started while the first is still querying: the
     second waits for the ledger lock, then continues from the first's saved wealth on
     pairs the first did not use."""
-    from trainspotter.audit import AuditConfig, audit
-    from trainspotter.ledger import load_ledger
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.ledger import load_ledger
+    from trainspotter.loop.run import audit
 
     for side, n in (("suspect", 24), ("heldout", 24)):
         (tmp_path / f"{side}.jsonl").write_text(
@@ -153,14 +157,13 @@ def test_overlapping_runs_of_one_ledger_take_turns(tmp_path, mini_testbed):
 ])
 def test_cli_rejects_bad_test_options_in_one_line(mini_testbed, option, expected):
     held = str(mini_testbed / "heldout.jsonl")
-    out = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", held, "--heldout", held,
-                          "--model", "testbed:mini", *option], capture_output=True, text=True, timeout=300)
+    out = run_cli(["audit", "--suspect", held, "--heldout", held, "--model", "testbed:mini", *option], timeout=300)
     assert out.returncode == 2 and out.stderr.startswith(expected), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_explain_baseline_says_which_number_decides_and_why_they_disagree():
-    from trainspotter.audit import explain_baseline
+    from trainspotter.auditing.explain import explain_baseline
 
     # e rejects (25 ≥ 20), p = 0.2 > α: the half-split test's low power on few pairs
     text = explain_baseline(True, 25.0, 0.05, 0.2, 10)
@@ -177,7 +180,8 @@ def test_explain_baseline_says_which_number_decides_and_why_they_disagree():
 def test_library_audit_checks_its_inputs_as_the_cli_does(tmp_path, mini_testbed, case):
     """audit() itself refuses overlapping sets and an audit that could never reject, before
     any feature is extracted, with the very message the CLI prints as its one error line."""
-    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.run import audit
 
     lines = (mini_testbed / "member.jsonl").read_text().splitlines()
     suspect, heldout = tmp_path / "s.jsonl", tmp_path / "h.jsonl"
@@ -192,6 +196,6 @@ def test_library_audit_checks_its_inputs_as_the_cli_does(tmp_path, mini_testbed,
         audit(AuditConfig(suspect=str(suspect), heldout=str(heldout), model="testbed:mini"), extract_fn=no_extraction)
     expected = "1 passage in both sets" if case == "overlap" else "3 pairs at most, but the test needs at least"
     assert expected in str(e.value)
-    cli = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "audit", "--suspect", str(suspect), "--heldout",
-                          str(heldout), "--model", "testbed:mini"], capture_output=True, text=True, timeout=300)
+    cli = run_cli(["audit", "--suspect", str(suspect), "--heldout", str(heldout), "--model", "testbed:mini"],
+                  timeout=300)
     assert cli.returncode == 2 and cli.stderr.strip() == f"error: {e.value}"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.auditor import blind_check
+from trainspotter.auditing.auditor import blind_check
 from trainspotter.features.text import SURFACE, TextRows, surface_stats
 from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.blind import BlindTest, NaiveBayes, blind_stops
@@ -106,7 +106,8 @@ def _fake_extract(member_ids):
 def test_shifted_sets_give_inconclusive_whatever_the_model_says(tmp_path, shift_check):
     """The model's (fake) features say "member" for every suspect passage, but the held-out
     passages are another topic: the verdict is inconclusive; "stop" queries nothing."""
-    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.run import audit
 
     leads = _leads()
     people = [r["text"][:400] for r in leads if r["topic"] == "People"][:120]
@@ -125,11 +126,12 @@ def test_shifted_sets_give_inconclusive_whatever_the_model_says(tmp_path, shift_
 
 
 def test_iid_sets_keep_the_model_verdict(tmp_path):
-    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.run import audit
 
     leads = [r["text"][:400] for r in _leads()[:240]]
     s, h = _passages(tmp_path / "s.jsonl", leads[::2]), _passages(tmp_path / "h.jsonl", leads[1::2])
-    # 120 pairs without a placebo model: the auditor vouches for the split (trainspotter.placebo)
+    # 120 pairs without a placebo model: the auditor vouches for the split (trainspotter.auditing.placebo)
     r = audit(AuditConfig(suspect=s, heldout=h, model="hf:m", assume_exchangeable=True),
               extract_fn=_fake_extract({f"s{i}" for i in range(120)}))
     assert r.verdict == "trained on" and r.reject and r.model_reject and not r.blind.fired

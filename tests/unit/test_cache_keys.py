@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 import trainspotter
-from trainspotter.tasks.benchmark import pvalue_cache_key
-from trainspotter.tasks.extract import chunk_cache_key
-from trainspotter.tasks.simulate import simulate_cache_key
 from trainspotter import config as C
 from trainspotter.features import features as F
 from trainspotter.features.features import FeatureConfig
 from trainspotter.stats import eprocess, pvalue
 from trainspotter.stats.sequential import TestConfig
+from trainspotter.tasks.benchmark import pvalue_cache_key
+from trainspotter.tasks.extract import chunk_cache_key
+from trainspotter.tasks.simulate import simulate_cache_key
 
 SRC = Path(trainspotter.__file__).parent
 
@@ -128,13 +128,13 @@ def test_simulate_key_covers_every_module_the_monte_carlo_runs():
     configuration is in the key itself)."""
     from trainspotter.tasks.simulate import SIMULATE_CODE, simulate_many
 
-    assert simulate_many.__module__ == "trainspotter.tables"
-    used = _library_imports("trainspotter.tables", _library_imports("trainspotter.data", set()))
+    assert simulate_many.__module__ == "trainspotter.auditing.tables"
+    used = _library_imports("trainspotter.auditing.tables", _library_imports("trainspotter.data", set()))
     assert used - set(SIMULATE_CODE) == {"trainspotter.errors", "trainspotter.presets"}
 
 
 def test_edit_outside_every_list_changes_no_key(library, tmp_path):
-    from trainspotter import report
+    from trainspotter.evaluation import plots as report
 
     before = _keys(tmp_path)
     _edit(library, report.power_plot)

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+from trainspotter.auditing.tables import pollution, simulate, simulate_many
 from trainspotter.data import split_features
 from trainspotter.stats.ebh import ebh
-from trainspotter.stats.simulation import power_curve, run_batch, stop_times
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.tables import pollution, simulate, simulate_many
+from trainspotter.stats.simulation import power_curve, run_batch, stop_times
 
 
 def _table(n_s, n_h, p=4, shift=0.0, seed=0):

@@ -1,12 +1,16 @@
+import ast
 import pkgutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import trainspotter
 
 SRC = Path(trainspotter.__file__).parent
 ORCHESTRATION = ("trainspotter.flows", "trainspotter.tasks")  # installed inside the package, not part of the library
+# The root holds only the foundation (docs/architecture.md, "Inside the library"); every other concept is a package.
+FOUNDATION = {"errors", "config", "data", "presets", "assets", "layout"}
 
 
 def test_library_imports_no_orchestration():
@@ -32,55 +36,105 @@ def test_orchestration_installs_inside_the_package(tmp_path):
     assert out.stdout.split() == ["None", "None"]
 
 
-# The library's own layers, lowest first (docs/architecture.md, "Inside the library"): a module
-# may import its own layer and the layers below, never one above. Every import counts, also one
-# inside a function (a lazy import is still an arrow).
-LAYERS = [
-    ("foundation", {"errors", "config", "layout", "presets", "assets", "data"}),
-    ("backends", {"backends"}),
-    ("features", {"features"}),
-    ("stats", {"stats"}),
-    ("audit", {"audit", "auditor", "verdict", "placebo", "matching", "matched_ledger", "multi", "twins", "twin_rounds",
-               "twins_gate", "rewrite", "rewrite_generative",
-               "ledger", "record", "recompute", "verify", "requery", "report", "tables"}),
-    ("evaluation", {"evaluation"}),
-]
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
-def _layer(module: str) -> int | None:
-    part = module.split(".")[1] if "." in module else ""
-    for i, (_, names) in enumerate(LAYERS):
-        if part in names:
-            return i
-    return None  # the package's __init__ (the public names) and orchestration
+@cache
+def _modules() -> dict[str, Path]:
+    out = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+    return {m: p for m, p in out.items() if not m.startswith(ORCHESTRATION)}
 
 
-def _arrows():
-    import ast
-
-    for path in sorted(SRC.rglob("*.py")):
-        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
-        if module.startswith(ORCHESTRATION):
-            continue
+@cache
+def _arrows() -> tuple[tuple[str, str], ...]:
+    """(importer, imported) for every import of a library module by a library module: at the top, inside a
+    function and under TYPE_CHECKING alike (each is an arrow). ``from trainspotter.pkg import mod`` points at
+    the module ``mod``."""
+    known, out = _modules(), []
+    for module, path in known.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            for name in names:
-                if name.startswith("trainspotter."):
-                    yield module, name
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                         for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            out += [(module, name) for name in names if name.startswith("trainspotter.") or name == "trainspotter"]
+    return tuple(sorted(set(out)))
 
 
-def test_every_library_layer_imports_only_its_own_and_lower_layers():
-    """backends never import features, stats, the audit or evaluation (a testbed: spec resolves
-    through trainspotter.layout); features never stats or above; stats only stats and the
-    foundation (it works on arrays: the caller reads each column's sign from the catalogue and
-    featurises the blind check's texts); the audit modules never evaluation. Every library
-    module is in a layer."""
-    every = {m for m, _ in _arrows()} | {m for _, m in _arrows()}
-    unplaced = sorted(m for m in every if _layer(m) is None and m != "trainspotter" and not m.startswith(ORCHESTRATION))
-    assert unplaced == [], "put each module in a layer of LAYERS"
-    up = sorted(f"{a} -> {b}" for a, b in _arrows() if (_layer(b) or 0) > (_layer(a) or 0))
-    assert up == []
-    stats = [name for name, _ in LAYERS].index("stats")
-    sideways = sorted(f"{a} -> {b}" for a, b in _arrows() if _layer(a) == stats and _layer(b) not in (0, stats))
-    assert sideways == [], "stats may import only stats and the foundation"
+def _package(module: str) -> str:
+    """The concept a module belongs to: its package under trainspotter, or "foundation" for the root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] not in FOUNDATION) else "foundation"
+
+
+@cache
+def _rules() -> dict[str, tuple[str, ...]]:
+    """Each package's ``MAY_IMPORT`` as its ``__init__`` states it (read, not imported)."""
+    rules = {}
+    for init in sorted(SRC.glob("*/__init__.py")):
+        if _module_name(init).startswith(ORCHESTRATION):
+            continue
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{init}: say what the package owns"
+        stated = [n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(getattr(t, "id", None) == "MAY_IMPORT" for t in n.targets)]
+        assert stated, f"{init}: state MAY_IMPORT, the packages it may import besides the foundation"
+        rules[init.parent.name] = tuple(ast.literal_eval(stated[0]))
+    return rules
+
+
+def test_the_root_holds_only_the_foundation():
+    """Every module at the package root is part of the foundation; every other concept is a package."""
+    root = {p.stem for p in SRC.glob("*.py")} - {"__init__"}
+    assert root == FOUNDATION
+
+
+def test_every_package_imports_only_what_its_init_allows():
+    """An arrow leaves a package only for the foundation or a package its ``__init__`` names in
+    ``MAY_IMPORT`` (a lazy import and a type-only one count too); the foundation imports only itself."""
+    rules = _rules()
+    assert set(rules) == {"backends", "features", "stats", "twins", "auditing", "record", "loop", "evaluation"}
+    for package, allowed in rules.items():
+        assert set(allowed) <= set(rules), f"{package}: MAY_IMPORT names an unknown package"
+    wrong = sorted(f"{a} -> {b}" for a, b in _arrows() if _package(a) != _package(b) and _package(b) != "foundation"
+                   and (_package(a) == "foundation" or _package(b) not in rules[_package(a)]))
+    assert wrong == []
+
+
+def test_the_packages_are_layered():
+    """The rules themselves form layers: no package may import one that may import it (directly or
+    through others), so no circle can form between packages."""
+    rules = _rules()
+    order = []
+    while len(order) < len(rules):
+        ready = sorted(p for p in rules if p not in order and set(rules[p]) <= set(order))
+        assert ready, f"a circle among {sorted(set(rules) - set(order))}"
+        order += ready
+    assert order.index("stats") < order.index("auditing") < order.index("record") < order.index("loop")
+
+
+def test_no_module_circle():
+    """No two library modules import each other, directly or around a loop, not even under TYPE_CHECKING."""
+    graph: dict[str, set[str]] = {}
+    for a, b in _arrows():
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path + [node, nxt]
+            if nxt not in state and (found := visit(nxt, path + [node])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            assert visit(start, []) is None, "a circle of imports"

@@ -1,4 +1,4 @@
-"""A recurring matched audit (trainspotter.matched_ledger) on hand-built passages: a continued run
+"""A recurring matched audit (trainspotter.loop.matched_ledger) on hand-built passages: a continued run
 matches only the passages its ledger never bet on, its guards see the earlier matched pairs with
 its own, and a run with too few new matches queries nothing and leaves the stored wealth as it was.
 Features are fixed functions of the passage id: nothing here loads a model."""
@@ -9,9 +9,10 @@ import zlib
 
 import numpy as np
 
-from trainspotter.audit import AuditConfig, audit
-from trainspotter.ledger import load_ledger, unused_passages
-from trainspotter.matched_ledger import continue_matching, pairs_to_reach
+from trainspotter.auditing.config import AuditConfig
+from trainspotter.loop.ledger import load_ledger, unused_passages
+from trainspotter.loop.matched_ledger import continue_matching, pairs_to_reach
+from trainspotter.loop.run import audit
 
 WORDS = "the a of river town born album species village known film team city lake music war".split()
 

@@ -1,4 +1,4 @@
-"""Matched pairs (trainspotter.matching): the optimal caliper rule on hand-made logits, the
+"""Matched pairs (trainspotter.auditing.matching): the optimal caliper rule on hand-made logits, the
 cross-fitting, and what matching does to a shift a text-only model sees."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from trainspotter.matching import match_pairs, optimal_match, propensity_logits
-from trainspotter.auditor import blind_check
+from trainspotter.auditing.auditor import blind_check
+from trainspotter.auditing.matching import match_pairs, optimal_match, propensity_logits
 from trainspotter.stats.sequential import TestConfig
 
 VOCAB = [f"w{i}" for i in range(400)]
@@ -54,7 +54,7 @@ def test_cross_fitting_keeps_a_passage_from_scoring_its_own_label():
     (in-sample AUROC near 1); the cross-fitted propensities do not (near 0.5)."""
     from sklearn.linear_model import LogisticRegression
 
-    from trainspotter.matching import Encoded, _design
+    from trainspotter.auditing.matching import Encoded, _design
 
     s, h = texts(150, 30, seed=1), texts(150, 30, seed=2)
     y = np.r_[np.ones(150), np.zeros(150)]
@@ -88,8 +88,8 @@ def test_encoding_once_gives_the_design_a_tfidf_vectorizer_per_fold_gives(monkey
     """``Encoded`` counts every text once and weights per fold: the design matrices equal those of
     TfidfVectorizer fitted on the fold, also when max_features cuts the vocabulary (ties
     included), and matching a draw from a pool's encoding equals matching its texts."""
-    import trainspotter.matching as matching
-    from trainspotter.matching import Encoded, _design
+    import trainspotter.auditing.matching as matching
+    from trainspotter.auditing.matching import Encoded, _design
 
     rng = random.Random(9)
     pool = [" ".join(rng.choice(VOCAB[:60]) for _ in range(rng.randint(3, 25))) + rng.choice([".", "!", ""])

@@ -77,8 +77,9 @@ def test_an_audit_and_an_extraction_parse_each_spec_once(mini_testbed, tmp_path,
     """At the edge: AuditConfig / ExtractConfig parse the strings; the audit loop, the usage
     meter, the backends, the ledger and the extract flow's cached chunks only pass the
     ModelSpec on (and dump it as written)."""
-    from trainspotter.audit import AuditConfig, audit
+    from trainspotter.auditing.config import AuditConfig
     from trainspotter.flows.extract import ExtractConfig, run_extract
+    from trainspotter.loop.run import audit
 
     parses = []
     real_parse = S._parse_local
@@ -90,7 +91,7 @@ def test_an_audit_and_an_extraction_parse_each_spec_once(mini_testbed, tmp_path,
     assert config.model_dump()["model"] == "testbed:mini"  # MLflow params, Prefect: as written
     result = audit(config)
     assert result.pairs_used > 0 and sorted(parses) == ["testbed:mini", "testbed:mini/reference"]
-    from trainspotter.ledger import load_ledger
+    from trainspotter.loop.ledger import load_ledger
 
     run = load_ledger("parsed-once")["runs"][-1]
     assert run["model"] == "testbed:mini" and run["model_fingerprint"] == config.model.fingerprint
@@ -103,7 +104,7 @@ def test_an_audit_and_an_extraction_parse_each_spec_once(mini_testbed, tmp_path,
 
 def test_the_sets_of_a_multi_set_audit_share_the_parsed_specs(monkeypatch):
     """Each set's AuditConfig gets the ModelSpec parsed once for the whole audit."""
-    from trainspotter.multi import AuditSetsConfig
+    from trainspotter.loop.sets import AuditSetsConfig
 
     parses = []
     real_parse = S._parse_local
@@ -118,7 +119,8 @@ def test_the_sets_of_a_multi_set_audit_share_the_parsed_specs(monkeypatch):
 
 
 def test_references_one_or_several_dump_as_written_and_never_twice():
-    from trainspotter.audit import AuditConfig, setup_of
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.run import setup_of
 
     one = AuditConfig(suspect="s", heldout="h", model="hf:/m", reference="hf:/r")
     assert [r.text for r in one.reference] == ["hf:/r"]

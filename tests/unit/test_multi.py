@@ -1,4 +1,4 @@
-"""Several suspect sets against one held-out set (trainspotter.multi): labels, input checks,
+"""Several suspect sets against one held-out set (trainspotter.loop.sets): labels, input checks,
 e-BH on the blind-checked e-values, the library loop on synthetic features, and the FDR of
 the whole procedure (stop each set at K/α, then e-BH) in simulation."""
 
@@ -35,7 +35,7 @@ def _features(passages, batch_no):
 
 
 def test_labels_are_file_stems_made_unique():
-    from trainspotter.multi import AuditSetsConfig, set_labels
+    from trainspotter.loop.sets import AuditSetsConfig, set_labels
 
     assert set_labels(["x/member.jsonl", "y/member.jsonl", "z/member-2.csv", ".hidden.txt", "a b/c d.jsonl"]) == \
         ["member", "member-2", "member-2-2", "hidden", "c_d"]
@@ -52,7 +52,7 @@ def test_labels_are_file_stems_made_unique():
 
 def test_bad_sets_are_one_clear_error_naming_the_file(tmp_path):
     from trainspotter.data import load_passages
-    from trainspotter.multi import AuditSetsConfig, check_sets
+    from trainspotter.loop.sets import AuditSetsConfig, check_sets
 
     a, h = _write(tmp_path / "a.jsonl", "a", 30, 1), _write(tmp_path / "h.jsonl", "h", 30, 2)
     twice = str(tmp_path / "." / "a.jsonl")  # the same file, spelled differently
@@ -70,8 +70,8 @@ def test_bad_sets_are_one_clear_error_naming_the_file(tmp_path):
 
 
 def _result(e_value, fired, guard=None):
+    from trainspotter.auditing.verdict import AuditResult
     from trainspotter.stats.blind import BlindResult
-    from trainspotter.verdict import AuditResult
 
     return AuditResult.model_construct(e_value=e_value, blind=BlindResult.model_construct(fired=fired),
                                        guard="blind" if fired else guard)
@@ -82,7 +82,7 @@ def test_ebh_sees_zero_where_the_blind_check_fired():
     (11 ≥ 10), so all three are rejected. When set 1's blind check fired its 40 counts as 0:
     sorted (12, 11, 0), no k qualifies (12 < 30, 11 < 15, 0 < 10), and nothing is rejected,
     the shifted set least of all."""
-    from trainspotter.multi import AuditSetsConfig, decide
+    from trainspotter.loop.sets import AuditSetsConfig, decide
 
     config = AuditSetsConfig(suspect=["a", "b", "c"], heldout="h", model="hf:m", test={"alpha": 0.1})
     clean = decide(config, [_result(40.0, False), _result(12.0, False), _result(11.0, False)])
@@ -102,12 +102,12 @@ def test_audit_sets_is_ordinary_audits_then_ebh_reading_each_file_once(tmp_path,
     import sys
 
     from trainspotter import AuditSetsConfig, audit, audit_sets
-    from trainspotter.report import sets_html
+    from trainspotter.record.report import sets_html
     from trainspotter.stats.ebh import ebh
 
     member, other = _write(tmp_path / "member.jsonl", "m", 60, 1), _write(tmp_path / "other.jsonl", "o", 60, 2)
     heldout = _write(tmp_path / "heldout.jsonl", "h", 60, 3)
-    audit_module = sys.modules["trainspotter.audit"]  # the package's attribute is the function
+    audit_module = sys.modules["trainspotter.loop.inputs"]  # where the audit reads its files
     reads, load = Counter(), audit_module.load_passages
     monkeypatch.setattr(audit_module, "load_passages", lambda path: reads.update([path]) or load(path))
     # exchangeable by construction: small sets without a reference may then say "trained on"
@@ -141,7 +141,7 @@ def test_fdr_of_stopping_at_k_over_alpha_then_ebh_in_simulation(alternatives):
     draw), so the count is Binomial(500, FDR). The same streams with every set rejected
     at its own 1/α (no multiplicity correction) are checked to fail it with one
     alternative, so the check can see a procedure that ignores the K sets."""
-    from trainspotter.multi import AuditSetsConfig
+    from trainspotter.loop.sets import AuditSetsConfig
     from trainspotter.stats.ebh import ebh
     from trainspotter.stats.simulation import run_batch
 

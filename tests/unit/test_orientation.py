@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+from trainspotter.auditing.tables import pollution
 from trainspotter.features.orientation import direction, directions
 from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.newton_scorer import NewtonScorer
 from trainspotter.stats.oriented_qp import oriented_qp
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.tables import pollution
 
 
 def test_oriented_qp_by_hand():
@@ -108,8 +108,9 @@ def test_a_ledger_from_before_the_oriented_scorer_continues_unoriented(tmp_path,
     import json
     import zlib
 
-    from trainspotter.audit import AuditConfig, audit
-    from trainspotter.ledger import ledger_path
+    from trainspotter.auditing.config import AuditConfig
+    from trainspotter.loop.ledger import ledger_path
+    from trainspotter.loop.run import audit
 
     texts = [f"Passage number {i} about topic {i % 7} with some words." for i in range(80)]
     for side, part in (("s", texts[::2]), ("h", texts[1::2])):

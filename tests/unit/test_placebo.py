@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.audit import AuditConfig, audit
-from trainspotter.placebo import PlaceboResult, run_placebo
+from trainspotter.auditing.config import AuditConfig
+from trainspotter.auditing.placebo import run_placebo
+from trainspotter.auditing.verdict import PlaceboResult, decide
+from trainspotter.loop.run import audit
 from trainspotter.presets import UNGUARDED_MIN_PAIRS
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.verdict import decide
 
 WORDS = "the a of river town born album species village known film team city lake music war".split()
 

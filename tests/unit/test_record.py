@@ -13,9 +13,9 @@ import pytest
 
 from trainspotter import audit
 from trainspotter.errors import InputError
-from trainspotter.ledger import load_ledger
-from trainspotter.record import load_private_key, load_public_key, sign
-from trainspotter.verify import load_record, verify_records
+from trainspotter.loop.ledger import load_ledger
+from trainspotter.record.keys import load_private_key, load_public_key, sign
+from trainspotter.record.verify import load_record, verify_records
 
 WORDS = "river stone light paper garden window market silver winter orange music engine".split()
 
@@ -221,7 +221,7 @@ def test_requery_compares_the_models_answers_within_the_stated_tolerance(fresh, 
 
     import trainspotter.backends
     import trainspotter.features.extract
-    from trainspotter.requery import requery
+    from trainspotter.record.requery import requery
 
     def extract(passages, target, references, access, features):
         rows = synthetic_extract()(passages, 0)

@@ -178,7 +178,7 @@ def sealed(tmp_path_factory):
 
 
 def _check(record):
-    from trainspotter.verify import verify_records
+    from trainspotter.record.verify import verify_records
 
     return verify_records([("record.json", record)])
 
@@ -188,7 +188,7 @@ def _side(record, k=2, side="suspect"):
 
 
 def test_a_sealed_gray_record_holds_the_answers_and_verify_recomputes_every_feature(sealed):
-    from trainspotter.record import VERSION
+    from trainspotter.record.format import VERSION
 
     assert sealed["version"] == VERSION == 2 and sealed["result"]["verdict"] == "trained on"
     assert sealed["placebo"]["pairs"] and all("answers" in p[s] for p in sealed["placebo"]["pairs"]
@@ -234,7 +234,7 @@ def _removed(record):
     del _side(record, 5, "heldout")["answers"]
 
 
-from trainspotter.record import sha256  # noqa: E402
+from trainspotter.record.format import sha256  # noqa: E402
 
 
 @pytest.mark.parametrize("tamper, words", [
@@ -256,7 +256,7 @@ def test_a_changed_answer_or_feature_fails_verify_naming_pair_side_and_field(sea
 
 def _reseal(record: dict) -> dict:
     """The record as a version 1 trainspotter would have sealed it: no answers."""
-    from trainspotter.record import SECTIONS, batch_digest, record_digest
+    from trainspotter.record.format import SECTIONS, batch_digest, record_digest
 
     for pair in [p for b in record["batches"] for p in b["pairs"]] + record["placebo"]["pairs"]:
         for s in ("suspect", "heldout"):
@@ -271,7 +271,7 @@ def _reseal(record: dict) -> dict:
 
 
 def test_a_version_1_record_verifies_and_says_its_features_were_not_recomputed(sealed, tmp_path):
-    from trainspotter.verify import load_record
+    from trainspotter.record.verify import load_record
 
     old = _reseal(json.loads(json.dumps(sealed)))
     check = _check(old)
@@ -426,7 +426,7 @@ def test_a_sealed_black_record_holds_the_answers_and_verify_recomputes_every_fea
 
 def _black_sim(record, j=1):
     """Pair 3's suspect passage: the similarity of its target's token j, 0.3 further from 1."""
-    from trainspotter.features.answers import decode_floats, encode_floats
+    from trainspotter.features.answer_codec import decode_floats, encode_floats
 
     answers = _side(record)["answers"]["black"]["target"]
     sim = decode_floats(answers["sim"]).copy()

@@ -4,8 +4,6 @@ specs testbed:NAME/out-N and /in-N, and builds killed half-way."""
 
 import json
 import shutil
-import subprocess
-import sys
 from collections import Counter
 
 import numpy as np
@@ -16,6 +14,7 @@ from trainspotter.errors import InputError
 from trainspotter.evaluation import references as R
 from trainspotter.evaluation import testbed
 from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
+from cli_process import run_cli
 
 NAME = "mini-pretrain"
 CONFIG = PRESETS[NAME]
@@ -228,8 +227,7 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     """`testbed build NAME --references 2 --json` over the models built already: reused, and
     the JSON gives each model's build seconds and final loss from the manifest."""
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", "testbed", "build", *args],
-                              capture_output=True, text=True, timeout=600)
+        return run_cli(["testbed", "build", *args], timeout=600)
 
     out = run(NAME, "--references", "2", "--json")
     assert out.returncode == 0, out.stderr[-2000:]

@@ -2,7 +2,7 @@ import re
 
 import numpy as np
 
-from trainspotter.report import html_report, wealth_plot
+from trainspotter.record.report import html_report, wealth_plot
 
 SUMMARY = {"name": "books<script>", "reject": True, "e_value": 26.4, "p_value": 0.0379, "alpha": 0.05,
            "baseline_p_value": None, "pairs_used": 14, "pairs_available": 80, "pairs_queried": 16,

@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.stats.eprocess import EProcess
-from trainspotter.stats.payoffs import make_payoff
+from trainspotter.auditing.tables import run_test
 from trainspotter.errors import InputError
-from trainspotter.stats.simulation import run_batch, stop_times
 from trainspotter.stats.adam_scorer import AdamScorer
+from trainspotter.stats.eprocess import EProcess
 from trainspotter.stats.newton_scorer import NewtonScorer
+from trainspotter.stats.payoffs import make_payoff
 from trainspotter.stats.scoring import make_scorer
 from trainspotter.stats.sequential import SequentialTest, TestConfig
-from trainspotter.tables import run_test
+from trainspotter.stats.simulation import run_batch, stop_times
 
 STRATEGIES = ["ons", "kelly", "mixture"]
 PAYOFFS = ["mmd", "ks", "diff"]

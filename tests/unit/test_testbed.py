@@ -259,7 +259,7 @@ def test_twins_testbed_trains_members_public_versions_only(tmp_path):
     from transformers import AutoTokenizer
 
     from trainspotter.evaluation import testbed
-    from trainspotter.twins import load_twins, verify_commitment
+    from trainspotter.twins.folder import load_twins, verify_commitment
 
     seen = []
     real = testbed.train_causal_lm
@@ -311,7 +311,7 @@ def test_the_twins_rewriter_is_in_the_fingerprint():
     from trainspotter.errors import InputError
     from trainspotter.evaluation.testbed import TestbedConfig
     from trainspotter.evaluation.testbed_twins import rewriter_of
-    from trainspotter.twins import KeyedLexicalRewriter
+    from trainspotter.twins.lexical import KeyedLexicalRewriter
 
     twins = PRESETS["tiny-pretrain-twins"]
     assert twins.model_dump()["twins_rewriter"] == KeyedLexicalRewriter().describe() | {"keys": "per split"}
@@ -349,7 +349,7 @@ def test_a_generative_twins_testbed_replays_the_table_it_names_by_sha256():
     from trainspotter.config import fingerprint
     from trainspotter.errors import InputError
     from trainspotter.evaluation.testbed_twins import rewriter_of, split_keys
-    from trainspotter.rewrite_generative import key_fingerprint
+    from trainspotter.twins.generative import key_fingerprint
 
     bed = PRESETS["tiny-pretrain-twins-smollm2"]
     rewriter, per_split = rewriter_of(bed)

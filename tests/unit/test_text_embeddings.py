@@ -109,7 +109,7 @@ def test_cross_fitting_with_embeddings_never_scores_a_passage_with_its_own_label
     a model fitted on every passage (the same design) separates the labels it saw."""
     from sklearn.linear_model import LogisticRegression
 
-    from trainspotter.matching import Encoded, _design, propensity_logits
+    from trainspotter.auditing.matching import Encoded, _design, propensity_logits
 
     rng = random.Random(3)
     vocab = [f"w{i}" for i in range(400)]
@@ -137,7 +137,7 @@ def test_the_propensity_with_embeddings_sees_a_topic_no_shared_word_shows():
     """Animals vs foods, every content word in one passage only: TF-IDF keeps no topic word
     (min_df 2) and its character n-grams barely rank the sets (measured AUROC 0.52-0.57); the
     embeddings put them apart (0.98-0.99). Asserted with wide margins on three fold seeds."""
-    from trainspotter.matching import propensity_logits
+    from trainspotter.auditing.matching import propensity_logits
 
     def passages(words):
         return [f"{words[2 * i].capitalize()} and {words[2 * i + 1]}." for i in range(len(words) // 2)]

@@ -8,13 +8,14 @@ import math
 
 import numpy as np
 
-from trainspotter.features.extract import feature_columns
 from trainspotter.features.catalog import catalog
+from trainspotter.features.extract import feature_columns
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.features.orientation import direction
 from trainspotter.features.twin_positions import changed_mask, twin_row
 from trainspotter.tasks.extract import chunk_cache_key
-from trainspotter.twins import Rewriter, make_twins
+from trainspotter.twins.make import make_twins
+from trainspotter.twins.rewriter import Rewriter
 
 
 def test_twin_mask_marks_only_the_changed_token():

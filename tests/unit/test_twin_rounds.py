@@ -1,16 +1,17 @@
-"""A twins audit of every private variant (``--twins-private all``, trainspotter.twin_rounds): what
+"""A twins audit of every private variant (``--twins-private all``, trainspotter.twins.rounds): what
 the sequential test is fed, round by round, on a hand-made k = 4 folder in memory."""
 
 import pytest
 
-from trainspotter.audit import AuditConfig, audit
+from trainspotter.auditing.config import AuditConfig
 from trainspotter.data import make_pairs
 from trainspotter.errors import InputError
 from trainspotter.features.features import FEATURE_SETS
+from trainspotter.loop.run import audit
+from trainspotter.record.verify import verify_one
 from trainspotter.stats.sequential import SequentialTest
-from trainspotter.twin_rounds import batch_queries, every_round, guard_pairs
-from trainspotter.twins import Twins
-from trainspotter.verify import verify_one
+from trainspotter.twins.folder import Twins
+from trainspotter.twins.rounds import batch_queries, every_round, guard_pairs
 
 # passages, each with variants 0..3 (passage n's variant j: the text "pn vj ..."); the test at α = 1e-12
 # could reject only with u_t ≈ 1 in 48 of its 50 rounds, so every round is fed

@@ -6,7 +6,6 @@ false-failure rate: a binomial or chi-square test at 0.001."""
 
 import hashlib
 import json
-import random
 import re
 from collections import Counter
 
@@ -15,11 +14,15 @@ from pydantic import ValidationError
 from scipy.stats import binomtest, chisquare
 
 from trainspotter.assets import wikipedia_leads
-from trainspotter.audit import AuditConfig, audit
+from trainspotter.auditing.config import AuditConfig
 from trainspotter.data import make_pairs
 from trainspotter.errors import InputError
-from trainspotter.twins import (_WORD, KeyedLexicalRewriter, Rewriter, commitment, edit_rate, load_twins,
-                                make_twins, verify_commitment, write_twins)
+from trainspotter.loop.run import audit
+from trainspotter.twins.folder import commitment, load_twins, verify_commitment, write_twins
+from trainspotter.twins.lexical import WORD as _WORD
+from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.twins.make import edit_rate, make_twins
+from trainspotter.twins.rewriter import Rewriter
 
 
 @pytest.fixture(scope="module")

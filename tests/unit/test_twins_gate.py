@@ -1,4 +1,4 @@
-"""make_twins' MiniLM gate (trainspotter.twins_gate): each original encoded once per passage,
+"""make_twins' MiniLM gate (trainspotter.twins.gate): each original encoded once per passage,
 every decision, variant, draw and stored similarity what the gate before made (a similarity per
 attempt from ``minilm_similarity([original], [variant])``), checked against a plain
 reimplementation of that gate."""
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from trainspotter.rewrite import EmptyRewrite, Rewriter
-from trainspotter.twins import make_twins, minilm_similarity
-from trainspotter.twins_gate import OriginalCache
+from trainspotter.twins.gate import OriginalCache, minilm_similarity
+from trainspotter.twins.make import make_twins
+from trainspotter.twins.rewriter import EmptyRewrite, Rewriter
 
 PASSAGES = [
     {"id": "a", "text": "The river town grew quickly after the railway arrived in the valley, and its market "
@@ -91,7 +91,7 @@ def test_the_cached_gate_makes_the_twins_the_per_attempt_gate_made(monkeypatch):
     duplicate), the same skipped passage, public draw, stored similarities and redraw count as
     the reimplemented gate; the rewriter asked the same things in the same order; each original
     encoded once, not once per attempt."""
-    import trainspotter.twins_gate as gate
+    import trainspotter.twins.gate as gate
 
     keys = [bytes([j]) * 32 for j in range(3)]
     expected_rewriter = Scripted()

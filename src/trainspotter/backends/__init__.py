@@ -35,6 +35,7 @@ from trainspotter.backends.spec import (SCHEMES, ModelSpec, References, Scheme, 
 __all__ = ["Backend", "HFBackend", "ModelSpec", "References", "SCHEMES", "Scheme", "Spec", "TokenScores", "check_server", "load_backend",
            "parse_api_spec", "parse_local_spec", "parse_spec", "resolve_spec", "spec_fingerprint"]
 
+MAY_IMPORT = ()  # besides the foundation (tests/unit/test_layering.py)
 _LOADING = threading.Lock()
 
 

@@ -161,6 +161,24 @@ def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | 
     return choice, len(ids), len(gen)
 
 
+def _prompts(body: dict) -> list:
+    """A completion request's prompts: one string or token list, or a list of them."""
+    prompt = body.get("prompt", "")
+    if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+        return [prompt]
+    if isinstance(prompt, list) and prompt:
+        return prompt
+    raise HTTPException(400, "prompt must be a string, a list of strings or token lists")
+
+
+def _chat_logprobs(lp: dict) -> dict:
+    """A completion choice's log-probabilities as the chat endpoint lists them, token by token."""
+    return {"content": [{"token": t, "logprob": v, "bytes": list(t.encode()),
+                         "top_logprobs": [{"token": a, "logprob": b, "bytes": list(a.encode())}
+                                          for a, b in (top or {}).items()]}
+                        for t, v, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"])]}
+
+
 def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
                fail_sleep: float = 5.0, quirks: Quirks = Quirks()) -> FastAPI:
     """FastAPI app serving ``backend`` (an HFBackend) under the name ``model_name``,
@@ -198,13 +216,7 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
     def completions(body: dict):
         if quirks.chat_only:
             return refuse(404, "Not Found (this server only serves /v1/chat/completions)")
-        prompt = body.get("prompt", "")
-        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
-            prompts = [prompt]
-        elif isinstance(prompt, list) and prompt:
-            prompts = prompt
-        else:
-            raise HTTPException(400, "prompt must be a string, a list of strings or token lists")
+        prompts = _prompts(body)
         if not quirks.list_prompts and len(prompts) > 1:
             return refuse(quirks.list_status, "")  # llama-cpp-python: `assert len(body.prompt) <= 1`
         if not quirks.empty_prompt and "" in prompts:
@@ -235,14 +247,7 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         k = int(body.get("top_logprobs") or 0) if body.get("logprobs") and not quirks.ignore_logprobs else None
         c, n_prompt, n_gen = _completion_choice(m, 0, users[-1]["content"], max_tokens, k, False)
-        logprobs = None
-        if k is not None:
-            lp = c["logprobs"]
-            logprobs = {"content": [
-                {"token": t, "logprob": v, "bytes": list(t.encode()),
-                 "top_logprobs": [{"token": a, "logprob": b, "bytes": list(a.encode())}
-                                  for a, b in (top or {}).items()]}
-                for t, v, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"])]}
+        logprobs = None if k is None else _chat_logprobs(c["logprobs"])
         app.state.stats["prompts"] += 1
         return {"id": f"chatcmpl-{next(counter)}", "object": "chat.completion", "created": int(time.time()),
                 "model": model_name, "system_fingerprint": fingerprint,

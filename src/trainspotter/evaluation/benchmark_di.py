@@ -1,7 +1,7 @@
 """Dataset inference in the benchmark (BADI Sec. 5.1, App. D): the sequential test's Monte
 Carlo TPR (members vs held-out), FPR (non-members vs held-out, a negative control with the
 same data pipeline), the pooled control's FPR (non-members ∪ held-out split anew in every
-trial) and stopping times (``trainspotter.tables.simulate_many``),
+trial) and stopping times (``trainspotter.auditing.tables.simulate_many``),
 the paired comparison of configurations, and Maini et al.'s fixed-n p-value
 (``trainspotter.stats.pvalue.di_pvalue``) on random subsamples of n pairs.
 """

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from trainspotter.evaluation.testbed import TestbedConfig
+    from trainspotter.evaluation.recipes import TestbedConfig
 
 log = logging.getLogger(__name__)
 

@@ -199,7 +199,7 @@ def shift_pools(testbed: str, seed: int = 0, limit: int | None = None, root: Pat
 
 # The audits a user runs: name -> (feature set, access, reference models). Each is guarded by
 # the blind check and, with a reference, by the placebo check of its access: the same test on
-# the reference's own features (trainspotter.placebo).
+# the reference's own features (trainspotter.auditing.placebo).
 AUDITS = {
     "gray": ("lean", "gray", 1),
     "gray_noref": ("lean", "gray", 0),
@@ -288,7 +288,7 @@ def verdicts(result: dict, name: str) -> dict[str, np.ndarray]:
     """Per trial of audit ``name``: the model's test rejects (``model``), "trained on" as the
     audit said it before issue 34 (the blind check alone guards: ``blind_only``) and as it
     says it now (``guarded``: the blind and placebo checks; without a reference, the blind
-    check and at least ``UNGUARDED_MIN_PAIRS`` pairs); see trainspotter.verdict.decide."""
+    check and at least ``UNGUARDED_MIN_PAIRS`` pairs); see trainspotter.auditing.verdict.decide."""
     reject = result["model"][name] > 0
     fired = result["blind_stop"] > 0
     guard = guard_of(name)

@@ -9,7 +9,7 @@ texts, seeded per trial: cross-fitted text-only propensity, optimal matching wit
 of 0.2 SD of its logit (Rosenbaum & Rubin 1983; Rosenbaum 1989; Austin 2011); then, on the matched pairs only
 and in their order, the blind check, the placebo checks (the reference model's own features,
 the suite's ``placebo_*`` columns) and every audit's test, and the verdict the audit gives
-(``trainspotter.verdict.decide`` on the matched pairs, then ``trainspotter.verdict.matched_verdict``:
+(``trainspotter.auditing.verdict.decide`` on the matched pairs, then ``trainspotter.auditing.verdict.matched_verdict``:
 too few matched pairs to ever reach 1/α is "inconclusive" ("overlap")).
 
 The streams of a batch of trials have different lengths (the matched pairs); each is padded
@@ -32,18 +32,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from trainspotter.verdict import matched_verdict
+from trainspotter.auditing.matching import Encoded, match_pairs
+from trainspotter.auditing.verdict import PlaceboResult, decide, matched_verdict
 from trainspotter.data import Passage
-from trainspotter.evaluation.shift import AUDITS, SCIENCES, _YEAR, _rate, guard_of, trial_draws
+from trainspotter.evaluation.shift import _YEAR, AUDITS, SCIENCES, _rate, guard_of, trial_draws
 from trainspotter.features.orientation import directions
 from trainspotter.features.text import DEFAULT_TEXT_FEATURES, TextRows
-from trainspotter.matching import Encoded, match_pairs
-from trainspotter.placebo import PlaceboResult
 from trainspotter.presets import UNGUARDED_MIN_PAIRS
 from trainspotter.stats.blind import BlindResult, blind_stops
 from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
 from trainspotter.stats.simulation import stream_stops
-from trainspotter.verdict import decide
 
 __all__ = ["matched_trials", "matched_verdicts", "member_pools", "summarise_matched"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from trainspotter.errors import InputError
 
 if TYPE_CHECKING:
-    from trainspotter.evaluation.testbed import TestbedConfig
+    from trainspotter.evaluation.recipes import TestbedConfig
 
 __all__ = ["build_twins", "rewriter_of", "split_keys"]
 
@@ -33,7 +33,8 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
     paraphrase table (``TableRewriter``) gets a generative rewriter's gate (MiniLM similarity ≥ 0.7,
     ``twins.GATES``) with one redraw. Returns the splits and, per split, the passages kept and
     the rewriter's mean edit rate."""
-    from trainspotter.twins import GATES, Twins, commitment, edit_rate, make_twins, write_twins
+    from trainspotter.twins.folder import Twins, commitment, write_twins
+    from trainspotter.twins.make import GATES, edit_rate, make_twins
 
     L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
     rewriter, per_split = rewriter_of(config)
@@ -79,12 +80,12 @@ class PerPassageKeys:
         self.inner, self.name = inner, inner.name
 
     def rewrite(self, text: str, key: bytes) -> str:
-        from trainspotter.rewrite import mac
+        from trainspotter.twins.rewriter import mac
 
         return self.inner.rewrite(text, mac(key, f"passage\0{text}"))
 
     def redraw(self, text: str, key: bytes, attempt: int, passage: str) -> str:
-        from trainspotter.rewrite import mac
+        from trainspotter.twins.rewriter import mac
 
         return self.inner.redraw(text, mac(key, f"passage\0{text}"), attempt, passage)
 
@@ -96,15 +97,15 @@ def rewriter_of(config: TestbedConfig):
     """The rewriter that ``config.twins_rewriter`` describes, and whether each split has its own
     keys (``keys``: "shared", "per split", or "per passage": per split and re-derived per passage,
     ``PerPassageKeys``): the keyed lexical rewriter, or ``{"name": "table", "path", "sha256"}``, a
-    paraphrase table in the repository (``rewrite_generative.TableRewriter``; ``path`` relative to
+    paraphrase table in the repository (``twins.generative.TableRewriter``; ``path`` relative to
     the repository's root). A description this code cannot reproduce (another version, another
     table) is refused."""
-    from trainspotter.rewrite import KeyedLexicalRewriter
+    from trainspotter.twins.lexical import KeyedLexicalRewriter
 
     spec = dict(config.twins_rewriter or {})
     keys = spec.pop("keys", "shared")
     if spec.get("name") == "table":
-        from trainspotter.rewrite_generative import TableRewriter
+        from trainspotter.twins.generative import TableRewriter
 
         path = Path(__file__).resolve().parents[3] / spec["path"]
         if not path.is_file():

@@ -26,45 +26,26 @@ A black-box row's answers (greedy tokens and their strings, similarities, contin
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 
 import numpy as np
 
 from trainspotter.backends.base import TokenScores
-from trainspotter.errors import InputError
+from trainspotter.features import black_answers
+from trainspotter.features.answer_codec import decode_floats, encode_floats, missing_logprobs, same_ids
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, prediction_row, token_level_row
 from trainspotter.features.twin_positions import twin_row
 
-__all__ = ["ANSWERS", "decode", "decode_floats", "encode", "encode_floats", "gray_rows", "missing_logprobs",
-           "recompute", "require_logprobs", "same_ids"]
+__all__ = ["ANSWERS", "decode", "encode", "gray_rows", "recompute", "require_logprobs"]
 
 ANSWERS = "answers"  # the key of a row's answers (not a feature column)
 _INTS = ("token_ids", "argmax")
 _FLOATS = ("logprobs", "mu", "sigma2", "max_logprob", "mentr", "top_logprobs", "projection")
 
 
-def same_ids(a, b) -> bool:
-    """Two texts' token ids are the same (one tokenizer: their positions line up); gray and black answers."""
-    return bool(np.array_equal(a, b))
-
-
 def require_logprobs(scores: list[TokenScores], who: str) -> None:
     missing_logprobs([s.logprobs for s in scores], who)
-
-
-def missing_logprobs(arrays: list[np.ndarray], who: str) -> None:
-    """InputError unless every log-probability of ``arrays`` (the ``who`` model's) is finite."""
-    missing = sum(int((~np.isfinite(a)).sum()) for a in arrays)
-    total = sum(a.size for a in arrays)
-    if not missing:
-        return
-    if missing == total:
-        raise InputError(f"the {who} model returns no log-probabilities (label-only): "
-                         "gray-box features need them; use --access black")
-    raise InputError(f"the {who} model returned no log-probability at {missing} of {total} positions "
-                     "(see its API mode): gray-box features need all of them; use --access black")
 
 
 def gray_rows(texts: Sequence[str], t_orig: list[TokenScores], t_pert: dict[str, list[TokenScores]],
@@ -96,19 +77,6 @@ def gray_rows(texts: Sequence[str], t_orig: list[TokenScores], t_pert: dict[str,
                             None if r is None else r.token_ids, None if r is None else r.logprobs)
         rows.append(row)
     return rows
-
-
-def encode_floats(a: np.ndarray):
-    """A float array as base64 of its little-endian float64 bytes (with its shape if not 1-D)."""
-    data = base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode("ascii")
-    return data if np.ndim(a) == 1 else {"shape": list(np.shape(a)), "f8": data}
-
-
-def decode_floats(v) -> np.ndarray:
-    """``encode_floats``' inverse: the very doubles encoded."""
-    data, shape = (v["f8"], v["shape"]) if isinstance(v, dict) else (v, None)
-    a = np.frombuffer(base64.b64decode(data.encode("ascii"), validate=True), dtype="<f8").astype(np.float64)
-    return a.reshape(shape) if shape is not None else a
 
 
 def _scores(s: TokenScores, fields: Sequence[str]) -> dict:
@@ -154,8 +122,6 @@ def recompute(text: str, answers: dict, config: FeatureConfig) -> dict[str, floa
     """The row of one passage from its recorded answers, the same calls extraction makes: the
     gray-box columns by ``gray_rows`` on ``decode``d answers (when they hold a gray part), the
     black-box ones by ``features.black_answers.black_row`` (when they hold a ``black`` part)."""
-    from trainspotter.features import black_answers
-
     row, twin_ids = {}, answers.get("twin_ids")
     if "target" in answers:
         t, pert, refs = decode(answers)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from trainspotter.errors import InputError
-from trainspotter.features.answers import decode_floats, encode_floats, missing_logprobs, same_ids
+from trainspotter.features.answer_codec import decode_floats, encode_floats, missing_logprobs, same_ids
 from trainspotter.features.ez import error_zone
 from trainspotter.features.features import FeatureConfig, match_rate, token_level_row
 from trainspotter.features.probability import estimate_logprobs, petal_fit

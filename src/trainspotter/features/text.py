@@ -12,7 +12,7 @@ embedding (384-d, unit norm; the encoder BADI App. A.6 names, packaged offline):
 text is about and how it is phrased, beyond the words it shares with other texts. The
 embedding is a fixed, pre-trained function of the text alone — never fitted on an audit's
 texts or labels — so everything the blind check and the matching's cross-fitting rest on
-holds as with n-grams alone (``stats.blind``, ``trainspotter.matching``).
+holds as with n-grams alone (``stats.blind``, ``trainspotter.auditing.matching``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import re
 import zlib
 
 import numpy as np
-from scipy import sparse
 
 __all__ = ["DEFAULT_TEXT_FEATURES", "EMBEDDING_DIM", "SURFACE", "NGRAM_BUCKETS", "TEXT_FEATURES", "TextRows",
            "describe_differences", "ngram_counts", "sentence_embeddings", "surface_stats", "wants_embeddings"]
@@ -66,11 +65,12 @@ def surface_stats(texts: list[str]) -> np.ndarray:
     return np.array([_surface(t) for t in texts], dtype=float).reshape(len(texts), len(SURFACE))
 
 
-def ngram_counts(texts: list[str], buckets: int = NGRAM_BUCKETS) -> sparse.csr_matrix:
+def ngram_counts(texts: list[str], buckets: int = NGRAM_BUCKETS):
     """Binary bag of hashed n-grams per text (n, buckets): lower-cased word uni- and bigrams
     and case-kept character 3-grams within word boundaries (style, casing, punctuation).
     scikit-learn's HashingVectorizer (stateless, so every text maps the same way
     whichever set it is in)."""
+    from scipy import sparse
     from sklearn.feature_extraction.text import HashingVectorizer
 
     if not texts:  # (the hasher cannot transform an empty list)
@@ -130,7 +130,7 @@ class TextRows:
         self.buckets = buckets
         self.surface = surface_stats(texts)
         self.embedding = sentence_embeddings(texts) if wants_embeddings(text_features) else None
-        counts: sparse.csr_matrix = ngram_counts(texts, buckets)
+        counts = ngram_counts(texts, buckets)  # scipy.sparse.csr_matrix
         lengths = np.diff(counts.indptr)
         m = max(int(lengths.max(initial=0)), 1)
         self.idx = np.full((len(texts), m), buckets, dtype=np.int64)

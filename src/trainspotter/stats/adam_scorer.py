@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from trainspotter.stats.oriented_qp import check_signs
 
@@ -167,6 +166,8 @@ class AdamScorer:
 
     def _fit(self, zt: np.ndarray) -> None:
         """``epochs`` full-batch Adam steps on the mean BCE loss, warm-started."""
+        from scipy.special import expit  # here: an audit with the default scorer never imports it
+
         B, _, n = zt.shape
         za = zt.transpose(0, 2, 1)  # (B, n, p+1) view; BLAS reads it transposed
         labels = np.tile([1.0, 0.0], n // 2)  # rows alternate suspect, held-out

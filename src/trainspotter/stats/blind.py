@@ -28,7 +28,7 @@ not differ. It needs no model query, so an audit runs it on every available pair
 This module takes the texts' numbers, not the texts: each side's ``rows`` hold ``surface`` (n, k)
 and the hashed n-grams as padded ``idx``/``val`` rows (n, m) with pad index ``buckets``, and
 ``embedding`` (n, d) or None (``trainspotter.features.text.TextRows`` makes them;
-``trainspotter.auditor.blind_check`` runs the check on texts).
+``trainspotter.auditing.auditor.blind_check`` runs the check on texts).
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ class P2Quantile:
         self.q = np.zeros((5,) + shape)  # marker heights
         self.pos = np.broadcast_to(np.arange(1.0, 6.0).reshape((5,) + (1,) * len(shape)), self.q.shape).copy()
         self._f = np.array([0.0, tau / 2, tau, (1 + tau) / 2, 1.0])  # desired position = 1 + (n−1)·f
-        self._ar = np.arange(5).reshape((5,) + (1,) * len(shape))
 
     def add(self, x: np.ndarray) -> None:
         x = np.asarray(x, dtype=float)
@@ -39,9 +38,12 @@ class P2Quantile:
             self.n += 1
             q[: self.n] = np.sort(q[: self.n], axis=0)
             return
-        k = (x >= q[1]).astype(int) + (x >= q[2]) + (x >= q[3])  # cell q_k ≤ x < q_{k+1}
-        q[0], q[4] = np.minimum(q[0], x), np.maximum(q[4], x)
-        pos += self._ar > k
+        # markers at or above the cell q_k ≤ x < q_{k+1} move up one position: with the heights
+        # sorted, markers 1..3 exactly where x is not ≥ them, marker 4 always
+        pos[1:4] += ~(x >= q[1:4])
+        pos[4] += 1
+        np.minimum(q[:1], x, out=q[:1])  # (slices: in place for streams of any shape, () too)
+        np.maximum(q[4:], x, out=q[4:])
         self.n += 1
         desired = 1.0 + (self.n - 1) * self._f
         qf, pf = q.reshape(5, -1), pos.reshape(5, -1)  # views: flat streams

@@ -12,7 +12,7 @@ Trials run as a batch of independent streams through the same code as a
 single audit (``SequentialTest(batch=B)``), so what is evaluated is exactly
 what is shipped. Everything here takes arrays: suspect rows S and held-out rows H (n, p), and
 ``signs``, each feature's member-like direction (+1/−1, 0 = learned) for the one-sided scorer
-(``TestConfig.oriented``); ``trainspotter.tables`` runs it on a features table.
+(``TestConfig.oriented``); ``trainspotter.auditing.tables`` runs it on a features table.
 """
 
 from __future__ import annotations

@@ -1,0 +1,70 @@
+"""An audit's inputs: its two sides read once (a twins folder: the public versions and their
+private twins), checked before any model loads, and the default feature extractor (the config's
+models, loaded once per process, no caching)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from trainspotter.auditing.config import AuditConfig, ExtractFn
+from trainspotter.data import Passage, check_disjoint, load_passages
+from trainspotter.errors import InputError
+from trainspotter.loop.ledger import as_stored, check_setup, load_ledger, setup_of, with_ledger
+from trainspotter.stats.sequential import min_pairs_to_reject
+
+__all__ = ["check_inputs", "model_extract", "read_passages", "read_sides"]
+
+
+def read_passages(path: str, passages: Mapping[str, list[Passage]] | None = None) -> list[Passage]:
+    """The passages of ``path``: from ``passages`` (files the caller already read, by path)
+    when there, else read from disk, so one audit reads each file once."""
+    return passages[path] if passages and path in passages else load_passages(path)
+
+
+def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None = None
+               ) -> tuple[list[Passage], list[Passage]]:
+    """The audit's suspect and held-out passages: its two files (``read_passages``), or for a
+    twins audit the checked folder's public versions and their private twins, all or one of each
+    (``trainspotter.twins.folder.read_sides``; ``passages`` may hold them already, by the two paths)."""
+    if config.twins is None or (passages and config.suspect in passages and config.heldout in passages):
+        return read_passages(config.suspect, passages), read_passages(config.heldout, passages)
+    from trainspotter.twins.folder import read_sides as twin_sides
+
+    return twin_sides(config.twins, config.seed, with_ledger(config).twins_private)  # (a ledger's stored choice)
+
+
+def model_extract(config: AuditConfig) -> ExtractFn:
+    """The default ``extract_fn``: library feature extraction on the config's models
+    (loaded once per process), no caching; the rows carry the model's answers (for the sealed record)."""
+    from trainspotter.backends import load_backend
+    from trainspotter.features.extract import extract
+
+    def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
+        references = [load_backend(r) for r in config.reference]
+        return extract(passages, load_backend(config.model), references, config.access,
+                       config.features, answers=True).to_dict("records")  # answers: for the record
+
+    return extract_fn
+
+
+def check_inputs(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]) -> None:
+    """InputError unless the sets are disjoint (``check_disjoint``), a continued audit keeps its
+    ledger's settings (``check_setup``) and a fresh audit has enough pairs to be able to reject at
+    all (otherwise every query would be spent on a foregone "no evidence"). ``audit`` runs it; the
+    CLI runs it too, before any model loads."""
+    check_disjoint(config.suspect, suspect, config.heldout, heldout)
+    if config.ledger:
+        stored = load_ledger(config.name)
+        if stored is not None:
+            check_setup(stored, setup_of(as_stored(config, stored["setup"])))
+        return  # a continued audit starts from the stored wealth, which may need fewer pairs
+    need = min_pairs_to_reject(config.test)
+    plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"  # noqa: E731
+    pairs, path = min((len(suspect), config.suspect), (len(heldout), config.heldout))
+    where = f"{path}: {plural(pairs, 'passage')}, so {plural(pairs, 'pair')} at most"
+    if config.max_pairs is not None and config.max_pairs < pairs:
+        pairs, where = config.max_pairs, f"option --max-pairs: {plural(config.max_pairs, 'pair')}"
+    if pairs < need:
+        raise InputError(f"{where}, but the test needs at least {need} to be able to reject at "
+                         f"alpha={config.test.alpha:g} with lambda_max={config.test.lambda_max:g}; "
+                         f"give more passages or a larger alpha")
