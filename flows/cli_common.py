@@ -69,16 +69,16 @@ FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calib
 
 def edge_specs(model: str, reference, *more: str | None):
     """A verb's model specs, each parsed once at this edge (the ModelSpec travels on: configs,
-    tasks, backends), resolved, and an API's server reached: a bad spec or an API nobody answers
-    is one line now, not after a flow started. Returns (model, references, [each of ``more``
-    given, parsed])."""
-    from trainspotter.backends import check_server, parse_spec, resolve_spec
-    from trainspotter.backends.spec import parse_references
+    tasks, backends), resolved to files that can load, and an API's server reached: a bad spec, a
+    folder that is not a model or an API nobody answers is one line now, not after a flow started.
+    Returns (model, references, [each of ``more`` given, parsed])."""
+    from trainspotter.backends import check_server, parse_spec
+    from trainspotter.backends.spec import check_loadable, parse_references
 
     model, reference = parse_spec(model), parse_references(reference)
     more = [parse_spec(m) for m in more if m is not None]
     for spec in (model, *reference, *more):
-        resolve_spec(spec)
+        check_loadable(spec)
         check_server(spec)
     return model, reference, more
 

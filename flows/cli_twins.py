@@ -80,7 +80,10 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
                          "rewriter rewrites word by word")
     if generative:
         from trainspotter.backends import check_server
+        from trainspotter.backends.spec import check_loadable
 
+        if not rewriter_.spec.remote:
+            check_loadable(rewriter_.spec)  # a folder that is not a model: one line now, not after minutes
         check_server(rewriter_.spec)  # an openai: endpoint that nobody answers: one line now, not per passage
     rows = _read_passages(passages)
     if not generative:
