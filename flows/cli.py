@@ -76,9 +76,9 @@ def _results_table(results: list[dict], title: str) -> Table:
     return table
 
 
-def _print_results(results: list[dict], title: str, explain: bool = False) -> None:
-    """The results table, then per result its run, plot and notes; ``explain``: every explanation (an
-    audit asked to match says whether it did), not only those of a verdict other than "trained on"."""
+def _print_results(results: list[dict], title: str) -> None:
+    """The results table, then per result its run, plot, explanation (what the verdict rests on and
+    the next step) and notes."""
     out = Console()
     out.print(_results_table(results, title))
     for r in results:  # each set's name first: what follows is about that set alone
@@ -86,9 +86,9 @@ def _print_results(results: list[dict], title: str, explain: bool = False) -> No
         out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']})")
         # a path on a line of its own, never broken (one that is wider than the terminal wraps there)
         out.print(f"  plot: {r['plot']}", markup=False, highlight=False, soft_wrap=True)
-        # what to do next, how little a black-box "no" says, and what a matched audit assumes
-        if r["verdict"] != "trained on" or r.get("match") or explain:
-            out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
+        # what the verdict rests on and what to do next, how little a black-box "no" says, and what a
+        # matched audit assumes
+        out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{label}: {r['baseline_note']}", markup=False, highlight=False)
         if note := bound_note(r.get("usage")):  # over an API: log-probs that are bounds, not values
@@ -247,7 +247,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     elif len(suspect or []) > 1:
         _print_sets(result)
     else:
-        _print_results([result], f"Audit {name!r} (α = {alpha})", explain=shift_check.value == "match")
+        _print_results([result], f"Audit {name!r} (α = {alpha})")
     if any(r["verdict"] == "inconclusive" for r in result.get("sets", [result])):
         raise typer.Exit(INCONCLUSIVE_EXIT)
 

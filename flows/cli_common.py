@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import sys
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 
 import pydantic
 import typer
@@ -229,6 +232,17 @@ def count_progress(label: str, total: int, transient: bool = False):
                   transient=transient) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done, _total: bar.update(task, completed=done)
+
+
+def own_command() -> str:
+    """This command as the user's shell runs it: ``trainspotter`` where that name on PATH is this
+    installation's script, else the script's path (``.venv/bin/trainspotter`` from the repository
+    after `bash scripts/demo.sh`, which puts nothing on PATH), so a printed hint works when pasted."""
+    script = Path(sys.executable).parent / "trainspotter"
+    on_path = shutil.which("trainspotter")
+    if not script.exists() or (on_path and Path(on_path).resolve() == script.resolve()):
+        return "trainspotter"
+    return os.path.relpath(script) if script.absolute().is_relative_to(Path.cwd()) else str(script)
 
 
 def emit_json(obj) -> None:

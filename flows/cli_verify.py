@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table
+from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table, own_command
 
 NOT_VERIFIED_EXIT = 1
 RECORD = typer.Option(None, help="Also write the sealed audit record (one JSON file; always in the MLflow run "
@@ -45,9 +45,9 @@ def write_record(result: dict, record: Path | None) -> None:
 
 
 def print_record(out: Console, result: dict) -> None:
-    """Where an audit's sealed record is and the command that checks it."""
+    """Where an audit's sealed record is and the command that checks it, as it runs when pasted."""
     if result.get("record_digest"):  # the command on a line of its own: it fits 80 columns unless the path can't
-        out.print(f"sealed record {result['record_digest'][:16]}…; check it with:\n  trainspotter verify "
+        out.print(f"sealed record {result['record_digest'][:16]}…; check it with:\n  {own_command()} verify "
                   f"{result['record']}", markup=False, highlight=False, soft_wrap=True)
 
 

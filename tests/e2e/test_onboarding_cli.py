@@ -72,3 +72,91 @@ def test_serve_and_extract_check_the_folder_too(mini_testbed, tmp_path):
     assert api.returncode == 2 and api.stderr.splitlines() == [
         f"error: model spec 'openai:m@http://127.0.0.1:9/v1': the tokenizer {tmp_path / 'data'} has no tokenizer "
         f"(tokenizer.json, tokenizer.model or vocab.json)"], api.stderr
+
+
+# ------------------------------------------------------------------ item 2: "trained on" explains itself
+
+def invoke(*args, env=None):
+    from typer.testing import CliRunner
+
+    from trainspotter.flows.cli import app
+
+    return CliRunner().invoke(app, list(map(str, args)), env=NARROW | (env or {}))
+
+
+def constructed_features(mini: Path, shift: float):
+    """An ``extract_fn`` in place of a model's: gray_ppl ~ N(0, 1) for held-out passages and
+    N(-shift, 1) for members (member-like), drawn once per passage id; shift 0: no difference."""
+    import numpy as np
+
+    from trainspotter.data import load_passages
+
+    rng = np.random.default_rng(7)
+    table = {("suspect", p["id"]): float(rng.normal() - shift) for p in load_passages(mini / "member.jsonl")}
+    table |= {("heldout", p["id"]): float(rng.normal()) for p in load_passages(mini / "heldout.jsonl")}
+
+    def extract_fn(passages: list[dict], batch_no: int) -> list[dict]:
+        half = len(passages) // 2  # each batch: its suspect passages, then its held-out ones
+        return [{"gray_ppl": table["suspect" if i < half else "heldout", p["id"]]} for i, p in enumerate(passages)]
+
+    return extract_fn
+
+
+@pytest.fixture
+def target_trained_on_members(monkeypatch, mini_testbed):
+    """The target's features separate members from held-out passages (shift 3: rejects within a
+    few pairs, far from the threshold); the placebo model's (the reference) do not."""
+    import trainspotter.flows.audit as audit_flow
+
+    def extract_fn(config, remote):
+        return constructed_features(mini_testbed, 3.0 if config.model.text == "testbed:mini" else 0.0)
+
+    monkeypatch.setattr(audit_flow, "_extract_fn", extract_fn)
+    return mini_testbed
+
+
+def test_trained_on_says_what_it_rests_on_and_the_next_step(target_trained_on_members, tmp_path, monkeypatch):
+    """"Trained on" printed only the fixed-n p-value note; its explanation (blind check quiet,
+    placebo e-value, so the difference is the target's own) and the next step (keep and sign the
+    record, verify it) were only in --json and the report. The verify hint is pasted as printed:
+    `trainspotter` is not on PATH after `bash scripts/demo.sh`."""
+    mini = target_trained_on_members
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the venv's bin folder is not on it
+    args = ["audit", "--suspect", mini / "member.jsonl", "--heldout", mini / "heldout.jsonl", "--model",
+            "testbed:mini", "--reference", "testbed:mini/reference", "--name", "explained"]
+    out = invoke(*args, "--record", "r.json")
+    assert out.exit_code == 0, out.output[-3000:]
+    r = invoke(*args, "--json").stdout
+    import json
+
+    r = json.loads(r)
+    assert r["verdict"] == "trained on" and r["placebo"]["ran"] and not r["placebo"]["fired"]
+    text = " ".join(out.stdout.split())  # rich wraps the paragraph at 80 columns
+    placebo, blind = r["placebo"], r["blind"]
+    assert (f"explained: The model's e-value ({r['e_value']:.3g} after {r['pairs_used']} pairs) reached 1/α = 20: "
+            f"evidence that the suspect set was used to train the model. The blind check, which sees only the "
+            f"texts, could not tell the sets apart (blind e-value {blind['e_value']:.3g} after "
+            f"{blind['pairs_used']} pairs)") in text
+    assert (f"(testbed:mini/reference, in the target's place) could not tell them apart either (placebo e-value "
+            f"{placebo['e_value']:.3g} after {placebo['pairs_used']} pairs), so the difference is the target's "
+            f"own. Next: keep this audit's sealed record") in text
+    assert "--sign KEY.pem signs it" in text and "`trainspotter verify FILE`" in text
+    assert max(len(line) for line in out.stdout.splitlines() if not line.startswith("  plot: ")) <= 80
+    # the hint, pasted as printed, runs and verifies the record
+    hint = out.stdout.splitlines()[-1]
+    assert hint == f"  {Path(sys.executable).parent / 'trainspotter'} verify r.json", out.stdout
+    pasted = subprocess.run(hint, shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                            env=os.environ | NARROW)
+    assert pasted.returncode == 0 and "verified: record" in pasted.stdout, pasted.stdout + pasted.stderr
+
+
+def test_the_verify_hint_is_the_plain_name_where_it_is_on_path(monkeypatch, tmp_path):
+    from trainspotter.flows.cli_common import own_command
+
+    venv_bin = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    assert own_command() == "trainspotter"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(venv_bin.parent.parent)  # the repository: the path a user types from there
+    assert own_command() == os.path.join(venv_bin.parent.name, "bin", "trainspotter")

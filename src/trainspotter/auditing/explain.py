@@ -9,7 +9,8 @@ from pydantic import BaseModel
 from trainspotter.auditing.verdict import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 
-__all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "explain", "explain_baseline"]
+__all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "KEEP_THE_RECORD", "explain",
+           "explain_baseline"]
 
 
 # A black-box "no evidence" is weak evidence of absence (README, "What a black-box audit can see").
@@ -34,6 +35,14 @@ TWINS_BROKEN = ("On twins this should not happen: the public versions were drawn
 TWINS_LEAK = (" On twins, \"no evidence\" is also what a model trained on both versions of each passage gives "
               "(private versions that leaked, or were released too): it learned no difference between them, so "
               "the pairs show none. Keep private.jsonl and keys.json secret.")
+
+
+# After "trained on": the evidence a copyright holder keeps and shows (trainspotter.record).
+KEEP_THE_RECORD = (
+    " Next: keep this audit's sealed record (record.json in its MLflow run; --record FILE writes a copy, "
+    "--sign KEY.pem signs it with your Ed25519 key) and check it with `trainspotter verify FILE`: anyone "
+    "can run that offline, without the model, and it recomputes the verdict from the record; "
+    "`verify --requery N` also asks the model again whether it has changed.")
 
 
 class Context(BaseModel):
@@ -121,7 +130,7 @@ def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = Fa
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the model was trained on the "
                 f"public versions of these passages." + TWINS_BASIS + f" The blind check, which sees only the "
                 f"texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
-                f"{blind.pairs_used} pairs).")
+                f"{blind.pairs_used} pairs)." + KEEP_THE_RECORD)
     c = context or Context()
     e_model = f" ({c.e_value:.3g} after {c.pairs_used} pairs)" if c.e_value is not None else ""
     if verdict == "trained on":
@@ -165,7 +174,8 @@ def _trained_on(blind: BlindResult, alpha: float, placebo: PlaceboResult, unguar
     return (f"The model's e-value{e_model} reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
             f"used to train the model. The blind check, which sees only the texts, could not tell "
             f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked)
+            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked
+            + KEEP_THE_RECORD)
 
 
 def _placebo_fired(blind: BlindResult, alpha: float, placebo: PlaceboResult, e_model: str) -> str:
