@@ -86,10 +86,12 @@ def _print(result) -> None:
     names = ", ".join(f"{r['name']!r} ({r['verdict']})" for r in result.records)
     table = folded_table(f"Audit record of {names}", ("check", "result", "what"))
     for c in result.checks:
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAILED[/red]", c.detail)
+        table.add_row(c.name, "[red]FAILED[/red]" if not c.ok else "[green]ok[/green]" if c.done else "none", c.detail)
     out.print(table)
     digests = ", ".join(str(r["digest"]) for r in result.records)
     if result.ok:
         out.print(f"verified: record {digests}", markup=False, highlight=False, soft_wrap=True)
-    else:
-        out.print(f"does not verify: {result.failure.detail}", markup=False, highlight=False, soft_wrap=True)
+        return
+    first, cause = result.failure, result.cause  # the cause first: the replays that disagree follow from it
+    because = f"{cause.detail}, and so " if cause is not None and cause is not first else ""
+    out.print(f"does not verify: {because}{first.detail}", markup=False, highlight=False)

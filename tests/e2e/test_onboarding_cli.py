@@ -160,3 +160,48 @@ def test_the_verify_hint_is_the_plain_name_where_it_is_on_path(monkeypatch, tmp_
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.chdir(venv_bin.parent.parent)  # the repository: the path a user types from there
     assert own_command() == os.path.join(venv_bin.parent.name, "bin", "trainspotter")
+
+
+# ------------------------------------------------------------------ item 6: verify names the cause
+
+def test_verify_names_the_cause_and_an_unsigned_record_is_not_ok(target_trained_on_members, tmp_path, monkeypatch):
+    """After `alpha` was edited, the last line named the symptom ("pair 10: recorded, but the
+    replayed test rejected at pair 9") and the cause only in a table row; an unsigned record showed
+    "signature │ ok"; "160 passage texts" stood beside "every feature of 178 passages"."""
+    import json
+    import re
+
+    mini = target_trained_on_members
+    monkeypatch.chdir(tmp_path)
+    out = invoke("audit", "--suspect", mini / "member.jsonl", "--heldout", mini / "heldout.jsonl", "--model",
+                 "testbed:mini", "--name", "sealed", "--assume-exchangeable", "--record", "r.json")
+    assert out.exit_code == 0, out.output[-3000:]
+    record = json.loads(Path("r.json").read_text())
+    ok = invoke("verify", "r.json")
+    assert ok.exit_code == 0, ok.output
+    rows = {m[0]: (m[1], m[2]) for m in re.findall(r"^│ (\w[\w ]*?) +│ (\w+) +│ (.*?) *│$", ok.stdout, re.M)}
+    assert rows["signature"][0] == "none" and rows["signature"][1].startswith("unsigned record: nothing shows who")
+    n = {side: len(record["passages"][side]) for side in ("suspect", "heldout")}
+    checks = {c["name"]: c for c in json.loads(invoke("verify", "r.json", "--json").stdout)["checks"]}
+    assert checks["passages"]["detail"] == (f"the texts of {n['suspect'] + n['heldout']} passages ({n['suspect']} "
+                                            f"suspect, {n['heldout']} held-out) match their sha256")
+    assert checks["signature"]["ok"] and not checks["signature"]["done"]
+    record["config"]["test"]["alpha"] = 0.2
+    Path("edited.json").write_text(json.dumps(record))
+    edited = invoke("verify", "edited.json")
+    first = json.loads(invoke("verify", "edited.json", "--json").stdout)["first_failure"]
+    assert edited.exit_code == 1 and first["name"] != "digest", first  # a replay fails first: the symptom
+    last = " ".join(edited.stdout.split()).rpartition("does not verify: ")[2]
+    assert last == ("section 'config' does not match its sha256 (changed after sealing), and so "
+                    + " ".join(first["detail"].split())), edited.stdout
+
+
+def test_a_truncated_record_says_where_in_plain_words(tmp_path):
+    path = tmp_path / "r.json"
+    text = '{"format": "trainspotter-audit-record", "digest": "ab'
+    path.write_text(text)
+    out = run("verify", path)
+    column = text.index('"ab') + 1  # the unterminated string's opening quote, counted from 1
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        f"error: {path}: not a complete JSON document (Unterminated string starting at line 1 column {column}): "
+        f"truncated, or not an audit record"], out.stderr

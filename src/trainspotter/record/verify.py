@@ -26,16 +26,25 @@ from trainspotter.record.recompute import SIDES, TOLERANCE, check_recomputed, cl
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
+# The sections the replays read: one changed after sealing makes them disagree (the sections they
+# recompute, blind to end, are checked field by field by the replays themselves).
+INPUT_SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "start")
+
+
 @dataclass
 class Check:
     name: str
     ok: bool
     detail: str
+    done: bool = True  # False: nothing to check (an unsigned record verified without a public key)
+    cause: bool = False  # a changed input of the replays: the replays that fail too are its symptoms
 
 
 @dataclass
 class Verification:
-    """Every check of one or more records, in order; ``failure``: the first that failed."""
+    """Every check of one or more records, in order; ``failure``: the first that failed; ``cause``:
+    a failed check that explains it, a section the replays read changed after sealing
+    (``Check.cause``: alpha edited in the config makes the model test's replay stop elsewhere)."""
 
     records: list[dict] = field(default_factory=list)  # path, digest, name, verdict of each record
     checks: list[Check] = field(default_factory=list)
@@ -48,10 +57,15 @@ class Verification:
     def failure(self) -> Check | None:
         return next((c for c in self.checks if not c.ok), None)
 
+    @property
+    def cause(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok and c.cause), None)
+
     def to_dict(self) -> dict:
-        first = self.failure
+        first, cause = self.failure, self.cause
         return {"ok": self.ok, "records": self.records, "checks": [asdict(c) for c in self.checks],
-                "first_failure": None if first is None else asdict(first)}
+                "first_failure": None if first is None else asdict(first),
+                "cause": None if cause is None else asdict(cause)}
 
 
 def load_record(path: str | Path) -> dict:
@@ -65,8 +79,9 @@ def load_record(path: str | Path) -> dict:
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text file, so not an audit record") from None
     except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not a complete JSON document ({e.msg} at line {e.lineno} column {e.colno}): "
-                         f"truncated, or not an audit record") from None
+        where = f"line {e.lineno} column {e.colno}"  # e.msg may end in "starting at" already
+        raise InputError(f"{path}: not a complete JSON document ({e.msg}{'' if e.msg.endswith(' at') else ' at'} "
+                         f"{where}): truncated, or not an audit record") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
     if record.get("version") not in READABLE:
@@ -87,8 +102,9 @@ def _check_passages(record: dict) -> Check:
         for p in record["passages"][side]:
             if text_sha256(p["text"]) != p["sha256"]:
                 return Check("passages", False, f"passage {side} {p['id']!r}: its text does not match its sha256")
-    n = sum(len(record["passages"][s]) for s in SIDES)
-    return Check("passages", True, f"{n} passage texts match their sha256")
+    n = [len(record["passages"][s]) for s in SIDES]
+    return Check("passages", True, f"the texts of {sum(n)} passages ({n[0]} suspect, {n[1]} held-out) match their "
+                                   f"sha256")
 
 
 def _check_twins(twins: dict) -> Check:
@@ -296,7 +312,8 @@ def _check_chain(record: dict) -> Check:
 def _check_digests(record: dict) -> Check:
     for s in SECTIONS:
         if sha256(record[s]) != record["sections"].get(s):
-            return Check("digest", False, f"section {s!r} does not match its sha256 (changed after sealing)")
+            return Check("digest", False, f"section {s!r} does not match its sha256 (changed after sealing)",
+                         cause=s in INPUT_SECTIONS)
     if record_digest(record) != record["digest"]:
         return Check("digest", False, "the record digest does not match its sections and chain")
     return Check("digest", True, f"every section and the record digest {record['digest'][:16]}… match")
@@ -308,8 +325,9 @@ def _check_signature(record: dict, public_key) -> Check:
 
     sig = record.get("signature")
     if sig is None:
-        return Check("signature", public_key is None, "unsigned record" if public_key is None else
-                     "signature: a public key was given but the record is not signed")
+        return Check("signature", public_key is None, "unsigned record: nothing shows who made it (audit "
+                     "--sign KEY.pem signs one)" if public_key is None else
+                     "signature: a public key was given but the record is not signed", done=False)
     if public_key is not None and public_hex(public_key) != sig.get("public_key"):
         return Check("signature", False, f"signature: made with key {str(sig.get('public_key'))[:16]}…, not the "
                                          f"given public key {public_hex(public_key)[:16]}…")
@@ -385,7 +403,7 @@ def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verifica
         except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise InputError(f"{path}: malformed record ({type(e).__name__}: {e})") from None
         prefix = f"{Path(path).name}: " if len(records) > 1 else ""
-        out.checks += [Check(c.name, c.ok, prefix + c.detail) for c in checks]
+        out.checks += [Check(c.name, c.ok, prefix + c.detail, c.done, c.cause) for c in checks]
         out.records.append({"path": str(path), "digest": record.get("digest"), "name": record["header"].get("name"),
                             "verdict": record["result"].get("verdict")})
         if k:
