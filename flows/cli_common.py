@@ -29,6 +29,7 @@ from trainspotter.stats.scoring import SCORERS
 from trainspotter.stats.strategies import STRATEGIES
 
 ACCESS_LEVELS = ("gray", "black", "both")
+ACCESS_WORDS = {"gray": "gray-box", "black": "black-box", "both": "gray- and black-box"}  # in titles
 Access = Enum("Access", {a: a for a in ACCESS_LEVELS}, type=str)
 Strategy = Enum("Strategy", {s: s for s in STRATEGIES}, type=str)
 Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
@@ -177,23 +178,29 @@ def _plain(cell) -> str:
 
 
 class FittedTable(Table):
-    """A rich table that never breaks a word across lines: each column is at least as wide as
-    its longest word, the space left goes to the columns with the longest cells, and where
-    even the longest words do not fit side by side, each row prints as "header: value" lines
-    under the row's first cell (a vertical layout). Cells too long for a line wrap between words."""
+    """A rich table that never breaks a word across lines: each column is at least as wide as its
+    longest word (``whole``: as its longest value, so every value stays on one line and only
+    headers fold, between words), the space left goes to the columns that need least to make
+    their cells one line, and where that minimum does not fit side by side, each row prints as
+    "header: value" lines under the row's first cell (a vertical layout)."""
+
+    def __init__(self, *args, whole: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.whole = whole
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cells = [[_plain(column.header), *map(_plain, column._cells)] for column in self.columns]
-        words = [max((len(w) for c in col for w in c.split()), default=1) for col in cells]
-        longest = [max((len(line) for c in col for line in c.splitlines() or [""]), default=1) for col in cells]
+        longest = lambda lines: max((len(line) for c in lines for line in c.splitlines() or [""]), default=1)  # noqa: E731
+        widths = [max((len(w) for c in col for w in c.split()), default=1) for col in cells]
+        if self.whole:
+            widths = [max(width, longest(col[1:])) for width, col in zip(widths, cells)]
         room = options.max_width - (3 * len(self.columns) + 1)  # borders and one space each side of a cell
-        if sum(words) > room:
+        if sum(widths) > room:
             yield from self._vertical(console, options, cells)
             return
-        widths, spare = list(words), room - sum(words)
-        # The space left makes whole cells one line, the columns that need least first.
-        for i in sorted(range(len(widths)), key=lambda i: longest[i] - words[i]):
-            step = min(longest[i] - words[i], spare)
+        spare = room - sum(widths)
+        for i in sorted(range(len(widths)), key=lambda i: longest(cells[i]) - widths[i]):
+            step = min(longest(cells[i]) - widths[i], spare)
             widths[i], spare = widths[i] + step, spare - step
         for column, width in zip(self.columns, widths):
             column.width, column.overflow = width, "fold"
@@ -215,7 +222,8 @@ class FittedTable(Table):
 
 
 def folded_table(title: str, columns: tuple[str, ...], **kwargs) -> Table:
-    """A table that fits the console without cutting a word (``FittedTable``)."""
+    """A table that fits the console without cutting a word (``FittedTable``; ``whole=True``:
+    nor a value)."""
     table = FittedTable(title=title, **kwargs)
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -296,9 +304,8 @@ def hide_explained_failures() -> None:
             logger.addFilter(HideExplained())
 
 
-DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
-             "no evidence": "[green]keep H0: no evidence[/green]",
-             "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
+# The verdict in words (the table's caption says how the e-value decides, reject H0 or keep it).
+DECISIONS = {"trained on": "[red]trained on[/red]", "no evidence": "[green]no evidence[/green]"}
 # Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
 GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
           "small": "too few pairs to rule out a shift"}

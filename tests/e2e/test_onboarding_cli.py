@@ -205,3 +205,121 @@ def test_a_truncated_record_says_where_in_plain_words(tmp_path):
     assert out.returncode == 2 and out.stderr.splitlines() == [
         f"error: {path}: not a complete JSON document (Unterminated string starting at line 1 column {column}): "
         f"truncated, or not an audit record"], out.stderr
+
+
+# ------------------------------------------------------------------ item 5: tables at 80 columns
+
+def _cells(stdout: str, first: str) -> list[str]:
+    """The cells of the table row that starts with ``first`` (one line: no value wraps)."""
+    row = next(line for line in stdout.splitlines() if line.startswith(f"│ {first} "))
+    return [c.strip() for c in row.strip("│").split("│")]
+
+
+def test_the_audit_table_keeps_every_value_whole_and_names_model_and_access(target_trained_on_members):
+    """At 80 columns the decision cell wrapped "reject / H0: / trained / on" over four lines while
+    other columns had room, and the table named neither the model nor the access mode."""
+    mini = target_trained_on_members
+    out = invoke("audit", "--suspect", mini / "member.jsonl", "--heldout", mini / "heldout.jsonl", "--model",
+                 "testbed:mini", "--name", "whole", "--assume-exchangeable")
+    assert out.exit_code == 0, out.output[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].strip() == "Audit 'whole' of testbed:mini, gray-box (α = 0.05)"
+    cells = _cells(out.stdout, "whole")
+    assert cells[0] == "whole" and cells[-1] == "trained on" and len(cells) == 7  # one line: nothing wrapped
+    # the plot's path and the verify command have lines of their own, never broken
+    assert max(len(line) for line in lines if not (line.startswith("  plot: ") or " verify " in line)) <= 80
+
+
+def test_a_row_that_does_not_fit_goes_vertical_with_each_value_on_its_line():
+    from rich.console import Console
+
+    from trainspotter.flows.cli import _results_table
+
+    r = {"set": "negative-control", "pairs_used": 80, "pairs_available": 80, "e_value": 3.2, "alpha": 0.05,
+         "p_value": 0.31, "baseline_p_value": 0.4, "blind": {"e_value": 25.0}, "verdict": "inconclusive",
+         "guard": "blind", "usage": {"requests": 12.0, "total_tokens": 3400.0, "cost": 0.0017, "served_from": "cache"}}
+    console = Console(width=80, record=True, color_system=None)
+    console.print(_results_table([r], "T"))
+    text = [line.rstrip() for line in console.export_text().splitlines()]
+    assert "  decision:             inconclusive: held-out differs from suspect" in text
+    assert "  API usage:            12 requests, 3400 tokens, cost 0.0017 (from the cache)" in text
+    assert max(map(len, text)) <= 80
+
+
+def test_assets_at_80_columns_break_no_path():
+    from trainspotter.assets import assets_as_dicts
+
+    out = run("assets")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for a in assets_as_dicts():
+        where = a["path"] if a["installed"] else a["install"]
+        assert f"{a['name']}: {where}" in lines  # whole, on a line of its own
+    assert max(len(line) for line in lines if not line.startswith(tuple(a["name"] + ":"
+                                                                          for a in assets_as_dicts()))) <= 80
+
+
+# ------------------------------------------------------------------ item 8: smaller rough edges
+
+def test_test_says_it_is_the_models_test_alone(tmp_path):
+    """`test` printed "reject H0 (suspect set used in training)" with none of the audit's guards."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    rows = [f"{s},{v:.6f}" for s, shift in (("suspect", -3.0), ("heldout", 0.0)) for v in rng.normal(shift, 1, 40)]
+    table = tmp_path / "features.csv"
+    table.write_text("set,gray_ppl\n" + "\n".join(rows) + "\n")
+    out = invoke("test", table)
+    assert out.exit_code == 0, out.output
+    assert _cells(out.stdout, "decision") == ["decision", "reject H0: the features separate the sets"]
+    text = " ".join(out.stdout.split())
+    assert ("This is the model's test alone, on the table's features: none of the audit's guards ran") in text
+    assert "not that the suspect set was trained on. `trainspotter audit` runs the guards." in text
+
+
+def test_simulate_refuses_null_with_pollution_and_version_prints(tmp_path):
+    out = run("simulate", tmp_path / "missing.parquet", "--null", "--pollution", "0,0.1")
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        "error: option --null: does not apply with --pollution, which replaces part of the held-out stream of "
+        "suspect-vs-held-out trials; give one or the other"], out.stderr
+    from trainspotter import __version__
+
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout == f"trainspotter {__version__}\n"
+
+
+def test_mlflow_names_the_run_and_the_files_wherever_it_started(target_trained_on_members, monkeypatch):
+    """MLflow params kept relative paths and every default run was named `audit`."""
+    import json
+
+    import mlflow
+
+    mini = target_trained_on_members
+    monkeypatch.chdir(mini)  # the user's files named relative to here
+    out = invoke("audit", "--suspect", "member.jsonl", "--heldout", "heldout.jsonl", "--model", "testbed:mini",
+                 "--assume-exchangeable", "--json")
+    assert out.exit_code == 0, out.output[-3000:]
+    r = json.loads(out.stdout)
+    from trainspotter.flows.tracking import tracking_uri
+
+    run = mlflow.tracking.MlflowClient(tracking_uri()).get_run(r["run_id"])
+    assert run.info.run_name == "audit: member vs heldout on testbed:mini"
+    here = os.getcwd()
+    assert run.data.params["suspect"] == os.path.join(here, "member.jsonl")
+    assert run.data.params["heldout"] == os.path.join(here, "heldout.jsonl") and run.data.params["model"] == "testbed:mini"
+
+
+def test_a_twins_no_evidence_suggests_the_twins_features(mini_testbed, tmp_path):
+    """It suggested `--features full`, never `--features twins` (the set made for twins)."""
+    import json
+
+    folder, data = tmp_path / "twins", tmp_path / "unreleased.jsonl"
+    data.write_text("".join((mini_testbed / "heldout.jsonl").read_text().splitlines(keepends=True)[:24]))
+    made = run("twins", "make", data, "--out", folder, "-k", "2", "--no-similarity", "--json")
+    assert made.returncode == 0, made.stderr
+    out = run("audit", "--twins", folder, "--model", "testbed:mini", "--alpha", "0.01", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout)
+    assert r["verdict"] == "no evidence", r["explanation"]  # nobody trained on any version (false failure ≤ α)
+    assert "the twins feature set (--features twins: the log-probs where each passage differs" in r["explanation"]
+    assert "--features full" not in r["explanation"]
