@@ -199,7 +199,7 @@ def test_a_sealed_gray_record_holds_the_answers_and_verify_recomputes_every_feat
     assert check.ok, check.failure
     pairs, placebo = sealed["result"]["pairs_this_run"], len(sealed["placebo"]["pairs"])
     assert {c.name: c.detail for c in check.checks}["features"] == (
-        f"every feature of {pairs} pairs and the placebo model's {placebo} recomputed from the recorded model "
+        f"every feature of {pairs} pairs and the placebo model's {placebo} recomputed from the model's recorded "
         f"answers matches bit-for-bit")
 
 

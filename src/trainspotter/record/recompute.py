@@ -151,7 +151,7 @@ def check_recomputed(record: dict, config) -> tuple[bool, str]:
                       f"no model answers ({why})")
     how = "bit-for-bit" if tally.exact else f"within {TOLERANCE:g}"
     placebo_pairs = f" and the placebo model's {len(placebo)}" if placebo else ""
-    detail = (f"every feature of {len(model)} pairs{placebo_pairs} recomputed from the recorded model answers "
+    detail = (f"every feature of {len(model)} pairs{placebo_pairs} recomputed from the model's recorded answers "
               f"matches {how}")
     if tally.blacks:
         detail += f"; {models}"
