@@ -26,7 +26,7 @@ from trainspotter.flows.cli_common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, DAS
                                            TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
                                            decision, edge_specs, emit_json, folded_table, hide_explained_failures,
-                                           input_error)
+                                           input_error, progress_lines)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
@@ -71,6 +71,7 @@ console = Console(stderr=True)
 
 
 INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
+DEMO_FIRST_RUN = "a first run builds the testbed (tiny: about 2-3 min on 2 CPU cores), later runs reuse it"
 
 
 def _results_table(results: list[dict], title: str) -> Table:
@@ -152,12 +153,14 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
     check_testbed(testbed)
+    # at once, before seconds of imports and the local Prefect API: what runs, and for how long
+    console.print(f"demo: two audits of testbed {testbed!r} (members: must say trained on; non-members: must "
+                  f"not); {DEMO_FIRST_RUN}", markup=False, highlight=False)
     from trainspotter.flows.demo import demo_flow
-    from trainspotter.tasks.server import use_local_api
 
-    use_local_api()
-    results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
-                        tracking_uri=tracking_uri)
+    with progress_lines(transient=json_out):
+        results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
+                            tracking_uri=tracking_uri)
     if json_out:
         return emit_json(results)
     _print_results(results, audit_title(f"Demo audit on testbed {testbed!r}", alpha, f"testbed:{testbed}", "gray"))

@@ -242,6 +242,36 @@ def count_progress(label: str, total: int, transient: bool = False):
         yield lambda done, _total: bar.update(task, completed=done)
 
 
+@contextmanager
+def progress_lines(transient: bool = False):
+    """Start the local Prefect API and show on stderr the progress of whatever the flows run in this
+    context report (``tasks.progress.step``): one line per stage (label, bar, done/total, note, time
+    elapsed), in the order the stages begin, so a long run shows what it did and what it is doing
+    (the demo: the testbed's training, then each audit)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trainspotter.tasks.progress import reporting
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=transient) as bar:
+        lines: dict[str, int] = {}
+
+        def report(label: str, done: int, total: int | None, note: str) -> None:
+            if label not in lines:
+                lines[label] = bar.add_task(label, total=total, note=note)
+            bar.update(lines[label], completed=done, total=total, note=note)
+
+        with reporting(report):
+            from trainspotter.tasks.server import use_local_api
+
+            step = "Prefect's local API"  # a first start takes seconds: say what the wait is
+            report(step, 0, 1, "")
+            use_local_api()
+            report(step, 1, 1, "")
+            yield
+
+
 def own_command() -> str:
     """This command as the user's shell runs it: ``trainspotter`` where that name on PATH is this
     installation's script, else the script's path (``.venv/bin/trainspotter`` from the repository

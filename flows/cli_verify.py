@@ -4,6 +4,7 @@ verify (the first failing check names the pair and field), 2 for an unreadable r
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -70,7 +71,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
 
     key = load_public_key(public_key) if public_key is not None else None
     loaded = [(str(path), load_record(path)) for path in records]
-    result = verify_records(loaded, key)
+    with _progress(transient=json_out) as progress:  # a large record's replays take a while
+        result = verify_records(loaded, key, progress)
     if requery:
         result.checks += [requery_fn(record, requery, seed) for _, record in loaded]
     if json_out:
@@ -79,6 +81,18 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
         _print(result)
     if not result.ok:
         raise typer.Exit(NOT_VERIFIED_EXIT)
+
+
+@contextmanager
+def _progress(transient: bool):
+    """A progress bar on stderr of the records' verification stages (``record.verify.STAGES``),
+    the stage under way beside it; yields ``verify_records``'s ``progress`` callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress("verifying", BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
+        task = bar.add_task("verify", total=None, now="")
+        yield lambda done, total, now: bar.update(task, completed=done, total=total, now=now)
 
 
 def _print(result) -> None:

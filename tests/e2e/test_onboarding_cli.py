@@ -6,6 +6,7 @@ audit's features are constructed) and asserts the line the user sees."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -169,7 +170,6 @@ def test_verify_names_the_cause_and_an_unsigned_record_is_not_ok(target_trained_
     replayed test rejected at pair 9") and the cause only in a table row; an unsigned record showed
     "signature │ ok"; "160 passage texts" stood beside "every feature of 178 passages"."""
     import json
-    import re
 
     mini = target_trained_on_members
     monkeypatch.chdir(tmp_path)
@@ -179,6 +179,7 @@ def test_verify_names_the_cause_and_an_unsigned_record_is_not_ok(target_trained_
     record = json.loads(Path("r.json").read_text())
     ok = invoke("verify", "r.json")
     assert ok.exit_code == 0, ok.output
+    assert re.search(r"^verifying .* 6/6 done ", ok.stderr, re.M), ok.stderr  # its stages, as they run
     rows = {m[0]: (m[1], m[2]) for m in re.findall(r"^│ (\w[\w ]*?) +│ (\w+) +│ (.*?) *│$", ok.stdout, re.M)}
     assert rows["signature"][0] == "none" and rows["signature"][1].startswith("unsigned record: nothing shows who")
     n = {side: len(record["passages"][side]) for side in ("suspect", "heldout")}
@@ -315,11 +316,56 @@ def test_a_twins_no_evidence_suggests_the_twins_features(mini_testbed, tmp_path)
 
     folder, data = tmp_path / "twins", tmp_path / "unreleased.jsonl"
     data.write_text("".join((mini_testbed / "heldout.jsonl").read_text().splitlines(keepends=True)[:24]))
-    made = run("twins", "make", data, "--out", folder, "-k", "2", "--no-similarity", "--json")
+    made = run("twins", "make", data, "--out", folder, "-k", "2", "--no-similarity")
     assert made.returncode == 0, made.stderr
+    assert re.search(r"^passages rewritten .* 24/24 ", made.stderr, re.M), made.stderr  # a lexical run too
     out = run("audit", "--twins", folder, "--model", "testbed:mini", "--alpha", "0.01", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout)
     assert r["verdict"] == "no evidence", r["explanation"]  # nobody trained on any version (false failure ≤ α)
     assert "the twins feature set (--features twins: the log-probs where each passage differs" in r["explanation"]
     assert "--features full" not in r["explanation"]
+
+
+# ------------------------------------------------------------------ item 3: progress where a user waits
+
+def test_the_demo_says_what_it_does_at_once_then_each_stage(mini_testbed):
+    """The demo printed nothing for ~4 minutes on its first run. Its first line comes before
+    Prefect and MLflow start; then a line per stage: the testbed (its training steps when it is
+    built), then each audit's pairs and e-value."""
+    out = run("demo", "--testbed", "mini", "--max-pairs", "8")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("demo: two audits of testbed 'mini' (members: must say trained on;"), lines
+    assert re.search(r"^testbed mini +━+ 1/1 ", out.stderr, re.M), out.stderr
+    for label in ("members", "negative-control"):
+        line = re.search(rf"^auditing {label}: pairs queried +━+ (\d+)/8 e-value ([\d.]+) ", out.stderr, re.M)
+        assert line and int(line[1]) <= 8, out.stderr
+
+
+def test_testbed_build_shows_each_models_training(mini_testbed, monkeypatch):
+    """`testbed build` trained for minutes without a line; the builder's progress(stage, step,
+    steps) is each model's line (a stand-in builder here: the real one trains for minutes)."""
+    import trainspotter.tasks.testbed as tasks
+
+    def build(config, force=False, progress=None):
+        for stage, steps in (("reference", 3), ("target", 5)):
+            for i in range(1, steps + 1):
+                progress(stage, i, steps)
+        return mini_testbed
+
+    monkeypatch.setattr(tasks, "build_testbed", build)
+    out = invoke("testbed", "build", "mini")
+    assert out.exit_code == 0, out.output
+    for label, steps in (("testbed mini: training the reference", 3), ("testbed mini: training the target", 5)):
+        assert re.search(rf"^{label} +━+ {steps}/{steps} ", out.stderr, re.M), out.stderr
+
+
+def test_benchmark_shows_its_stages(mini_testbed):
+    out = run("benchmark", "--testbed", "mini", "--methods", "loss,min_k", "--limit", "8", "--trials", "4",
+              "--n-max", "8", "--strategies", "ons", "--payoffs", "diff", "--null-trials", "4", "--alphas", "0.05",
+              "--cost-samples", "0", "--n-boot", "0", "--perturbation-kinds", "none", "--di-access", "gray")
+    assert out.returncode == 0, out.stderr[-3000:]
+    for stage in (r"features: testbed:mini \(gray\) +━+ \d+/\d+", r"per-sample methods +━+ 2/2",
+                  r"dataset inference trials +━+ 1/1"):
+        assert re.search(rf"^{stage} ", out.stderr, re.M), (stage, out.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -351,12 +352,18 @@ def _check_code(record: dict) -> Check:
                                + ("the same" if same else "different (a mismatch may then be the code's)"))
 
 
-def verify_one(record: dict, public_key=None) -> list[Check]:
-    """Every check of one record, in order (the replay checks only with a readable config)."""
+# What ``verify_one`` does, in order: the stages a progress display counts (the replays take longest).
+STAGES = ("texts", "features", "blind check", "model test", "placebo check", "hashes and signature")
+
+
+def verify_one(record: dict, public_key=None, stage: Callable[[str], None] = lambda name: None) -> list[Check]:
+    """Every check of one record, in order (the replay checks only with a readable config);
+    ``stage(name)`` as each of ``STAGES`` begins."""
     from pydantic import ValidationError
 
     from trainspotter.auditing.config import AuditConfig
 
+    stage("texts")
     checks = [_check_passages(record)]
     if "twins" in record["inputs"]:
         checks.append(_check_twins(record["inputs"]["twins"]))
@@ -367,14 +374,19 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
         config = None
     auditor = None
     if config is not None:
+        stage("features")
         checks += [_check_pair_order(record, config), _check_features(record, config)]
+        stage("blind check")
         blind, blind_check = _replay_blind(record, config)
+        stage("model test")
         auditor, model_check = _replay_model(record, config)
         checks += [blind_check, model_check]
         if auditor is not None:
+            stage("placebo check")
             placebo, placebo_check = _replay_placebo(record, config, auditor, blind)
             checks += [placebo_check, _check_result(record, config, auditor, blind, placebo)]
     # The digests before the end state: a changed config names its section, not the state it changed.
+    stage("hashes and signature")
     checks += [_check_digests(record), _check_chain(record)]
     if auditor is not None:
         checks.append(_check_end(record, auditor))
@@ -393,13 +405,19 @@ def _check_link(before: dict, after: dict, k: int) -> Check:
     return Check(name, True, f"record {k + 1} continues record {k}'s chain and e-process state")
 
 
-def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verification:
+def verify_records(records: list[tuple[str, dict]], public_key=None,
+                   progress: Callable[[int, int, str], None] | None = None) -> Verification:
     """Verify each (path, record) and, for several, that each continues the one before
-    (the runs of a recurring audit, oldest first)."""
-    out = Verification()
+    (the runs of a recurring audit, oldest first); ``progress(stages done, stages, what now)``
+    as each stage of each record begins (``STAGES``), and once at the end."""
+    out, total = Verification(), len(records) * len(STAGES)
     for k, (path, record) in enumerate(records):
+        def stage(name: str, k: int = k, path: str = path) -> None:
+            if progress is not None:
+                progress(k * len(STAGES) + STAGES.index(name), total, f"{Path(path).name}: {name}")
+
         try:
-            checks = verify_one(record, public_key)
+            checks = verify_one(record, public_key, stage)
         except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise InputError(f"{path}: malformed record ({type(e).__name__}: {e})") from None
         prefix = f"{Path(path).name}: " if len(records) > 1 else ""
@@ -408,4 +426,6 @@ def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verifica
                             "verdict": record["result"].get("verdict")})
         if k:
             out.checks.append(_check_link(records[k - 1][1], record, k))
+    if progress is not None:
+        progress(total, total, "done")
     return out
