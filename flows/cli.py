@@ -70,7 +70,7 @@ app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 
-INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
+INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (docs/guide/heldout.md)
 DEMO_FIRST_RUN = "a first run builds the testbed (tiny: about 2-3 min on 2 CPU cores), later runs reuse it"
 
 

@@ -54,7 +54,7 @@ TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TR
                                        "store in the artifacts folder).")
 ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")
 SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
-MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (README: Model specs).")
+MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (docs/guide/audit.md: Model specs).")
 REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model). Repeat for K references: "
                                     "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"

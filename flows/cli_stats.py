@@ -28,7 +28,7 @@ from trainspotter.stats.sequential import TestConfig
 
 _console = Console()
 
-_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
+_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]  # the audit's default test (docs/guide/benchmarks.md, "Defaults")
 STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], STRATEGY_HELP + ".")
 PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], PAYOFF_HELP + ".")
 LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help=LAMBDA_MAX_HELP + ".")

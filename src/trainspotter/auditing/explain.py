@@ -13,7 +13,7 @@ __all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "KE
            "TEST_ALONE_CAPTION", "explain", "explain_baseline"]
 
 
-# A black-box "no evidence" is weak evidence of absence (README, "What a black-box audit can see").
+# A black-box "no evidence" is weak evidence of absence (docs/guide/black-box.md).
 BLACK_BOX_CAVEAT = (
     " With greedy tokens only (black-box) this says little: a model changes its greedy token only "
     "where the true token was already close to the top, and text seen once in pre-training moved "

@@ -1,6 +1,6 @@
 """The sealed audit record: one JSON document that binds an audit's verdict to its inputs,
 model, code and every pair's evidence by sha256, so that anyone can check it offline
-(``trainspotter.record.verify``; README, "Check an audit").
+(``trainspotter.record.verify``; docs/guide/check.md).
 
 What it holds (sections, each with its own sha256 in ``sections``):
 
