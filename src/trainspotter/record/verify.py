@@ -13,22 +13,20 @@ compares the features of a few passages again (``trainspotter.record.requery``).
 from __future__ import annotations
 
 import copy
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.record.format import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
-                                        batch_digest, file_sha256, record_digest, sha256, state_sha256, text_sha256)
+from trainspotter.record.format import (GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, batch_digest, file_sha256,
+                                        load_record, record_digest, sha256, state_sha256, text_sha256)
 from trainspotter.record.keys import public_hex
 from trainspotter.record.recompute import SIDES, TOLERANCE, check_recomputed, close
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
-# The sections the replays read: one changed after sealing makes them disagree (the sections they
-# recompute, blind to end, are checked field by field by the replays themselves).
+# The sections the replays read: one changed after sealing makes them disagree (a symptom, not the cause).
 INPUT_SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "start")
 
 
@@ -43,9 +41,8 @@ class Check:
 
 @dataclass
 class Verification:
-    """Every check of one or more records, in order; ``failure``: the first that failed; ``cause``:
-    a failed check that explains it, a section the replays read changed after sealing
-    (``Check.cause``: alpha edited in the config makes the model test's replay stop elsewhere)."""
+    """Every check of one or more records, in order; ``failure``: the first that failed; ``cause``: one
+    that explains it (``Check.cause``: alpha edited in the config makes the replays disagree)."""
 
     records: list[dict] = field(default_factory=list)  # path, digest, name, verdict of each record
     checks: list[Check] = field(default_factory=list)
@@ -67,31 +64,6 @@ class Verification:
         return {"ok": self.ok, "records": self.records, "checks": [asdict(c) for c in self.checks],
                 "first_failure": None if first is None else asdict(first),
                 "cause": None if cause is None else asdict(cause)}
-
-
-def load_record(path: str | Path) -> dict:
-    """A record read from ``path``; InputError naming the file when it is missing, not JSON
-    (a truncated file), not a trainspotter record or lacking a part."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file, so not an audit record") from None
-    except json.JSONDecodeError as e:
-        where = f"line {e.lineno} column {e.colno}"  # e.msg may end in "starting at" already
-        raise InputError(f"{path}: not a complete JSON document ({e.msg}{'' if e.msg.endswith(' at') else ' at'} "
-                         f"{where}): truncated, or not an audit record") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
-    if record.get("version") not in READABLE:
-        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads "
-                         f"{', '.join(map(str, READABLE))} (writes {VERSION})")
-    missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
-    if missing:
-        raise InputError(f"{path}: the record has no {', '.join(missing)}")
-    return record
 
 
 def _pairs(record: dict) -> list[dict]:
@@ -406,16 +378,14 @@ def _check_link(before: dict, after: dict, k: int) -> Check:
 
 
 def verify_records(records: list[tuple[str, dict]], public_key=None,
-                   progress: Callable[[int, int, str], None] | None = None) -> Verification:
+                   progress: Callable[[int, int, str], None] = lambda done, total, now: None) -> Verification:
     """Verify each (path, record) and, for several, that each continues the one before
     (the runs of a recurring audit, oldest first); ``progress(stages done, stages, what now)``
     as each stage of each record begins (``STAGES``), and once at the end."""
     out, total = Verification(), len(records) * len(STAGES)
     for k, (path, record) in enumerate(records):
-        def stage(name: str, k: int = k, path: str = path) -> None:
-            if progress is not None:
-                progress(k * len(STAGES) + STAGES.index(name), total, f"{Path(path).name}: {name}")
-
+        stage = lambda name, k=k, path=path: progress(k * len(STAGES) + STAGES.index(name), total,  # noqa: E731
+                                                      f"{Path(path).name}: {name}")
         try:
             checks = verify_one(record, public_key, stage)
         except (KeyError, TypeError, IndexError, AttributeError) as e:
@@ -426,6 +396,5 @@ def verify_records(records: list[tuple[str, dict]], public_key=None,
                             "verdict": record["result"].get("verdict")})
         if k:
             out.checks.append(_check_link(records[k - 1][1], record, k))
-    if progress is not None:
-        progress(total, total, "done")
+    progress(total, total, "done")
     return out
