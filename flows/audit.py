@@ -23,9 +23,9 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.auditing.config import AuditConfig
     from trainspotter.backends import SCHEMES, spec_fingerprint
     from trainspotter.config import flatten
-    from trainspotter.flows.tracking import (StepLogger, audit_provenance, git_commit, local_artifact,
-                                             log_audit_outputs, log_dataset, log_sets_outputs, log_steps,
-                                             mark_killed_runs, owner_tags, use_experiment)
+    from trainspotter.flows.tracking import (StepLogger, absolute_paths, audit_provenance, git_commit,
+                                             local_artifact, log_audit_outputs, log_dataset, log_sets_outputs,
+                                             log_steps, mark_killed_runs, owner_tags, run_name, use_experiment)
     from trainspotter.loop.inputs import read_passages, read_sides
     from trainspotter.loop.run import audit
     from trainspotter.loop.sets import AuditSetsConfig, audit_sets
@@ -118,7 +118,7 @@ def _settle_backends(config: AuditConfig) -> None:
 
 
 def _log_setup(config: AuditConfig) -> None:
-    mlflow.log_params(flatten(config))
+    mlflow.log_params(absolute_paths(flatten(config)))
     mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
                      "model_fingerprint": spec_fingerprint(config.model),
                      "reference_fingerprint": ",".join(spec_fingerprint(r) for r in config.reference) or "none"})
@@ -144,6 +144,9 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
                           if result.placebo.ran else {})
                        | ({f"match_{k}": float(v) for k, v in result.match.model_dump().items() if v is not None}
                           if result.match is not None else {}))
+    if result.usage:  # an API audit's spend (its cached rerun: zeros, served from the cache)
+        mlflow.log_metrics({f"api_{k}": float(v) for k, v in result.usage.items() if not isinstance(v, str)})
+        mlflow.set_tag("api_served_from", result.usage["served_from"])
     mlflow.set_tags({"verdict": result.verdict, "guard": result.guard or "none"})
     log_steps(where["run_id"], {"blind_wealth": result.blind.wealth, "placebo_wealth": result.placebo.wealth})
     where |= _log_record(result, where["run_id"], tracking_uri)
@@ -175,7 +178,7 @@ def audit_flow(config: AuditConfig, tracking_uri: str | None = None, remote: boo
     experiment, experiment_id = _experiment(config.name, tracking_uri)
     passages = _sides(config)
     # The run exists from the start; leaving the block on an exception ends it FAILED (re-raised).
-    with mlflow.start_run(experiment_id=experiment_id, run_name=config.name):
+    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name(config)):
         result, where = _audit_in_run(config, passages, experiment, remote, tracking_uri)
     summary = result.model_dump() | where
     create_markdown_artifact(key=_artifact_key(config.name), markdown=_markdown(summary),

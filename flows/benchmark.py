@@ -36,6 +36,7 @@ from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
 from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
                                           method_costs_task, partition_metrics_task, pvalue_task)
 from trainspotter.tasks.extract import extract_chunk
+from trainspotter.tasks.progress import step
 from trainspotter.tasks.simulate import simulate_task
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
 
@@ -52,9 +53,11 @@ def default_out(*parts: str) -> Path:
 
 def _extract(passages, model, reference, access, features, chunk_size) -> pd.DataFrame:
     """Cached chunks (data + models' weights + config + library version key each one)."""
-    rows = [row for k in range(0, len(passages), chunk_size)
-            for row in extract_chunk(passages[k:k + chunk_size], model, reference, access, features,
-                                     chunk=k // chunk_size)]
+    rows, label = [], f"features: {model} ({access})"
+    for k in range(0, len(passages), chunk_size):
+        step(label, k, len(passages))
+        rows += extract_chunk(passages[k:k + chunk_size], model, reference, access, features, chunk=k // chunk_size)
+    step(label, len(passages), len(passages))
     return pd.DataFrame(rows).drop(columns=["id", "set"], errors="ignore")
 
 
@@ -124,7 +127,8 @@ def _methods(config, table, bank, experiment, logger) -> tuple[list[dict], dict]
                                   config.references, config.features, config.folds, config.seed,
                                   config.cost_repeats, bank, pop)
     rows, curves = [], {}
-    for name in config.methods:
+    for i, name in enumerate(config.methods):
+        step("per-sample methods", i, len(config.methods), name)
         method = METHODS[name]
         res = evaluate_method_task(name, mia, labels, config.folds, config.seed, config.n_boot,
                                    population if method.needs_population else None)
@@ -137,6 +141,7 @@ def _methods(config, table, bank, experiment, logger) -> tuple[list[dict], dict]
         rows.append({"method": name, "label": method.label, "access": method.access,
                      "run_id": child.info.run_id, "metrics": res["metrics"], "cost": costs.get(name)})
         logger.info("%s: AUROC %.3f", name, res["metrics"]["auroc"])
+    step("per-sample methods", len(config.methods), len(config.methods))
     return rows, curves
 
 
@@ -150,7 +155,8 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
     folder = artifacts_root() / "benchmark" / config.testbed
     tests = di_configs(config)
     rows, power = [], {}
-    for access in config.di_access:
+    for i, access in enumerate(config.di_access):
+        step("dataset inference trials", i, len(config.di_access), access)
         pos = store_table(di_frame(table, "member", access), folder)
         neg = store_table(di_frame(table, "nonmember", access), folder)
         tprs = simulate_task(pos, tests, config.trials, config.n_max, False, config.seed, config.alphas)
@@ -181,6 +187,7 @@ def _di(config, table, experiment, logger) -> tuple[list[dict], dict]:
             if row["payoff"]:
                 log_steps(child.info.run_id, {"power": power[(row["access"], row["alpha"])][row["test"]]})
         row["run_id"] = child.info.run_id
+    step("dataset inference trials", len(config.di_access), len(config.di_access))
     return rows, power
 
 
@@ -261,7 +268,8 @@ def tddbench_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> d
     rows = []
     with mlflow.start_run(experiment_id=experiment, run_name="tddbench") as parent:
         _log_parent(config, device)
-        for name in config.methods:
+        for i, name in enumerate(config.methods):
+            step("methods on every partition", i, len(config.methods), name)
             method = METHODS[name]
             per = partition_metrics_task(name, mia, labels, parts, config.folds, config.seed,
                                          population if method.needs_population else None)
@@ -280,6 +288,7 @@ def tddbench_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> d
                          "paradigm": method.paradigm, "access": method.access, "run_id": child.info.run_id,
                          "summary": summary, "partitions": per, "cost": cost})
             logger.info("%s: AUROC %.3f ± %.3f", name, summary["auroc"]["mean"], summary["auroc"]["std"])
+        step("methods on every partition", len(config.methods), len(config.methods))
         members = int(np.asarray(labels)[parts[0][0]].sum())
         n_eval = (members, len(parts[0][0]) - members)
         files = {"table": out / "tddbench.md", "summary": out / "tddbench.json"}

@@ -20,12 +20,13 @@ from trainspotter.assets import AssetMissing
 from trainspotter.auditing.verdict import format_e
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.flows.cli_common import (ACCESS_HELP, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON, LAMBDA_MAX_HELP,
-                                           MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH, SCORER_HELP, SEED,
-                                           SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP, TEXT_FEATURES_HELP,
-                                           TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff, Scorer, ShiftCheck,
-                                           Strategy, TextFeatures, TwinsPrivate, Typer, choice, decision, edge_specs,
-                                           emit_json, folded_table, hide_explained_failures, input_error)
+from trainspotter.flows.cli_common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON,
+                                           LAMBDA_MAX_HELP, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH,
+                                           SCORER_HELP, SEED, SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP,
+                                           TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
+                                           Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
+                                           decision, edge_specs, emit_json, folded_table, hide_explained_failures,
+                                           input_error, progress_lines)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
@@ -40,9 +41,19 @@ app = Typer(help="Was this dataset used to train that language model? "
 app.add_typer(testbed_app, name="testbed")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from trainspotter import __version__
+
+        typer.echo(f"trainspotter {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _quiet(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's and MLflow's INFO "
-                                        "log lines (each task run, server start, database setup).")) -> None:
+                                        "log lines (each task run, server start, database setup)."),
+           version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                        help="Print trainspotter's version and exit.")) -> None:
     """Quiet by default: the verbs print their own results and progress bars; the
     orchestration's INFO lines only with -v (an explicit PREFECT_LOGGING_LEVEL or
     MLFLOW_LOGGING_LEVEL in the environment wins over the default, not over -v)."""
@@ -59,26 +70,45 @@ app.add_typer(ledger_app, name="ledger")
 console = Console(stderr=True)
 
 
-INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (README)
+INCONCLUSIVE_EXIT = 3  # the audit ran, but its sets were not exchangeable (docs/guide/heldout.md)
+DEMO_FIRST_RUN = "a first run builds the testbed (tiny: about 2-3 min on 2 CPU cores), later runs reuse it"
 
 
 def _results_table(results: list[dict], title: str) -> Table:
+    """One row per result; every value on one line (else a vertical layout: ``FittedTable``), and an
+    API audit's usage beside its verdict."""
     from trainspotter.auditing.explain import BASELINE_CAPTION
 
+    api = any(r.get("usage") for r in results)
     table = folded_table(title, ("set", "pairs used", "e-value", "p-value (anytime)", "DI p-value (fixed n)",
-                                 "blind check e-value", "decision"), caption=BASELINE_CAPTION, caption_justify="left")
+                                 "blind check e-value", *(["API usage"] if api else []), "decision"),
+                         caption=BASELINE_CAPTION, caption_justify="left", whole=True)
     for r in results:
         baseline, blind = r.get("baseline_p_value"), r["blind"]
         table.add_row(r.get("set", r.get("name", "")), f"{r['pairs_used']} / {r['pairs_available']}",
                       format_e(r["e_value"], r["alpha"]), f"{r['p_value']:.3g}",
                       "—" if baseline is None else f"{baseline:.3g}",
-                      f"{blind['e_value']:.3g}", decision(r))
+                      f"{blind['e_value']:.3g}", *([usage_cell(r.get("usage"))] if api else []), decision(r))
     return table
 
 
-def _print_results(results: list[dict], title: str, explain: bool = False) -> None:
-    """The results table, then per result its run, plot and notes; ``explain``: every explanation (an
-    audit asked to match says whether it did), not only those of a verdict other than "trained on"."""
+def usage_cell(usage: dict | None) -> str:
+    """An API audit's spend in one line: requests, tokens, cost, and where the answers came from."""
+    if not usage:
+        return "—"
+    spent = f"{usage['requests']:g} requests, {usage['total_tokens']:g} tokens, cost {usage['cost']:.4g}"
+    source = usage.get("served_from", "api")
+    return spent if source == "api" else f"{spent} ({'from the cache' if source == 'cache' else source})"
+
+
+def audit_title(kind: str, alpha: float, model: str, access: str) -> str:
+    """The results table's title: what was audited, which model and how (access)."""
+    return f"{kind} of {model}, {ACCESS_WORDS[access]} (α = {alpha})"
+
+
+def _print_results(results: list[dict], title: str) -> None:
+    """The results table, then per result its run, plot, explanation (what the verdict rests on and
+    the next step) and notes."""
     out = Console()
     out.print(_results_table(results, title))
     for r in results:  # each set's name first: what follows is about that set alone
@@ -86,9 +116,9 @@ def _print_results(results: list[dict], title: str, explain: bool = False) -> No
         out.print(f"[bold]{label}[/bold]: MLflow run {r['run_id']} (experiment {r['experiment']})")
         # a path on a line of its own, never broken (one that is wider than the terminal wraps there)
         out.print(f"  plot: {r['plot']}", markup=False, highlight=False, soft_wrap=True)
-        # what to do next, how little a black-box "no" says, and what a matched audit assumes
-        if r["verdict"] != "trained on" or r.get("match") or explain:
-            out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
+        # what the verdict rests on and what to do next, how little a black-box "no" says, and what a
+        # matched audit assumes
+        out.print(f"{label}: {r['explanation']}", markup=False, highlight=False)
         if r["verdict"] != "inconclusive" and r["baseline_disagrees"]:
             out.print(f"{label}: {r['baseline_note']}", markup=False, highlight=False)
         if note := bound_note(r.get("usage")):  # over an API: log-probs that are bounds, not values
@@ -104,14 +134,14 @@ def assets(json_out: bool = JSON) -> None:
     rows = assets_as_dicts()
     if json_out:
         return emit_json(rows)
-    table = Table(title="Packaged assets")
-    for col in ("name", "kind", "installed"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("path / install", overflow="fold")  # a long path folds over lines, never cut with …
+    table = folded_table("Packaged assets", ("name", "kind", "installed"), whole=True)
     for r in rows:
-        table.add_row(r["name"], r["kind"], "yes" if r["installed"] else "no",
-                      r["path"] if r["installed"] else r["install"])
-    Console().print(table)
+        table.add_row(r["name"], r["kind"], "yes" if r["installed"] else "no")
+    out = Console()
+    out.print(table)
+    for r in rows:  # each path (or install command) whole on a line of its own: a cell broke it mid-name
+        out.print(f"{r['name']}: {r['path'] if r['installed'] else r['install']}", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 @app.command(short_help="Audit a testbed's members and non-members against held-out.")
@@ -123,15 +153,17 @@ def demo(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
          json_out: bool = JSON) -> None:
     """Audit a testbed's members (must reject) and non-members (must not) vs held-out."""
     check_testbed(testbed)
+    # at once, before seconds of imports and the local Prefect API: what runs, and for how long
+    console.print(f"demo: two audits of testbed {testbed!r} (members: must say trained on; non-members: must "
+                  f"not); {DEMO_FIRST_RUN}", markup=False, highlight=False)
     from trainspotter.flows.demo import demo_flow
-    from trainspotter.tasks.server import use_local_api
 
-    use_local_api()
-    results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
-                        tracking_uri=tracking_uri)
+    with progress_lines(transient=json_out):
+        results = demo_flow(testbed=testbed, alpha=alpha, seed=seed, max_pairs=max_pairs,
+                            tracking_uri=tracking_uri)
     if json_out:
         return emit_json(results)
-    _print_results(results, f"Demo audit on testbed {testbed!r} (α = {alpha})")
+    _print_results(results, audit_title(f"Demo audit on testbed {testbed!r}", alpha, f"testbed:{testbed}", "gray"))
 
 
 @app.command(short_help="Test whether SUSPECT was used to train MODEL.")
@@ -247,7 +279,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     elif len(suspect or []) > 1:
         _print_sets(result)
     else:
-        _print_results([result], f"Audit {name!r} (α = {alpha})", explain=shift_check.value == "match")
+        _print_results([result], audit_title(f"Audit {name!r}", alpha, config.model.base, access.value))
     if any(r["verdict"] == "inconclusive" for r in result.get("sets", [result])):
         raise typer.Exit(INCONCLUSIVE_EXIT)
 
@@ -277,7 +309,7 @@ def _print_sets(summary: dict) -> None:
 
     table = folded_table(f"Audit {summary['name']!r}: {len(summary['sets'])} suspect sets, e-BH at FDR "
                          f"α = {summary['alpha']:g}", ("set", "pairs used", "e-value", "blind check", "decision"),
-                         caption=EBH_CAPTION, caption_justify="left")
+                         caption=EBH_CAPTION, caption_justify="left", whole=True)
     for s in summary["sets"]:
         r = s["result"]
         table.add_row(s["label"], f"{r['pairs_used']} / {r['pairs_available']}", format_e(r["e_value"], r["alpha"]),
@@ -333,7 +365,7 @@ def ledger_show(name: str = typer.Argument(..., help="Audit name."), json_out: b
         return emit_json({"name": name, "columns": ledger.get("columns"), "runs": runs,
                            "pairs_used": {k: len(v) for k, v in ledger["used"].items()}})
     table = folded_table(f"Evidence ledger {name!r}",
-                         ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"))
+                         ("run", "model", "pairs added", "pairs total", "wealth start → end", "verdict"), whole=True)
     for r in runs:  # runs recorded before the blind check have no verdict of their own
         verdict = r.get("verdict") or ("trained on" if r["reject"] else "no evidence")
         table.add_row(r["run_id"][:8], r["model"], str(r["pairs_added"]), str(r["pairs_total"]),

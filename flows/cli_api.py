@@ -40,11 +40,11 @@ def serve_cmd(spec: str = typer.Argument(..., help="Local model: hf:PATH, testbe
     logprobs and echo, /v1/chat/completions); the quirk switches imitate servers that
     differ from the reference, for testing clients. Its result is where it listens: with
     --json, once listening, the base URL, host, port and model name as one JSON line."""
-    from trainspotter.backends import resolve_spec
     from trainspotter.backends.serve import ECHO_LOGPROBS, Quirks, serve
+    from trainspotter.backends.spec import check_loadable
     from trainspotter.errors import InputError
 
-    resolve_spec(spec)  # bad specs end as one clear line
+    check_loadable(spec)  # a bad spec or a folder that is not a model ends as one clear line
     if echo_logprobs not in ECHO_LOGPROBS:
         raise InputError(f"--echo-logprobs {echo_logprobs!r}: expected one of {', '.join(ECHO_LOGPROBS)}")
     quirks = Quirks(list_prompts=list_prompts, echo_logprobs=echo_logprobs, ignore_logprobs=ignore_logprobs,

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from trainspotter.evaluation.method_index import method_help
 from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json,
-                                           folded_table, input_error)
+                                           folded_table, input_error, progress_lines)
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
 from trainspotter.stats.payoffs import PAYOFFS
@@ -111,12 +111,12 @@ def _alphas(o: BenchmarkOptions) -> list[float] | None:
         raise InputError(f"option --alphas {o.alphas!r}: expected comma-separated numbers") from None
 
 
-def _run_flow(flow, config, tracking_uri: str | None, refresh: bool) -> dict:
-    from trainspotter.tasks.server import use_local_api
+def _run_flow(flow, config, tracking_uri: str | None, refresh: bool, json_out: bool = False) -> dict:
+    """The suite's flow on the local Prefect API (started before refreshing(), whose settings
+    context would not see it), with its stages' progress on stderr."""
     from trainspotter.tasks.cache import refreshing
 
-    use_local_api()  # before refreshing(), whose settings context would not see it
-    with refreshing(refresh):
+    with progress_lines(transient=json_out), refreshing(refresh):
         return flow(config, tracking_uri=tracking_uri)
 
 
@@ -137,7 +137,7 @@ def _shift(o: BenchmarkOptions) -> None:
     python_docs_dir()  # the out-of-domain source pool, before any flow starts (else one error line)
     from trainspotter.flows.shift import shift_flow
 
-    res = _run_flow(shift_flow, cfg, tracking_uri, refresh)
+    res = _run_flow(shift_flow, cfg, tracking_uri, refresh, json_out)
     if json_out:
         return emit_json(res)
     t = folded_table(f'False "trained on" under held-out shift ({cfg.testbed}, α = {cfg.alpha:g})',
@@ -172,7 +172,7 @@ def _twins(o: BenchmarkOptions) -> None:
         raise input_error(e, {"alpha": "alphas"}) from None
     from trainspotter.flows.twins_suite import twins_suite_flow
 
-    res = _run_flow(twins_suite_flow, cfg, o.tracking_uri, o.refresh)
+    res = _run_flow(twins_suite_flow, cfg, o.tracking_uri, o.refresh, o.json_out)
     if o.json_out:
         return emit_json(res)
     _print_twins(res)
@@ -213,7 +213,7 @@ def _tddbench(cfg, tracking_uri, refresh, json_out) -> None:
     from trainspotter.evaluation.tddbench import PARADIGMS
     from trainspotter.flows.benchmark import tddbench_flow
 
-    res = _run_flow(tddbench_flow, cfg, tracking_uri, refresh)
+    res = _run_flow(tddbench_flow, cfg, tracking_uri, refresh, json_out)
     if json_out:
         return emit_json(res)
     t = folded_table(f"TDDBench protocol on {cfg.testbed}, {cfg.partitions} partitions (mean ± std)",
@@ -311,7 +311,7 @@ def benchmark_cmd(
         return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)
     from trainspotter.flows.benchmark import benchmark_flow
 
-    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh)
+    res = _run_flow(benchmark_flow, cfg, tracking_uri, refresh, json_out)
     return emit_json(res) if json_out else _print_mia(res, cfg.testbed)
 
 

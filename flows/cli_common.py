@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import sys
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 
 import pydantic
 import typer
@@ -26,6 +29,7 @@ from trainspotter.stats.scoring import SCORERS
 from trainspotter.stats.strategies import STRATEGIES
 
 ACCESS_LEVELS = ("gray", "black", "both")
+ACCESS_WORDS = {"gray": "gray-box", "black": "black-box", "both": "gray- and black-box"}  # in titles
 Access = Enum("Access", {a: a for a in ACCESS_LEVELS}, type=str)
 Strategy = Enum("Strategy", {s: s for s in STRATEGIES}, type=str)
 Payoff = Enum("Payoff", {p: p for p in PAYOFFS}, type=str)
@@ -50,7 +54,7 @@ TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TR
                                        "store in the artifacts folder).")
 ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")
 SEED = typer.Option(0, help="Seed of every random choice the verb makes: the same seed, the same result.")
-MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (README: Model specs).")
+MODEL = typer.Option(..., help=f"Target model spec: {schemes_help()} (docs/guide/audit.md: Model specs).")
 REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model). Repeat for K references: "
                                     "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"
@@ -69,16 +73,16 @@ FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calib
 
 def edge_specs(model: str, reference, *more: str | None):
     """A verb's model specs, each parsed once at this edge (the ModelSpec travels on: configs,
-    tasks, backends), resolved, and an API's server reached: a bad spec or an API nobody answers
-    is one line now, not after a flow started. Returns (model, references, [each of ``more``
-    given, parsed])."""
-    from trainspotter.backends import check_server, parse_spec, resolve_spec
-    from trainspotter.backends.spec import parse_references
+    tasks, backends), resolved to files that can load, and an API's server reached: a bad spec, a
+    folder that is not a model or an API nobody answers is one line now, not after a flow started.
+    Returns (model, references, [each of ``more`` given, parsed])."""
+    from trainspotter.backends import check_server, parse_spec
+    from trainspotter.backends.spec import check_loadable, parse_references
 
     model, reference = parse_spec(model), parse_references(reference)
     more = [parse_spec(m) for m in more if m is not None]
     for spec in (model, *reference, *more):
-        resolve_spec(spec)
+        check_loadable(spec)
         check_server(spec)
     return model, reference, more
 
@@ -174,23 +178,29 @@ def _plain(cell) -> str:
 
 
 class FittedTable(Table):
-    """A rich table that never breaks a word across lines: each column is at least as wide as
-    its longest word, the space left goes to the columns with the longest cells, and where
-    even the longest words do not fit side by side, each row prints as "header: value" lines
-    under the row's first cell (a vertical layout). Cells too long for a line wrap between words."""
+    """A rich table that never breaks a word across lines: each column is at least as wide as its
+    longest word (``whole``: as its longest value, so every value stays on one line and only
+    headers fold, between words), the space left goes to the columns that need least to make
+    their cells one line, and where that minimum does not fit side by side, each row prints as
+    "header: value" lines under the row's first cell (a vertical layout)."""
+
+    def __init__(self, *args, whole: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.whole = whole
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         cells = [[_plain(column.header), *map(_plain, column._cells)] for column in self.columns]
-        words = [max((len(w) for c in col for w in c.split()), default=1) for col in cells]
-        longest = [max((len(line) for c in col for line in c.splitlines() or [""]), default=1) for col in cells]
+        longest = lambda lines: max((len(line) for c in lines for line in c.splitlines() or [""]), default=1)  # noqa: E731
+        widths = [max((len(w) for c in col for w in c.split()), default=1) for col in cells]
+        if self.whole:
+            widths = [max(width, longest(col[1:])) for width, col in zip(widths, cells)]
         room = options.max_width - (3 * len(self.columns) + 1)  # borders and one space each side of a cell
-        if sum(words) > room:
+        if sum(widths) > room:
             yield from self._vertical(console, options, cells)
             return
-        widths, spare = list(words), room - sum(words)
-        # The space left makes whole cells one line, the columns that need least first.
-        for i in sorted(range(len(widths)), key=lambda i: longest[i] - words[i]):
-            step = min(longest[i] - words[i], spare)
+        spare = room - sum(widths)
+        for i in sorted(range(len(widths)), key=lambda i: longest(cells[i]) - widths[i]):
+            step = min(longest(cells[i]) - widths[i], spare)
             widths[i], spare = widths[i] + step, spare - step
         for column, width in zip(self.columns, widths):
             column.width, column.overflow = width, "fold"
@@ -212,7 +222,8 @@ class FittedTable(Table):
 
 
 def folded_table(title: str, columns: tuple[str, ...], **kwargs) -> Table:
-    """A table that fits the console without cutting a word (``FittedTable``)."""
+    """A table that fits the console without cutting a word (``FittedTable``; ``whole=True``:
+    nor a value)."""
     table = FittedTable(title=title, **kwargs)
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -229,6 +240,47 @@ def count_progress(label: str, total: int, transient: bool = False):
                   transient=transient) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done, _total: bar.update(task, completed=done)
+
+
+@contextmanager
+def progress_lines(transient: bool = False):
+    """Start the local Prefect API and show on stderr the progress of whatever the flows run in this
+    context report (``tasks.progress.step``): one line per stage (label, bar, done/total, note, time
+    elapsed), in the order the stages begin, so a long run shows what it did and what it is doing
+    (the demo: the testbed's training, then each audit)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trainspotter.tasks.progress import reporting
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=transient) as bar:
+        lines: dict[str, int] = {}
+
+        def report(label: str, done: int, total: int | None, note: str) -> None:
+            if label not in lines:
+                lines[label] = bar.add_task(label, total=total, note=note)
+            bar.update(lines[label], completed=done, total=total, note=note)
+
+        with reporting(report):
+            from trainspotter.tasks.server import use_local_api
+
+            step = "Prefect's local API"  # a first start takes seconds: say what the wait is
+            report(step, 0, 1, "")
+            use_local_api()
+            report(step, 1, 1, "")
+            yield
+
+
+def own_command() -> str:
+    """This command as the user's shell runs it: ``trainspotter`` where that name on PATH is this
+    installation's script, else the script's path (``.venv/bin/trainspotter`` from the repository
+    after `bash scripts/demo.sh`, which puts nothing on PATH), so a printed hint works when pasted."""
+    script = Path(sys.executable).parent / "trainspotter"
+    on_path = shutil.which("trainspotter")
+    if not script.exists() or (on_path and Path(on_path).resolve() == script.resolve()):
+        return "trainspotter"
+    return os.path.relpath(script) if script.absolute().is_relative_to(Path.cwd()) else str(script)
 
 
 def emit_json(obj) -> None:
@@ -282,9 +334,8 @@ def hide_explained_failures() -> None:
             logger.addFilter(HideExplained())
 
 
-DECISIONS = {"trained on": "[red]reject H0: trained on[/red]",
-             "no evidence": "[green]keep H0: no evidence[/green]",
-             "inconclusive": "[yellow]inconclusive: held-out differs from suspect[/yellow]"}
+# The verdict in words (the table's caption says how the e-value decides, reject H0 or keep it).
+DECISIONS = {"trained on": "[red]trained on[/red]", "no evidence": "[green]no evidence[/green]"}
 # Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
 GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
           "small": "too few pairs to rule out a shift"}

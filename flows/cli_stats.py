@@ -28,7 +28,7 @@ from trainspotter.stats.sequential import TestConfig
 
 _console = Console()
 
-_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]  # the audit's default test (README: "Defaults")
+_DEFAULT = TEST_PRESETS[DEFAULT_PRESET]  # the audit's default test (docs/guide/benchmarks.md, "Defaults")
 STRATEGY = choice(Strategy, "strategy", _DEFAULT["strategy"], STRATEGY_HELP + ".")
 PAYOFF = choice(Payoff, "payoff", _DEFAULT["payoff"], PAYOFF_HELP + ".")
 LAMBDA_MAX = typer.Option(_DEFAULT["lambda_max"], help=LAMBDA_MAX_HELP + ".")
@@ -57,8 +57,8 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _table(title: str, rows: list[tuple[str, object]]) -> None:
-    t = Table(title=title, show_header=False)
+def _table(title: str, rows: list[tuple[str, object]], caption: str | None = None) -> None:
+    t = Table(title=title, show_header=False, caption=caption, caption_justify="left")
     t.add_column("", style="bold")
     t.add_column("")
     for k, v in rows:
@@ -85,13 +85,15 @@ def test_cmd(
     out = _with_file(table, lambda: run_test(df, config))
     if json_out:
         return emit_json(out)
-    verdict = "reject H0 (suspect set used in training)" if out["reject"] else "no rejection"
+    from trainspotter.auditing.explain import TEST_ALONE_CAPTION
+
+    verdict = "reject H0: the features separate the sets" if out["reject"] else "no rejection"
     _table(f"Sequential test ({config.strategy}/{config.payoff}, α = {alpha})", [
         ("decision", verdict),
-        ("e-value", format_e(out["e_value"], alpha)), ("max wealth", format_e(out["max_wealth"], alpha)), ("p-value (anytime)", out["p_value"]),
-        ("stop time", out["stop_time"]), ("pairs used", out["pairs_used"]),
+        ("e-value", format_e(out["e_value"], alpha)), ("max wealth", format_e(out["max_wealth"], alpha)),
+        ("p-value (anytime)", out["p_value"]), ("stop time", out["stop_time"]), ("pairs used", out["pairs_used"]),
         ("pairs available", out["pairs_available"]), ("features", len(out["feature_cols"])),
-    ])
+    ], caption=TEST_ALONE_CAPTION)
 
 
 test_cmd.__test__ = False  # a CLI verb, not a pytest test
@@ -134,6 +136,9 @@ def simulate_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Monte Carlo TPR/FPR and stopping times of the sequential test (paper Sec. 5.1)."""
+    if null and pollution is not None:  # pollution trials are suspect vs held-out: --null was dropped silently
+        raise InputError("option --null: does not apply with --pollution, which replaces part of the held-out "
+                         "stream of suspect-vs-held-out trials; give one or the other")
     config = _config(alpha=alpha, strategy=strategy, payoff=payoff, lambda_max=lambda_max, scorer=scorer,
                      seed=seed)
     df = read_features(table)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from trainspotter.flows.cli_common import JSON, Typer, emit_json
+from trainspotter.flows.cli_common import JSON, Typer, emit_json, progress_lines
 from trainspotter.presets import TESTBEDS, check_testbed
 
 testbed_app = Typer(help="Built-in testbeds with known ground truth:\n\n" + "\n\n".join(
@@ -29,10 +29,9 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
 
         check_request(name, references)
     from trainspotter.flows.testbed import testbed_flow
-    from trainspotter.tasks.server import use_local_api
 
-    use_local_api()
-    path = testbed_flow(name, force=force, references=references)
+    with progress_lines(transient=json_out):  # each model's training steps
+        path = testbed_flow(name, force=force, references=references)
     manifest = load_manifest(name)
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
             "splits": {k: len(v) for k, v in manifest["splits"].items()}}

@@ -5,7 +5,6 @@ cache or retry (a second draw over the same passages is what the commitment rule
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -80,7 +79,10 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
                          "rewriter rewrites word by word")
     if generative:
         from trainspotter.backends import check_server
+        from trainspotter.backends.spec import check_loadable
 
+        if not rewriter_.spec.remote:
+            check_loadable(rewriter_.spec)  # a folder that is not a model: one line now, not after minutes
         check_server(rewriter_.spec)  # an openai: endpoint that nobody answers: one line now, not per passage
     rows = _read_passages(passages)
     if not generative:
@@ -88,7 +90,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     gate = GATES["generative" if generative else "lexical"] | {
         name: value for name, value in (("max_edit_rate", max_edit_rate), ("min_similarity", min_similarity))
         if value is not None}
-    with _progress(len(rows), json_out or not generative) as progress:
+    with count_progress("passages rewritten", len(rows), transient=json_out) as progress:
         twins = make_twins(rows, k, rewriter_, similarity=similarity, progress=progress, **gate)
     if not twins.ids:
         if generative:
@@ -156,16 +158,6 @@ def _print_made(m: dict, out: Path, k: int) -> None:
         out_console.print(f"{out / f}: {who}", markup=False, highlight=False)
     out_console.print(f"commitment to the draw: {m['commitment']['digest']} (publish it with public.jsonl)",
                       markup=False, highlight=False)
-
-
-@contextmanager
-def _progress(total: int, quiet: bool):
-    """A progress bar on stderr (passages rewritten) for a generative rewriter's long runs."""
-    if quiet:
-        yield None
-        return
-    with count_progress("passages rewritten", total, transient=True) as progress:
-        yield progress
 
 
 @twins_app.command("verify", short_help="Check a twins folder and the commitment to its draw.")

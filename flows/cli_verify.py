@@ -4,6 +4,7 @@ verify (the first failing check names the pair and field), 2 for an unreadable r
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -11,7 +12,7 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table
+from trainspotter.flows.cli_common import JSON, SEED, emit_json, folded_table, own_command
 
 NOT_VERIFIED_EXIT = 1
 RECORD = typer.Option(None, help="Also write the sealed audit record (one JSON file; always in the MLflow run "
@@ -45,9 +46,9 @@ def write_record(result: dict, record: Path | None) -> None:
 
 
 def print_record(out: Console, result: dict) -> None:
-    """Where an audit's sealed record is and the command that checks it."""
+    """Where an audit's sealed record is and the command that checks it, as it runs when pasted."""
     if result.get("record_digest"):  # the command on a line of its own: it fits 80 columns unless the path can't
-        out.print(f"sealed record {result['record_digest'][:16]}…; check it with:\n  trainspotter verify "
+        out.print(f"sealed record {result['record_digest'][:16]}…; check it with:\n  {own_command()} verify "
                   f"{result['record']}", markup=False, highlight=False, soft_wrap=True)
 
 
@@ -70,7 +71,8 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
 
     key = load_public_key(public_key) if public_key is not None else None
     loaded = [(str(path), load_record(path)) for path in records]
-    result = verify_records(loaded, key)
+    with _progress(transient=json_out) as progress:  # a large record's replays take a while
+        result = verify_records(loaded, key, progress)
     if requery:
         result.checks += [requery_fn(record, requery, seed) for _, record in loaded]
     if json_out:
@@ -81,15 +83,29 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
         raise typer.Exit(NOT_VERIFIED_EXIT)
 
 
+@contextmanager
+def _progress(transient: bool):
+    """A progress bar on stderr of the records' verification stages (``record.verify.STAGES``),
+    the stage under way beside it; yields ``verify_records``'s ``progress`` callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress("verifying", BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
+        task = bar.add_task("verify", total=None, now="")
+        yield lambda done, total, now: bar.update(task, completed=done, total=total, now=now)
+
+
 def _print(result) -> None:
     out = Console()
     names = ", ".join(f"{r['name']!r} ({r['verdict']})" for r in result.records)
     table = folded_table(f"Audit record of {names}", ("check", "result", "what"))
     for c in result.checks:
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAILED[/red]", c.detail)
+        table.add_row(c.name, "[red]FAILED[/red]" if not c.ok else "[green]ok[/green]" if c.done else "none", c.detail)
     out.print(table)
     digests = ", ".join(str(r["digest"]) for r in result.records)
     if result.ok:
         out.print(f"verified: record {digests}", markup=False, highlight=False, soft_wrap=True)
-    else:
-        out.print(f"does not verify: {result.failure.detail}", markup=False, highlight=False, soft_wrap=True)
+        return
+    first, cause = result.failure, result.cause  # the cause first: the replays that disagree follow from it
+    because = f"{cause.detail}, and so " if cause is not None and cause is not first else ""
+    out.print(f"does not verify: {because}{first.detail}", markup=False, highlight=False)

@@ -31,6 +31,37 @@ for _name in ("mlflow.store.db.utils", "alembic"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 
+PATH_PARAMS = ("suspect", "heldout", "twins")  # config fields naming the user's files
+SPEC_PARAMS = ("model", "reference", "placebo")  # and model specs, an hf: one naming a folder
+
+
+def _absolute_spec(spec: str) -> str:
+    if not spec.startswith("hf:"):
+        return spec
+    path, sep, options = spec[3:].partition("?")
+    return f"hf:{os.path.abspath(os.path.expanduser(path))}{sep}{options}"
+
+
+def absolute_paths(params: dict[str, str]) -> dict[str, str]:
+    """MLflow params (``flatten``) with the input files and local model folders as absolute paths
+    (one value, or a JSON list of several): a run started from another folder still names the
+    files it read."""
+    out = dict(params)
+    for key, value in params.items():
+        fix = os.path.abspath if key in PATH_PARAMS else _absolute_spec if key in SPEC_PARAMS else None
+        if fix is not None and value not in ("None", ""):
+            out[key] = json.dumps([fix(v) for v in json.loads(value)]) if value.startswith("[") else fix(value)
+    return out
+
+
+def run_name(config) -> str:
+    """An audit's MLflow run name: what it compared on which model ("audit: mine vs public on
+    hf:/models/m"), not the same word for every run of a default --name."""
+    sides = (f"twins {Path(config.twins).name}" if getattr(config, "twins", None) else
+             f"{Path(config.suspect).stem} vs {Path(config.heldout).stem}")
+    return f"{config.name}: {sides} on {config.model.base}"
+
+
 def tracking_uri(uri: str | None = None) -> str:
     """``uri``, else $MLFLOW_TRACKING_URI (a server), else SQLite under artifacts/."""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI")

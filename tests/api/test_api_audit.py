@@ -116,3 +116,33 @@ def test_audit_over_an_api_says_how_many_log_probs_are_bounds(mini_testbed, star
     assert table.returncode == 0 and sentence in " ".join(table.stdout.split()), table.stdout[-2000:]
     page = re.sub(r"<[^>]+>", " ", render_report(r["run_id"], tmp_path / "page.html").read_text())
     assert sentence in " ".join(page.split())
+
+
+def test_api_usage_in_the_table_and_mlflow_and_a_cached_rerun_says_so(mini_testbed, start_server):
+    """An API audit showed no requests, tokens or cost in the table (only summary.json; no MLflow
+    metric), and a cached rerun's --json had "requests": 0.0 as if nothing had happened."""
+    import json
+
+    import mlflow
+    from typer.testing import CliRunner
+
+    from trainspotter.flows.cli import app
+    from trainspotter.flows.tracking import tracking_uri
+
+    with start_server(seed=11) as (_, url):
+        spec = f"openai:mini@{url}?tokenizer=testbed:mini&batch=8&price=0.5"
+        args = ["audit", "--suspect", str(split_path("mini", "nonmember")), "--heldout",
+                str(split_path("mini", "heldout")), "--max-pairs", "8", "--batch-pairs", "4", "--name", "api-usage",
+                "--model", spec]
+        invoke = lambda *extra: CliRunner().invoke(app, [*args, *extra], env={"COLUMNS": "80"})  # noqa: E731
+        first, again, table = invoke("--json"), invoke("--json"), invoke()
+    assert first.exit_code == again.exit_code == table.exit_code == 0, first.output[-2000:] + table.output[-2000:]
+    used, cached = json.loads(first.stdout)["usage"], json.loads(again.stdout)["usage"]
+    assert used["served_from"] == "api" and used["requests"] > 0 and used["cost"] > 0
+    assert cached["served_from"] == "cache" and cached["requests"] == cached["cost"] == 0
+    metrics = mlflow.tracking.MlflowClient(tracking_uri()).get_run(json.loads(first.stdout)["run_id"]).data.metrics
+    assert metrics["api_requests"] == used["requests"] and metrics["api_total_tokens"] == used["total_tokens"]
+    assert metrics["api_cost"] == pytest.approx(used["cost"])
+    text = table.stdout
+    assert f"of openai:mini@{url}, gray-box (α = 0.05)" in " ".join(text.split())
+    assert "0 requests, 0 tokens, cost 0 (from the cache)" in text  # whole, in the table

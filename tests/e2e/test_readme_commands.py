@@ -1,6 +1,7 @@
-"""README's command list, verb by verb, as a user runs it on the `mini` testbed.
+"""The guide's command list (docs/guide/audit.md; the README's before issue 52), verb by verb, as a
+user runs it on the `mini` testbed.
 
-The list is read from README.md itself: every documented verb must have a run below, every
+The list is read from that page itself: every documented verb must have a run below, every
 documented option must exist in the verb's parser and be used by one of those runs (or be
 named in SKIPPED with the test that covers it), and every documented choice (`a|b|c`)
 must be accepted. A path the README shows cannot silently break or drift from the docs."""
@@ -37,7 +38,7 @@ SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Das
 def documented() -> list[tuple[str, list[tuple[str, str]]]]:
     """(verb path, [(option, documented value)]) for each `.venv/bin/trainspotter` line of
     the README's command list (continuation lines joined, comments dropped)."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "guide" / "audit.md").read_text()
     block = text.split("After (1)", 1)[1].split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     group = typer.main.get_command(_app())
     out = []
@@ -85,7 +86,7 @@ def test_every_documented_option_exists_and_its_choices_parse():
                     assert p.process_value(ctx, alt) not in (None, ""), (verb, option, alt)
     from trainspotter.presets import TESTBEDS
 
-    build = next(line for line in (ROOT / "README.md").read_text().splitlines() if "testbed build" in line)
+    build = next(line for line in (ROOT / "docs" / "guide" / "audit.md").read_text().splitlines() if "testbed build" in line)
     assert set(build.split("testbed build ")[1].split()[0].split("|")) <= set(TESTBEDS)
 
 

@@ -44,3 +44,35 @@ def test_as_root_with_apt_get_they_are_installed(tmp_path):
                          capture_output=True, text=True, env=fake_bin(tmp_path, 0, True), timeout=60)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert "install -y -qq wordnet-base wordnet-sense-index python3.11-doc" in (tmp_path / "apt.log").read_text()
+
+
+def test_a_second_install_after_the_system_packages_added_wordnet_installs_nothing(tmp_path):
+    """On a fresh root machine the first run installs WordNet (system-packages.sh). The stamp
+    hashed `ls /usr/share/wordnet` from before that, so the second run reinstalled everything;
+    it must find the stamp current, and a changed pyproject.toml must still reinstall."""
+    repo, bin_, mark, log = tmp_path / "repo", tmp_path / "bin", tmp_path / "wordnet-installed", tmp_path / "pip.log"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", repo)
+    shutil.copy(ROOT / "scripts/install.sh", repo / "scripts")
+    # the system packages "install WordNet"; `ls /usr/share/wordnet` lists it from then on
+    (repo / "scripts/system-packages.sh").write_text(f"touch {mark}\n")
+    bin_.mkdir()
+    for tool in ("bash", "cat", "sha256sum", "cut", "dirname", "python3", "touch"):
+        (bin_ / tool).symlink_to(shutil.which(tool))
+    fakes = {bin_ / "ls": f'[ "$1" = /usr/share/wordnet ] && [ -f {mark} ] && echo index.noun || exit 2',
+             repo / ".venv/bin/python": f'echo "$@" >> {log}'}
+    for path, body in fakes.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    install = lambda: subprocess.run([BASH, str(repo / "scripts/install.sh")], capture_output=True, text=True,  # noqa: E731
+                                     env=os.environ | {"PATH": str(bin_)}, timeout=60)
+    pip_calls = lambda: len(log.read_text().splitlines()) if log.exists() else 0  # noqa: E731
+    first = install()
+    assert first.returncode == 0 and pip_calls() >= 4 and mark.exists(), first.stderr
+    calls = pip_calls()
+    second = install()
+    assert second.returncode == 0 and second.stderr == "" and pip_calls() == calls  # nothing reinstalled
+    with open(repo / "pyproject.toml", "a") as f:
+        f.write("# changed\n")
+    assert install().returncode == 0 and pip_calls() > calls

@@ -197,9 +197,10 @@ def test_a_sealed_gray_record_holds_the_answers_and_verify_recomputes_every_feat
     assert set(side["answers"]) == {"target", "perturbed", "references"} and "gray_ez" in side["features"]
     check = _check(sealed)
     assert check.ok, check.failure
-    n = 2 * (sealed["result"]["pairs_this_run"] + len(sealed["placebo"]["pairs"]))
+    pairs, placebo = sealed["result"]["pairs_this_run"], len(sealed["placebo"]["pairs"])
     assert {c.name: c.detail for c in check.checks}["features"] == (
-        f"every feature of {n} passages recomputed from the model's recorded answers matches bit-for-bit")
+        f"every feature of {pairs} pairs and the placebo model's {placebo} recomputed from the model's recorded "
+        f"answers matches bit-for-bit")
 
 
 def _answer(record):

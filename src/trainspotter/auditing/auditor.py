@@ -67,17 +67,22 @@ class UsageMeter:
 
     def report(self, pairs_queried: int, pairs_skipped: int) -> dict:
         """{} for local models; else ``usage`` (this audit's requests, tokens, cost, cache
-        hits, retries) and ``saved_by_stopping``: the pairs never queried, priced at this
-        audit's average per queried pair; ``api``: how each API was queried (its mode, from
+        hits, retries, and ``served_from``: "api", "api and cache", "cache" — every answer came
+        from a cache, the query cache or the cached features of an earlier run, so nothing was
+        spent — or "nothing queried") and ``saved_by_stopping``: the pairs never queried, priced at
+        this audit's average per queried pair; ``api``: how each API was queried (its mode, from
         ``describe()``)."""
         if not self.backends:
             return {}
-        used: dict[str, float] = {}
+        used: dict[str, float | str] = {}
         for backend, before in zip(self.backends, self.before):
             for key, value in backend.usage().items():
                 used[key] = used.get(key, 0) + value - before.get(key, 0)
         per_pair = {k: used.get(k, 0) / pairs_queried if pairs_queried else 0.0 for k in self.COUNTS}
         saved = {"pairs": pairs_skipped} | {k: per_pair[k] * pairs_skipped for k in self.COUNTS}
+        answered, hits = used.get("requests", 0), used.get("cache_hits", 0)
+        used["served_from"] = ("nothing queried" if not pairs_queried else "cache" if not answered else
+                               "api and cache" if hits else "api")
         return {"usage": used, "saved_by_stopping": saved, "api": self.modes()}
 
     def modes(self) -> dict:
@@ -196,7 +201,8 @@ class Auditor:
         context = Context(e_value=model["e_value"] if test is not None and stopped_by != "shift" else None,
                           pairs_used=t, pairs_available=available, pairs_this_run=t - self.t0,
                           continued=self.t0 > 0, references=references, pairs_beyond=pairs_beyond,
-                          full_features=any("_pert_" in c for c in self.columns))
+                          full_features=any("_pert_" in c for c in self.columns),
+                          twin_features=any("_twin_" in c for c in self.columns))
         result = AuditResult(
             name=name, verdict=verdict, reject=verdict == "trained on", model_reject=self.rejected,
             explanation=explain(verdict, blind, self.config.alpha,

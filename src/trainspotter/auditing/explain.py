@@ -9,10 +9,11 @@ from pydantic import BaseModel
 from trainspotter.auditing.verdict import PlaceboResult
 from trainspotter.stats.blind import BlindResult
 
-__all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "explain", "explain_baseline"]
+__all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "KEEP_THE_RECORD",
+           "TEST_ALONE_CAPTION", "explain", "explain_baseline"]
 
 
-# A black-box "no evidence" is weak evidence of absence (README, "What a black-box audit can see").
+# A black-box "no evidence" is weak evidence of absence (docs/guide/black-box.md).
 BLACK_BOX_CAVEAT = (
     " With greedy tokens only (black-box) this says little: a model changes its greedy token only "
     "where the true token was already close to the top, and text seen once in pre-training moved "
@@ -36,6 +37,14 @@ TWINS_LEAK = (" On twins, \"no evidence\" is also what a model trained on both v
               "the pairs show none. Keep private.jsonl and keys.json secret.")
 
 
+# After "trained on": the evidence a copyright holder keeps and shows (trainspotter.record).
+KEEP_THE_RECORD = (
+    " Next: keep this audit's sealed record (record.json in its MLflow run; --record FILE writes a copy, "
+    "--sign KEY.pem signs it with your Ed25519 key) and check it with `trainspotter verify FILE`: anyone "
+    "can run that offline, without the model, and it recomputes the verdict from the record; "
+    "`verify --requery N` also asks the model again whether it has changed.")
+
+
 class Context(BaseModel):
     """What the user did, as far as the explanation's advice depends on it: pairs used of those
     available, pairs this run (0 for a recurring audit with nothing left to query), reference
@@ -50,6 +59,7 @@ class Context(BaseModel):
     continued: bool = False  # a recurring audit continued from its ledger
     references: int | None = None
     full_features: bool | None = None
+    twin_features: bool | None = None  # a twins audit's changed-position features (--features twins)
 
 
 # When the data is not yet released, exchangeability can be made rather than assumed (DESIGN.md).
@@ -70,8 +80,9 @@ def _nothing_left(c: Context) -> str:
             + "; add new passages to the suspect and held-out files to continue it. ")
 
 
-def _more_evidence(c: Context, black_box: bool) -> str:
-    """After "no evidence": the steps that can still change it, leaving out those already taken."""
+def _more_evidence(c: Context, black_box: bool, twins: bool) -> str:
+    """After "no evidence": the steps that can still change it, leaving out those already taken
+    (on twins, the twins feature set rather than the full one: benchmarks/results/twins)."""
     steps = []
     if c.pairs_used is None or c.pairs_available is None:
         steps.append("more pairs")
@@ -82,7 +93,10 @@ def _more_evidence(c: Context, black_box: bool) -> str:
         steps.append("a reference model (--reference)")
     elif c.references == 1:
         steps.append("a second reference model (two or more add the *_refs_* features)")
-    if not c.full_features:
+    if twins and not c.twin_features:
+        steps.append("the twins feature set (--features twins: the log-probs where each passage differs from "
+                     "its twin)")
+    elif not twins and not c.full_features:
         steps.append("the full feature set (--features full)")
     if black_box:
         steps.append("log-probabilities (--access gray)")
@@ -121,14 +135,14 @@ def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = Fa
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the model was trained on the "
                 f"public versions of these passages." + TWINS_BASIS + f" The blind check, which sees only the "
                 f"texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
-                f"{blind.pairs_used} pairs).")
+                f"{blind.pairs_used} pairs)." + KEEP_THE_RECORD)
     c = context or Context()
     e_model = f" ({c.e_value:.3g} after {c.pairs_used} pairs)" if c.e_value is not None else ""
     if verdict == "trained on":
         text = _trained_on(blind, alpha, placebo, unguarded_min_pairs, twins, c, e_model)
     elif verdict == "no evidence":
         text = (f"The model's e-value{e_model} stayed below 1/α = {1 / alpha:g}: no evidence (yet) that "
-                f"the suspect set was trained on." + _more_evidence(c, black_box)
+                f"the suspect set was trained on." + _more_evidence(c, black_box, twins)
                 + (BLACK_BOX_CAVEAT if black_box else "") + (TWINS_LEAK if twins else ""))
     elif guard == "placebo":
         text = _placebo_fired(blind, alpha, placebo, e_model)
@@ -165,7 +179,8 @@ def _trained_on(blind: BlindResult, alpha: float, placebo: PlaceboResult, unguar
     return (f"The model's e-value{e_model} reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
             f"used to train the model. The blind check, which sees only the texts, could not tell "
             f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked)
+            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked
+            + KEEP_THE_RECORD)
 
 
 def _placebo_fired(blind: BlindResult, alpha: float, placebo: PlaceboResult, e_model: str) -> str:
@@ -235,6 +250,14 @@ def explain_baseline(model_reject: bool, e_value: float, alpha: float, baseline:
                        "looking at the data, which this one was not, so it is no evidence on its own; "
                        "continue the audit on more pairs (--name NAME --ledger) or fix n in advance.")
     return head + " Here they agree."
+
+
+# `trainspotter test` on a features table: the model's test without the audit's guards.
+TEST_ALONE_CAPTION = (
+    "This is the model's test alone, on the table's features: none of the audit's guards ran (the blind "
+    "check on the texts, the placebo check with a reference model, the minimum of pairs without one), so a "
+    "rejection says that these features tell the sets apart, not that the suspect set was trained on. "
+    "`trainspotter audit` runs the guards.")
 
 
 # What e-BH controls and how it decides: the multi-set table's caption, the report.

@@ -126,7 +126,7 @@ class AuditResult(BaseModel):
     baseline_disagrees: bool  # it and the e-value are on two sides of α (baseline_note says why)
     baseline_note: str  # how to read it beside the e-value, and why they disagree when they do
     feature_weights: dict[str, float]  # scorer weights on normalised features (App. A.5)
-    usage: dict[str, float] | None = None  # API backends only
+    usage: dict[str, float | str] | None = None  # API backends only (UsageMeter.report)
     api: dict[str, dict] | None = None  # API backends only: "MODEL@URL" -> how it was queried (mode, ...)
     saved_by_stopping: dict[str, float] | None = None
     ledger: str | None = None  # path of the saved evidence ledger

@@ -196,6 +196,42 @@ def _existing(s: ModelSpec, path: Path) -> Path:
     return path
 
 
+# What transformers needs to load a model folder offline (any one file of each group).
+WEIGHTS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json")
+TOKENIZER = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "*.tiktoken")
+
+
+def load_problem(path: Path, weights: bool = True) -> str | None:
+    """Why transformers cannot load this model (``weights``) or tokenizer folder or ``.gguf``
+    file offline, in words ("has no config.json and no tokenizer (...)"); None when it can, as
+    far as the files show. Reads no more than a gguf's first four bytes."""
+    if path.is_file():
+        if path.suffix != ".gguf":
+            return "is a file, but neither a model folder nor a .gguf file"
+        with open(path, "rb") as f:
+            return None if f.read(4) == b"GGUF" else "is not a GGUF file (it does not start with the GGUF header)"
+    has = lambda patterns: any(next(path.glob(p), None) for p in patterns)  # noqa: E731
+    found = {"config.json": not weights or (path / "config.json").is_file(),
+             "weights (*.safetensors or pytorch_model*.bin)": not weights or has(WEIGHTS),
+             "tokenizer (tokenizer.json, tokenizer.model or vocab.json)": has(TOKENIZER)}
+    missing = [f"no {what}" for what, ok in found.items() if not ok]
+    return None if not missing else "has " + (missing[0] if len(missing) == 1 else
+                                              ", ".join(missing[:-1]) + " and " + missing[-1])
+
+
+def check_loadable(spec: str | ModelSpec) -> Path:
+    """``resolve_spec``, then whether what it points to can load (``load_problem``): an ``hf:``
+    or ``testbed:`` model folder or gguf, an ``openai:`` spec's tokenizer. One InputError naming
+    the folder and what it lacks, before any flow or run starts: a model loads much later, in a
+    task. The CLI's edge (``edge_specs``) and ``make_rewriter`` call it."""
+    s = parse_spec(spec)
+    path = resolve_spec(s)
+    if problem := load_problem(path, weights=s.scheme != "openai"):
+        what = "the tokenizer " if s.scheme == "openai" else ""
+        raise InputError(f"model spec {s.base!r}: {what}{path} {problem}")
+    return path
+
+
 def _resolve_api(s: ModelSpec) -> Path:
     """An openai: spec's local tokenizer (the files that define its positions)."""
     if isinstance(s.tokenizer, ModelSpec):

@@ -49,7 +49,7 @@ BLACK = "black"  # the key of a row's black-box answers inside its answers
 # Largest |recorded − recomputed| accepted for a MiniLM token similarity and a BERTScore F1 computed
 # again by another encoder run (batch composition and padding change float32 sums): a fresh
 # MiniLM table against the extraction's gave ≤ 3e-7 on the mini testbed's models, BERTScore on
-# other batches ≤ 1.8e-7 (README, "Check an audit"); 1e-5 leaves room for another CPU. A
+# other batches ≤ 1.8e-7 (docs/guide/check.md); 1e-5 leaves room for another CPU. A
 # changed token string or continuation moves them by far more.
 SIM_TOLERANCE = 1e-5
 F1_TOLERANCE = 1e-5

@@ -1,5 +1,5 @@
 """The sealed record: an audit's verdict bound by sha256 to its inputs, models, code and every
-pair's evidence, checked offline by anyone (README, "Check an audit").
+pair's evidence, checked offline by anyone (docs/guide/check.md).
 
 ``format`` (what a record holds, its digests and chain), ``seal`` (sealing one run's result),
 ``keys`` (Ed25519 signatures), ``verify`` (every check, the audit replayed from the record),

@@ -1,6 +1,6 @@
 """The sealed audit record: one JSON document that binds an audit's verdict to its inputs,
 model, code and every pair's evidence by sha256, so that anyone can check it offline
-(``trainspotter.record.verify``; README, "Check an audit").
+(``trainspotter.record.verify``; docs/guide/check.md).
 
 What it holds (sections, each with its own sha256 in ``sections``):
 
@@ -38,8 +38,8 @@ from pathlib import Path
 from trainspotter.errors import InputError
 
 __all__ = ["BLIND_FIELDS", "FORMAT", "GENESIS", "READABLE", "REPLAY_CODE", "RESULT_FIELDS", "SECTIONS", "STEP_FIELDS",
-           "VERSION", "batch_digest", "canonical", "code_identity", "file_sha256", "model_identity", "record_digest",
-           "sha256", "state_sha256", "text_sha256"]
+           "VERSION", "batch_digest", "canonical", "code_identity", "file_sha256", "load_record", "model_identity",
+           "record_digest", "sha256", "state_sha256", "text_sha256"]
 
 # version 2: each side of a pair may hold the model's answers its features came from (``answers``)
 FORMAT, VERSION = "trainspotter-audit-record", 2
@@ -157,3 +157,28 @@ def record_digest(record: dict) -> str:
     """The one digest over a record: its section digests and the chain head."""
     return sha256({"format": record["format"], "version": record["version"], "sections": record["sections"],
                    "chain": record["end"]["chain"]})
+
+
+def load_record(path: str | Path) -> dict:
+    """A record read from ``path``; InputError naming the file when it is missing, not JSON
+    (a truncated file), not a trainspotter record or lacking a part."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file, so not an audit record") from None
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno} column {e.colno}"  # e.msg may end in "starting at" already
+        raise InputError(f"{path}: not a complete JSON document ({e.msg}{'' if e.msg.endswith(' at') else ' at'} "
+                         f"{where}): truncated, or not an audit record") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
+    if record.get("version") not in READABLE:
+        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads "
+                         f"{', '.join(map(str, READABLE))} (writes {VERSION})")
+    missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
+    if missing:
+        raise InputError(f"{path}: the record has no {', '.join(missing)}")
+    return record

@@ -150,7 +150,9 @@ def check_recomputed(record: dict, config) -> tuple[bool, str]:
         return True, (f"the feature values of {n // 2} pairs match their sha256; not recomputed: the record holds "
                       f"no model answers ({why})")
     how = "bit-for-bit" if tally.exact else f"within {TOLERANCE:g}"
-    detail = f"every feature of {n} passages recomputed from the model's recorded answers matches {how}"
+    placebo_pairs = f" and the placebo model's {len(placebo)}" if placebo else ""
+    detail = (f"every feature of {len(model)} pairs{placebo_pairs} recomputed from the model's recorded answers "
+              f"matches {how}")
     if tally.blacks:
         detail += f"; {models}"
     if tally.skipped:

@@ -104,7 +104,7 @@ REPORT_TEMPLATE = """<!doctype html>
 {% if s.record_digest %}<h2>Check this audit</h2>
 <p>Sealed record, sha256 <code>{{ s.record_digest }}</code>{{ ' (signed)' if s.record_signed else '' }}. Anyone holding the record
 can check it offline, without the model: <code>trainspotter verify {{ s.record or 'record.json' }}</code> replays the blind check
-and the e-process pair by pair and checks every hash (README, "Check an audit").</p>{% endif %}
+and the e-process pair by pair and checks every hash (the user guide, "Check an audit").</p>{% endif %}
 {% if s.baseline_note %}<p><b>e-value and fixed-n p-value.</b> {{ s.baseline_note }}</p>{% endif %}
 {% if bounds %}<p><b>Log-probs that are bounds.</b> {{ bounds }}</p>{% endif %}
 <h2>Wealth trajectory</h2>

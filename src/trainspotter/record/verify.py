@@ -13,29 +13,36 @@ compares the features of a few passages again (``trainspotter.record.requery``).
 from __future__ import annotations
 
 import copy
-import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.record.format import (FORMAT, GENESIS, READABLE, RESULT_FIELDS, SECTIONS, STEP_FIELDS, VERSION,
-                                        batch_digest, file_sha256, record_digest, sha256, state_sha256, text_sha256)
+from trainspotter.record.format import (GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, batch_digest, file_sha256,
+                                        load_record, record_digest, sha256, state_sha256, text_sha256)
 from trainspotter.record.keys import public_hex
 from trainspotter.record.recompute import SIDES, TOLERANCE, check_recomputed, close
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
+
+# The sections the replays read: one changed after sealing makes them disagree (a symptom, not the cause).
+INPUT_SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "start")
+
 
 @dataclass
 class Check:
     name: str
     ok: bool
     detail: str
+    done: bool = True  # False: nothing to check (an unsigned record verified without a public key)
+    cause: bool = False  # a changed input of the replays: the replays that fail too are its symptoms
 
 
 @dataclass
 class Verification:
-    """Every check of one or more records, in order; ``failure``: the first that failed."""
+    """Every check of one or more records, in order; ``failure``: the first that failed; ``cause``: one
+    that explains it (``Check.cause``: alpha edited in the config makes the replays disagree)."""
 
     records: list[dict] = field(default_factory=list)  # path, digest, name, verdict of each record
     checks: list[Check] = field(default_factory=list)
@@ -48,34 +55,15 @@ class Verification:
     def failure(self) -> Check | None:
         return next((c for c in self.checks if not c.ok), None)
 
+    @property
+    def cause(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok and c.cause), None)
+
     def to_dict(self) -> dict:
-        first = self.failure
+        first, cause = self.failure, self.cause
         return {"ok": self.ok, "records": self.records, "checks": [asdict(c) for c in self.checks],
-                "first_failure": None if first is None else asdict(first)}
-
-
-def load_record(path: str | Path) -> dict:
-    """A record read from ``path``; InputError naming the file when it is missing, not JSON
-    (a truncated file), not a trainspotter record or lacking a part."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file, so not an audit record") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not a complete JSON document ({e.msg} at line {e.lineno} column {e.colno}): "
-                         f"truncated, or not an audit record") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise InputError(f"{path}: not a trainspotter audit record (no \"format\": \"{FORMAT}\")")
-    if record.get("version") not in READABLE:
-        raise InputError(f"{path}: record version {record.get('version')!r}; this trainspotter reads "
-                         f"{', '.join(map(str, READABLE))} (writes {VERSION})")
-    missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
-    if missing:
-        raise InputError(f"{path}: the record has no {', '.join(missing)}")
-    return record
+                "first_failure": None if first is None else asdict(first),
+                "cause": None if cause is None else asdict(cause)}
 
 
 def _pairs(record: dict) -> list[dict]:
@@ -87,8 +75,9 @@ def _check_passages(record: dict) -> Check:
         for p in record["passages"][side]:
             if text_sha256(p["text"]) != p["sha256"]:
                 return Check("passages", False, f"passage {side} {p['id']!r}: its text does not match its sha256")
-    n = sum(len(record["passages"][s]) for s in SIDES)
-    return Check("passages", True, f"{n} passage texts match their sha256")
+    n = [len(record["passages"][s]) for s in SIDES]
+    return Check("passages", True, f"the texts of {sum(n)} passages ({n[0]} suspect, {n[1]} held-out) match their "
+                                   f"sha256")
 
 
 def _check_twins(twins: dict) -> Check:
@@ -296,7 +285,8 @@ def _check_chain(record: dict) -> Check:
 def _check_digests(record: dict) -> Check:
     for s in SECTIONS:
         if sha256(record[s]) != record["sections"].get(s):
-            return Check("digest", False, f"section {s!r} does not match its sha256 (changed after sealing)")
+            return Check("digest", False, f"section {s!r} does not match its sha256 (changed after sealing)",
+                         cause=s in INPUT_SECTIONS)
     if record_digest(record) != record["digest"]:
         return Check("digest", False, "the record digest does not match its sections and chain")
     return Check("digest", True, f"every section and the record digest {record['digest'][:16]}… match")
@@ -308,8 +298,9 @@ def _check_signature(record: dict, public_key) -> Check:
 
     sig = record.get("signature")
     if sig is None:
-        return Check("signature", public_key is None, "unsigned record" if public_key is None else
-                     "signature: a public key was given but the record is not signed")
+        return Check("signature", public_key is None, "unsigned record: nothing shows who made it (audit "
+                     "--sign KEY.pem signs one)" if public_key is None else
+                     "signature: a public key was given but the record is not signed", done=False)
     if public_key is not None and public_hex(public_key) != sig.get("public_key"):
         return Check("signature", False, f"signature: made with key {str(sig.get('public_key'))[:16]}…, not the "
                                          f"given public key {public_hex(public_key)[:16]}…")
@@ -333,12 +324,18 @@ def _check_code(record: dict) -> Check:
                                + ("the same" if same else "different (a mismatch may then be the code's)"))
 
 
-def verify_one(record: dict, public_key=None) -> list[Check]:
-    """Every check of one record, in order (the replay checks only with a readable config)."""
+# What ``verify_one`` does, in order: the stages a progress display counts (the replays take longest).
+STAGES = ("texts", "features", "blind check", "model test", "placebo check", "hashes and signature")
+
+
+def verify_one(record: dict, public_key=None, stage: Callable[[str], None] = lambda name: None) -> list[Check]:
+    """Every check of one record, in order (the replay checks only with a readable config);
+    ``stage(name)`` as each of ``STAGES`` begins."""
     from pydantic import ValidationError
 
     from trainspotter.auditing.config import AuditConfig
 
+    stage("texts")
     checks = [_check_passages(record)]
     if "twins" in record["inputs"]:
         checks.append(_check_twins(record["inputs"]["twins"]))
@@ -349,14 +346,19 @@ def verify_one(record: dict, public_key=None) -> list[Check]:
         config = None
     auditor = None
     if config is not None:
+        stage("features")
         checks += [_check_pair_order(record, config), _check_features(record, config)]
+        stage("blind check")
         blind, blind_check = _replay_blind(record, config)
+        stage("model test")
         auditor, model_check = _replay_model(record, config)
         checks += [blind_check, model_check]
         if auditor is not None:
+            stage("placebo check")
             placebo, placebo_check = _replay_placebo(record, config, auditor, blind)
             checks += [placebo_check, _check_result(record, config, auditor, blind, placebo)]
     # The digests before the end state: a changed config names its section, not the state it changed.
+    stage("hashes and signature")
     checks += [_check_digests(record), _check_chain(record)]
     if auditor is not None:
         checks.append(_check_end(record, auditor))
@@ -375,19 +377,24 @@ def _check_link(before: dict, after: dict, k: int) -> Check:
     return Check(name, True, f"record {k + 1} continues record {k}'s chain and e-process state")
 
 
-def verify_records(records: list[tuple[str, dict]], public_key=None) -> Verification:
+def verify_records(records: list[tuple[str, dict]], public_key=None,
+                   progress: Callable[[int, int, str], None] = lambda done, total, now: None) -> Verification:
     """Verify each (path, record) and, for several, that each continues the one before
-    (the runs of a recurring audit, oldest first)."""
-    out = Verification()
+    (the runs of a recurring audit, oldest first); ``progress(stages done, stages, what now)``
+    as each stage of each record begins (``STAGES``), and once at the end."""
+    out, total = Verification(), len(records) * len(STAGES)
     for k, (path, record) in enumerate(records):
+        stage = lambda name, k=k, path=path: progress(k * len(STAGES) + STAGES.index(name), total,  # noqa: E731
+                                                      f"{Path(path).name}: {name}")
         try:
-            checks = verify_one(record, public_key)
+            checks = verify_one(record, public_key, stage)
         except (KeyError, TypeError, IndexError, AttributeError) as e:
             raise InputError(f"{path}: malformed record ({type(e).__name__}: {e})") from None
         prefix = f"{Path(path).name}: " if len(records) > 1 else ""
-        out.checks += [Check(c.name, c.ok, prefix + c.detail) for c in checks]
+        out.checks += [Check(c.name, c.ok, prefix + c.detail, c.done, c.cause) for c in checks]
         out.records.append({"path": str(path), "digest": record.get("digest"), "name": record["header"].get("name"),
                             "verdict": record["result"].get("verdict")})
         if k:
             out.checks.append(_check_link(records[k - 1][1], record, k))
+    progress(total, total, "done")
     return out

@@ -106,7 +106,7 @@ def lookup(top: dict[str, float], piece: str, k: int | None) -> float:
 
 def bound_note(usage: dict | None) -> str | None:
     """How many of the log-probs an API gave are upper bounds (the token not among the top-k
-    the server returns, so the k-th log-prob stands in for it: README, "How reliable"), as
+    the server returns, so the k-th log-prob stands in for it: docs/guide/reliability.md), as
     one sentence; None where every one was a value or no log-prob was read."""
     usage = usage or {}
     bounds, values = usage.get("logprob_bounds", 0), usage.get("logprob_values", 0)
