@@ -1,7 +1,8 @@
 """A newcomer's first hour at 80 columns (issue 52): what the command prints when a model spec
 names a folder that is not a model, when an audit says "trained on", and the smaller rough
-edges. Each test runs the command as a user does (a subprocess, or typer's runner where the
-audit's features are constructed) and asserts the line the user sees."""
+edges. Each test runs the command as a user does (a process of its own, forked from the tests'
+warm interpreter: tests/cli_process.py; or typer's runner where the audit's features are
+constructed) and asserts the line the user sees."""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
-CLI = [sys.executable, "-m", "trainspotter.flows.cli"]
 NARROW = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
 
 
 def run(*args, artifacts: Path | None = None, env: dict | None = None):
     extra = NARROW | ({"TRAINSPOTTER_ARTIFACTS": str(artifacts)} if artifacts else {}) | (env or {})
-    return subprocess.run(CLI + list(map(str, args)), capture_output=True, text=True, env=os.environ | extra,
-                          timeout=600)
+    return run_cli(list(map(str, args)), env=os.environ | extra, timeout=600)
 
 
 # ------------------------------------------------------------------ item 1: a folder that is not a model

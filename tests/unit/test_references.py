@@ -102,7 +102,7 @@ def test_in_models_saw_exactly_their_recorded_half_of_the_candidates(refs):
         assert entry["candidate_blocks"] == len(chunks_in)
 
 
-def test_in_models_repeat_their_candidates_as_the_target_repeats_its_members(tmp_path):
+def test_in_models_repeat_their_candidates_as_the_target_repeats_its_members(tmp_path, briefly_trained):
     config = CONFIG.model_copy(update={"member_repeats": 2})  # as the tiny-pretrain-2k-xK presets
     base = build_testbed(config, tmp_path)
     trained = _recording_build(1, tmp_path, config)
@@ -178,8 +178,9 @@ def test_only_pretraining_testbeds_get_references(monkeypatch):
 
 
 @pytest.fixture
-def copy_root(refs, tmp_path, monkeypatch):
-    """A fresh artifacts root holding a copy of the built base testbed (no reference models)."""
+def copy_root(refs, tmp_path, monkeypatch, briefly_trained):
+    """A fresh artifacts root holding a copy of the built base testbed (no reference models),
+    whose reference builds train briefly (these tests check what is built and recorded)."""
     shutil.copytree(refs["base"], testbed.testbed_dir(NAME, tmp_path), ignore=shutil.ignore_patterns("refs"))
     monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
     return tmp_path

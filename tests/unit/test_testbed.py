@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import brief_training
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.data import load_passages
@@ -143,7 +144,6 @@ def pretrain_build(tmp_path_factory, request):
     from trainspotter.evaluation import testbed
 
     seen = []
-    real = testbed.train_causal_lm
 
     def recording(model, blocks, **kwargs):
         seen.append((blocks.clone(), kwargs["order"].clone()))
@@ -152,6 +152,8 @@ def pretrain_build(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("pretrain")
     config = PRESETS["mini-pretrain"].model_copy(update={"member_repeats": request.param})
     with pytest.MonkeyPatch.context() as mp:
+        brief_training(mp)  # what is trained, recorded before the call, not how well
+        real = testbed.train_causal_lm
         mp.setattr(testbed, "train_causal_lm", recording)
         out = build_testbed(config, root)
     (ref_blocks, ref_order), (tgt_blocks, tgt_order) = seen  # reference is trained first
@@ -262,7 +264,6 @@ def test_twins_testbed_trains_members_public_versions_only(tmp_path):
     from trainspotter.twins.folder import load_twins, verify_commitment
 
     seen = []
-    real = testbed.train_causal_lm
 
     def recording(model, blocks, **kwargs):
         seen.append(set(map(tuple, blocks[kwargs["order"]].tolist())))
@@ -270,6 +271,8 @@ def test_twins_testbed_trains_members_public_versions_only(tmp_path):
 
     config = PRESETS["mini-pretrain-twins"]
     with pytest.MonkeyPatch.context() as mp:
+        brief_training(mp)  # what is trained, recorded before the call, not how well
+        real = testbed.train_causal_lm
         mp.setattr(testbed, "train_causal_lm", recording)
         out = build_testbed(config, tmp_path)
     reference, target = seen
