@@ -4,7 +4,8 @@ For data not yet released, every passage is rewritten k ≥ 2 times (``make``), 
 own secret key by a rewriter (``rewriter``: what one is; ``lexical``: keyed word choices;
 ``generative``: a model's watermarked paraphrases; ``gate``: the MiniLM similarity of the quality
 gate); per passage one variant, drawn at random, is released and the others are kept, and the
-folder commits to the draw (``folder``). A twins audit pairs each public version with its private
+folder commits to the draw (``folder``), which derives from the owner's secret and a public random
+value that appeared after the commitment (``beacon``). A twins audit pairs each public version with its private
 twins (``rounds``); under H0 the two are exchangeable because the draw was random.
 """
 
@@ -18,6 +19,7 @@ _PUBLIC = {
     "lexical": ("KeyedLexicalRewriter",),
     "generative": ("HFRewriter", "OpenAIRewriter", "TableRewriter", "make_rewriter"),
     "gate": ("minilm_similarity",),
+    "beacon": ("Beacon", "TEST_BEACON", "derive", "parse_beacon"),
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = sorted(_WHERE)
