@@ -208,8 +208,7 @@ def release_cmd(folder: Path = typer.Argument(..., help="A folder made by twins 
     proof = prove_folder(folder)
     info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k, "beacon": value.to_dict(),
             "commitment": proof.commitment, "draw": proof.status,
-            "files": {f: {"sha256": twins.manifest["files"].get(f, _sha256(folder / f)), "who": who}
-                      for f, who in WHO.items()}}
+            "files": {f: {"sha256": _sha256(folder / f), "who": who} for f, who in WHO.items()}}
     if json_out:
         return emit_json(info)
     out = Console()
@@ -273,8 +272,9 @@ def _print_verified(folder: Path, proof, passages: int, k: int, private: bool) -
     if proof.status != "shown":
         say(f"the draw DOES NOT hold: {proof.reason}")
         return
-    say(f"checked from public.jsonl and manifest.json{' and private.jsonl' if private else ''}: {proof.reason}"
-        + (f"; the commitment is the one pinned (--commitment)" if proof.pinned else ""))
+    files = "public.jsonl, manifest.json and private.jsonl" if private else "public.jsonl and manifest.json"
+    say(f"checked from {files}: {proof.reason}"
+        + ("; the commitment is the one pinned (--commitment)" if proof.pinned else ""))
     say("not checked: " + ("keys.json (never read)" if private else "the private versions (private.jsonl is not "
                            "here; keys.json is never read)")
         + ("" if proof.pinned else "; that this commitment is the one published (pin it with --commitment HEX)"))

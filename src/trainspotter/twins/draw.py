@@ -161,7 +161,10 @@ def prove(manifest: dict, public: dict[str, str], private: dict[str, dict[int, t
     except (KeyError, TypeError, ValueError, AttributeError):
         return _failed("the manifest records no complete beacon draw (beacon, secret and salts)", **known)
     known |= {"beacon_source": beacon.source}
-    problem = _reopen(section, beacon, secret, salts, public, private or {})
+    try:
+        problem = _reopen(section, beacon, secret, salts, public, private or {})
+    except (KeyError, TypeError, ValueError, IndexError):
+        problem = "the commitment does not hold k hashes per passage, the secret's digest and the round"
     if problem:
         return _failed(problem, **known)
     n = sum(len(v) for v in (private or {}).values())
