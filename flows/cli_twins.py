@@ -212,8 +212,8 @@ def release_cmd(folder: Path = typer.Argument(..., help="A folder made by twins 
     if json_out:
         return emit_json(info)
     out = Console()
-    out.print(f"{folder}: {len(twins.ids)} passages, k = {twins.k}, public versions drawn from beacon round "
-              f"{value.round} ({value.source})", markup=False, highlight=False)
+    out.print(f"{folder}: {len(twins.ids)} passages, k = {twins.k}; public versions drawn from beacon round "
+              f"{value.round}, {value.source}", markup=False, highlight=False)
     for f, who in WHO.items():
         out.print(f"{folder / f}: {who}", markup=False, highlight=False)
     _print_rests_on(out, proof)
@@ -292,9 +292,9 @@ def _verify_legacy(folder: Path, pinned: str | None, salt: str | None, json_out:
                          f"private.jsonl shows: nothing to check from public.jsonl alone")
     twins = load_twins(folder)
     digest = twins.manifest["commitment"]["digest"]
-    problem = (f"its commitment {digest[:16]}… is not the pinned {pinned[:16]}…" if pinned not in (None, digest) else
-               "its commitment DOES NOT hold for the draw the files hold" if salt and not verify_commitment(folder, salt)
-               else None)
+    problem = (f"its commitment {digest[:16]}… is not the pinned {pinned[:16]}…" if pinned not in (None, digest)
+               else "its commitment DOES NOT hold for the draw the files hold"
+               if salt and not verify_commitment(folder, salt) else None)
     info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k, "status": "failed" if problem else
             "unproven", "commitment": digest, "commitment_checked": salt is not None and problem is None}
     opened = (problem or ("its commitment holds for the draw the files hold" if salt else

@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -167,8 +168,35 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
         if model == "released":  # what it rests on: the draw, the commitment and the round it names
             assert (f"That rests on one fact no file shows: commitment {made['commitment']} was public before beacon "
                     f"round 1;") in result["explanation"]
+            _unproven_needs_your_word(twins, path, tmp_path)
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
+
+
+def _unproven_needs_your_word(twins, model, tmp_path):
+    """The same draw in a folder made before twins release (version 1: nothing shows it random), as
+    a user reads the audit at 80 columns: the model's test rejects, the draw guard makes it
+    inconclusive and says what to do (exit 3); vouching for the draw (--assume-exchangeable) makes
+    it "trained on", resting on the auditor's word."""
+    from trainspotter.evaluation.framing import write_legacy
+
+    folder = write_legacy(twins, twins.public, tmp_path / "legacy")
+    env = os.environ | {"COLUMNS": "80"}
+    out = run("audit", "--twins", str(folder), "--model", f"hf:{model}", "--alpha", "0.01", env=env)
+    text = " ".join(re.sub("[│┃]", " ", out.stdout).split())  # a table cell's wrapped lines read as one
+    assert out.returncode == 3 and "inconclusive: the twins draw is not shown random" in text, out.stdout
+    assert ("nothing shows that the public versions were drawn at random: the folder was made before twins release: "
+            "its commitment (sha256(salt ‖ draw)) shows the draw was fixed at twins make, not that nobody chose it. "
+            "Public versions chosen by a model's preference (the target's own, or the target's over a reference's) "
+            "make this test reject about a model that saw none of them, and the placebo check does not catch every "
+            "such choice (benchmarks/results/framing.md). What to do: release twins with a beacon (`twins make "
+            "--beacon-round N`, publish the commitment, then `twins release --beacon`) and audit those; if you know "
+            "this draw was random, say so with --assume-exchangeable and the verdict rests on your word.") in text
+    out = run("audit", "--twins", str(folder), "--model", f"hf:{model}", "--alpha", "0.01", "--assume-exchangeable",
+              env=env)
+    text = " ".join(re.sub("[│┃]", " ", out.stdout).split())
+    assert out.returncode == 0 and "reject H0: trained on" in text, out.stdout
+    assert ("you vouched for it (--assume-exchangeable), so the verdict rests on your word, not on a draw.") in text
 
 
 def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_one_error_line(tmp_path):

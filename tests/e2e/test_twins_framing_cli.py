@@ -16,7 +16,7 @@ import re
 import shutil
 
 import pytest
-from test_twins_cli import ROUND, make_and_release, run
+from test_twins_cli import ROUND, run
 
 from trainspotter.twins.beacon import TEST_BEACON
 
@@ -25,12 +25,21 @@ MODEL, REFERENCE = "testbed:mini", "testbed:mini/reference"
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory, mini_testbed):
-    """An honest release: twins (k = 2) of the 160 passages the mini target never saw."""
+    """A release made as `twins make` and `twins release` make it: twins (k = 2) of the 160 passages
+    the mini target never saw, by an attacker who knows the blind check reads a keyed rewriter's
+    dataset-wide word choices and so keys each passage's variants alone (``PerPassageKeys``)."""
+    from trainspotter.evaluation.testbed_twins import PerPassageKeys
+    from trainspotter.twins.folder import write_twins
+    from trainspotter.twins.lexical import KeyedLexicalRewriter
+    from trainspotter.twins.make import make_twins
+    from trainspotter.twins.release import release_twins
+
     root = tmp_path_factory.mktemp("framing")
-    data = root / "unseen.jsonl"
-    data.write_text("".join((mini_testbed / f"{s}.jsonl").read_text() for s in ("heldout", "nonmember")))
-    made = make_and_release(data, root / "honest", "--no-similarity")
-    return root, made
+    passages = [json.loads(line) for s in ("heldout", "nonmember")
+                for line in (mini_testbed / f"{s}.jsonl").read_text().splitlines()]
+    twins = make_twins(passages, 2, PerPassageKeys(KeyedLexicalRewriter()), beacon_round=TEST_BEACON.round)
+    release_twins(write_twins(twins, root / "honest"), TEST_BEACON)
+    return root, {"commitment": twins.manifest["commitment"]["digest"]}
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +60,21 @@ def _audit(folder, *extra) -> tuple[dict, str]:
     assert out.returncode in (0, 3), out.stderr
     sealed = json.loads(record.read_text())
     result = sealed["result"] | {"draw": sealed["inputs"]["twins"]["draw"]}
-    text = " ".join(out.stdout.split())
+    text = " ".join(re.sub("[│┃]", " ", out.stdout).split())  # a table cell's wrapped lines read as one
     assert (out.returncode == 3) == (result["verdict"] == "inconclusive")
     assert ("reject H0: trained on" in text) == (result["verdict"] == "trained on")
     return result, text
 
 
-UNPROVEN = re.compile(r"Inconclusive: the model's test rejected \(e-value \S+ after \d+ pairs ≥ 1/α = 20\), but "
+UNPROVEN = re.compile(r"Inconclusive: the model's test rejected \(e-value \(\S+ after \d+ pairs\) ≥ 1/α = 20\), but "
                       r"nothing shows that the public versions were drawn at random: the folder was made before twins "
                       r"release: its commitment \(sha256\(salt ‖ draw\)\) shows the draw was fixed at twins make, not "
                       r"that nobody chose it\. Public versions chosen by a model's preference")
 
 
 def test_a_version_1_folder_chosen_by_the_targets_preference_frames_no_one(released, prefers):
-    """Each audit is inconclusive or "no evidence": the draw guard where the model's test rejects
-    (its explanation as asserted), or the blind check where the texts alone tell the chosen
-    versions apart (a keyed rewriter's words can give a model's choice away)."""
+    """Measured on the code before (gray, no reference): "trained on", e ≈ 22 within 19 pairs. Now
+    inconclusive or "no evidence", whichever audit."""
     from trainspotter.evaluation.framing import choose, write_legacy
     from trainspotter.twins.folder import load_twins
 
@@ -76,11 +84,11 @@ def test_a_version_1_folder_chosen_by_the_targets_preference_frames_no_one(relea
     for extra in ([], ["--reference", REFERENCE], ["--access", "black"]):
         result, text = _audit(folder, *extra)
         assert result["verdict"] != "trained on" and result["draw"]["status"] == "unproven", (extra, text)
-        if result["guard"] == "draw":
-            assert "inconclusive: the twins draw is not shown random" in text  # the decision, in words
-            assert UNPROVEN.search(text), text
-        else:
-            assert result["guard"] in ("blind", "placebo") or not result["model_reject"], (extra, result["guard"])
+        # the texts alone may give a model's choice away (the blind check); where they do not, the draw guard
+        assert result["guard"] in ("draw", "placebo", "blind") if result["model_reject"] else \
+            result["guard"] in (None, "blind")
+        if result["guard"] == "draw":  # what a user reads: the decision in words, and the explanation
+            assert "inconclusive: the twins draw is not shown random" in text and UNPROVEN.search(text), text
 
 
 def test_a_choice_of_the_targets_preference_over_its_references_passes_the_placebo_check_but_frames_no_one(
@@ -93,11 +101,11 @@ def test_a_choice_of_the_targets_preference_over_its_references_passes_the_place
     root, _ = released
     twins = load_twins(root / "honest")
     folder = write_legacy(twins, choose(twins, prefers["target over reference"]), root / "legacy-relative")
-    result, text = _audit(folder, "--reference", REFERENCE)
-    assert result["verdict"] != "trained on", text
-    assert result["guard"] in ("draw", "blind") if result["model_reject"] else result["guard"] in (None, "blind")
+    result, text = _audit(folder, "--reference", REFERENCE)  # before: e ≈ 26 within 17 pairs, placebo e 0.11
+    assert result["verdict"] != "trained on" and result["guard"] in (None, "draw", "blind"), text
 
 
+@pytest.mark.slow
 def test_a_forged_draw_is_inconclusive_whatever_the_model_shows(released, prefers):
     from trainspotter.evaluation.framing import choose, forge
     from trainspotter.twins.folder import load_twins
@@ -116,11 +124,12 @@ def test_a_forged_draw_is_inconclusive_whatever_the_model_shows(released, prefer
     for extra in ([], ["--access", "black"]):
         result, text = _audit(folder, *extra)
         assert (result["verdict"], result["draw"]["status"]) == ("inconclusive", "failed"), text
-        assert result["guard"] == "blind" or line in text, text
+        assert result["guard"] == "draw" and line in text, text
     out = run("twins", "verify", str(folder), "--commitment", made["commitment"])
     assert out.returncode == 1 and "the draw DOES NOT hold: passage" in out.stdout
 
 
+@pytest.mark.slow
 def test_a_new_secret_tried_against_a_public_round_fails_against_the_published_commitment(released, prefers):
     from trainspotter.evaluation.framing import regrind
 
@@ -129,7 +138,7 @@ def test_a_new_secret_tried_against_a_public_round_fails_against_the_published_c
     assert json.loads((folder / "manifest.json").read_text())["commitment"]["round"] == int(ROUND)
     result, text = _audit(folder, "--reference", REFERENCE, "--commitment", made["commitment"])
     assert (result["verdict"], result["draw"]["status"]) == ("inconclusive", "failed"), text
-    assert result["guard"] == "blind" or f"is not the pinned {made['commitment'][:16]}…" in text
+    assert result["guard"] == "draw" and f"is not the pinned {made['commitment'][:16]}…" in text
     out = run("twins", "verify", str(folder))  # unpinned it re-derives: what it rests on is then false
     assert out.returncode == 0 and "rests on: commitment " in out.stdout
     assert run("twins", "verify", str(folder), "--commitment", made["commitment"]).returncode == 1

@@ -207,7 +207,7 @@ def _blind(fired=False):
     (False, "unproven", False, False, ("no evidence", None)),  # a guard turns only a rejection into inconclusive
     (True, "failed", False, False, ("inconclusive", "draw")),
     (False, "failed", False, False, ("inconclusive", "draw")),  # evidence of tampering: whatever the model says
-    (True, "failed", True, False, ("inconclusive", "blind")),
+    (True, "failed", True, False, ("inconclusive", "draw")),  # tampering said before what the texts show
     (True, "unproven", False, True, ("inconclusive", "placebo")),
 ])
 def test_decide_with_a_draw(model_reject, draw, blind, placebo, want):
@@ -239,7 +239,8 @@ def test_an_inconclusive_draw_says_why_and_what_to_do():
                            "public versions were drawn at random: the folder was made before twins release. Public "
                            "versions chosen by a model's preference")
     assert "release twins with a beacon (`twins make --beacon-round N`" in text
-    failed = DrawProof(status="failed", reason="passage 'p5': the public text is variant 1, but the draw names variant 0")
+    failed = DrawProof(status="failed", reason="passage 'p5': the public text is variant 1, but the draw names "
+                                                "variant 0")
     assert explain("inconclusive", _blind(), 0.05, guard="draw", twins=True, draw=failed) == (
         "Inconclusive: the twins folder's draw does not hold: passage 'p5': the public text is variant 1, but the draw "
         "names variant 0. The public versions may have been chosen rather than drawn, so the audit cannot rest on "

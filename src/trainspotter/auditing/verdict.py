@@ -61,25 +61,26 @@ def decide(model_reject: bool, evidence: bool, blind: BlindResult, placebo: Plac
     """The verdict and the guard that stands in the way of "trained on" (None: none).
     ``evidence``: the model's e-value reached the guards' 1/α (for one audit, the same as
     ``model_reject``; for one of K suspect sets, what e-BH may reject on). The blind check makes
-    the verdict inconclusive whatever the model says (the sets are not exchangeable), and so does
-    a twins draw that ``failed`` to re-derive (``draw``; the public versions may have been chosen);
+    the verdict inconclusive whatever the model says (the sets are not exchangeable), and so does,
+    before it, a twins draw that ``failed`` to re-derive (``draw``; the public versions may have
+    been chosen);
     the placebo check, a twins draw ``unproven`` random (which a choice by a model's preference
     passes, measured: ``benchmarks/results/framing.md``), and without a placebo model an audit of
     fewer than ``unguarded_min_pairs`` available pairs stand in the way only of evidence. None of
     them reads the model's evidence, so each can only turn a rejection into "inconclusive", never
     the other way."""
     guard: Guard | None = None
-    if blind.fired:
-        guard = "blind"
-    elif draw == "failed":
+    if draw == "failed":  # evidence of tampering, said first: more specific than what the texts show
         guard = "draw"
+    elif blind.fired:
+        guard = "blind"
     elif evidence and placebo.fired:
         guard = "placebo"
     elif evidence and draw == "unproven":
         guard = "draw"
     elif evidence and placebo.model is None and blind.pairs_available < unguarded_min_pairs:
         guard = "small"
-    if guard == "blind" or (guard == "draw" and draw == "failed") or (model_reject and guard):
+    if guard == "blind" or draw == "failed" or (model_reject and guard):
         return "inconclusive", guard
     return ("trained on" if model_reject else "no evidence"), guard
 

@@ -99,9 +99,8 @@ def _check_twins(record: dict):
     from trainspotter.twins.draw import DrawProof, prove
     from trainspotter.twins.rounds import passage_of
 
-    twins = record["inputs"]["twins"]
-    manifest = Path(twins["path"]) / "manifest.json"
-    if twins["manifest_sha256"] is not None and manifest.is_file() and file_sha256(manifest) != twins["manifest_sha256"]:
+    twins, manifest = record["inputs"]["twins"], Path(record["inputs"]["twins"]["path"]) / "manifest.json"
+    if twins["manifest_sha256"] and manifest.is_file() and file_sha256(manifest) != twins["manifest_sha256"]:
         return None, Check("twins", False, f"{manifest}: not the manifest the audit read (sha256 differs)")
     if twins.get("draw") is None:  # an audit from before the draw was checked (or of passages without a folder)
         return None, Check("twins", twins["commitment"] is not None, "no commitment recorded: nothing shows the "
@@ -113,8 +112,9 @@ def _check_twins(record: dict):
     for p in record["passages"]["heldout"] if proof and proof["salts"] else ():
         i, j = passage_of(p["id"])
         private.setdefault(i, {})[j] = (p["text"], bytes.fromhex(proof["salts"].get(p["id"], "")))
+    public = {p["id"]: p["text"] for p in record["passages"]["suspect"]}
     again = DrawProof(status="unproven", reason="no folder bound the draw") if proof is None else prove(
-        proof["manifest"], {p["id"]: p["text"] for p in record["passages"]["suspect"]}, private or None, recorded.pinned)
+        proof["manifest"], public, private or None, recorded.pinned)
     if (again.status, again.commitment, again.round) != (recorded.status, recorded.commitment, recorded.round):
         return recorded, Check("twins", False, f"draw: recorded {recorded.status!r}, re-derived from the record "
                                                f"{again.status!r} ({again.reason})")

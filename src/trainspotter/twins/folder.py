@@ -2,8 +2,9 @@
 
 For data not yet released, every passage is rewritten k ≥ 2 times, keeping its meaning; per
 passage one variant, drawn uniformly at random from a public random value that appeared after the
-owner committed to every variant (``twins.draw``), is released (the public version) and the others are kept (the private versions). Under H0 "the model was trained
-on no version of these passages" the public and the private versions of a passage are
+owner committed to every variant (``twins.draw``), is released (the public version) and the others
+are kept (the private versions). Under H0 "the model was trained on no version of these passages"
+the public and the private versions of a passage are
 exchangeable *because the draw was random*: whatever the rewriter did, which variant a model
 could have seen was decided by a fair die, independent of every model. An audit then pairs each
 passage's public version (suspect side) with its private twins (held-out side; ``twins.rounds``), and the
@@ -352,7 +353,7 @@ def verify_commitment(folder: str | Path, salt: str | bytes | None = None) -> bo
         section = twins.manifest["commitment"]
         hashes = dict((i, h) for i, h in section["variants"])
         return commitment_digest(section) == section["digest"] and list(hashes) == twins.ids and all(
-            hmac.compare_digest(variant_hash(twins.salts[i][j], t), hashes[i][j])
+            hmac.compare_digest(variant_hash(twins.salts[i].get(j, b""), t), hashes[i][j])
             for i in twins.ids for j, t in twins.variants[i].items())
     if isinstance(salt, str):
         try:
