@@ -20,13 +20,13 @@ from trainspotter.assets import AssetMissing
 from trainspotter.auditing.verdict import format_e
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
-from trainspotter.flows.cli_common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, DASK_ADDRESS, FEATURES_HELP, JSON,
-                                           LAMBDA_MAX_HELP, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH,
+from trainspotter.flows.cli_common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, COMMITMENT, DASK_ADDRESS, FEATURES_HELP,
+                                           JSON, LAMBDA_MAX_HELP, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH,
                                            SCORER_HELP, SEED, SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP,
                                            TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
-                                           decision, edge_specs, emit_json, folded_table, hide_explained_failures,
-                                           input_error, progress_lines)
+                                           commitment_digest, decision, edge_specs, emit_json, folded_table,
+                                           hide_explained_failures, input_error, progress_lines)
 from trainspotter.flows.cli_stats import simulate_cmd, test_cmd
 from trainspotter.flows.cli_testbed import testbed_app
 from trainspotter.flows.cli_verify import RECORD, SIGN, print_record, record_options, verify_cmd, write_record
@@ -175,6 +175,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
                                                           "--suspect and --heldout: each passage's public version "
                                                           "against its private twins (--twins-private)."),
           twins_private: Optional[TwinsPrivate] = TWINS_PRIVATE,
+          commitment: Optional[str] = COMMITMENT,
           model: str = MODEL,
           reference: Optional[list[str]] = REFERENCE,
           access: Access = choice(Access, "access", "gray", ACCESS_HELP),
@@ -204,7 +205,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           assume_exchangeable: bool = typer.Option(
               False, "--assume-exchangeable", help="Vouch that the held-out passages are a random part of the suspect set's own "
                           "collection: without a placebo model, a small audit may then say trained on "
-                          f"(otherwise it needs {UNGUARDED_MIN_PAIRS} pairs)."),
+                          f"(otherwise it needs {UNGUARDED_MIN_PAIRS} pairs); of twins whose draw the folder does "
+                          "not show random, the verdict then rests on your word."),
           tracking_uri: Optional[str] = TRACKING_URI,
           dask_address: Optional[str] = DASK_ADDRESS,
           refresh: bool = REFRESH,
@@ -223,8 +225,9 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
     if twins is not None and (suspect or heldout is not None):
         raise InputError("option --twins: replaces --suspect and --heldout (the public and private versions of "
                          "the folder's passages); give one or the other")
-    if twins is None and twins_private is not None:
-        raise InputError("option --twins-private: applies to a twins audit only; give --twins DIR")
+    for option, value in (("twins-private", twins_private), ("commitment", commitment)):
+        if twins is None and value is not None:
+            raise InputError(f"option --{option}: applies to a twins audit only; give --twins DIR")
     if twins is None and (not suspect or heldout is None):
         raise InputError(f"option --{'suspect' if not suspect else 'heldout'}: missing; give --suspect FILE and "
                          f"--heldout FILE, or --twins DIR")
@@ -240,7 +243,8 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
         from trainspotter.loop.inputs import check_inputs
         from trainspotter.loop.sets import AuditSetsConfig, check_sets
 
-        sides = {"twins": str(twins)} | ({"twins_private": twins_private.value} if twins_private else {}) \
+        sides = {"twins": str(twins), "twins_commitment": commitment_digest(commitment)} | (
+            {"twins_private": twins_private.value} if twins_private else {}) \
             if twins is not None else {"suspect": str(suspect[0]), "heldout": str(heldout)}
         config = AuditConfig(name=name, **sides, model=model,
                              reference=reference, access=access.value, features=FEATURE_SETS[features.value],

@@ -59,6 +59,8 @@ REFERENCE = typer.Option(None, help="Reference model spec (same forms as --model
                                     "the first gives RefL and EZ, two or more add the *_refs_* features.")
 TESTBED_HELP = "Testbed preset, built if needed"
 MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per audit.")
+COMMITMENT = typer.Option(None, help="A twins folder's commitment digest (hex) as you saw it published: a folder "
+                                     "with another one fails.")
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
                                        "need the same trainspotter and the model files).")
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"
@@ -338,7 +340,16 @@ def hide_explained_failures() -> None:
 DECISIONS = {"trained on": "[red]trained on[/red]", "no evidence": "[green]no evidence[/green]"}
 # Why an inconclusive verdict is (AuditResult.guard): the decision column says it in words.
 GUARDS = {"blind": "held-out differs from suspect", "placebo": "a model that saw neither set tells them apart",
-          "small": "too few pairs to rule out a shift"}
+          "small": "too few pairs to rule out a shift", "draw": "the twins draw is not shown random"}
+
+
+def commitment_digest(value: str | None) -> str | None:
+    """The --commitment option's value, checked: a sha256 digest (64 hex digits), lower case."""
+    import re
+
+    if value is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+        raise InputError(f"option --commitment: {value!r} is not a sha256 digest (64 hex digits)")
+    return value.lower() if value else None
 
 
 def decision(r: dict) -> str:

@@ -1,7 +1,8 @@
-"""`trainspotter twins`: make twins of passages not yet released (trainspotter.twins), and check
-a folder's commitment. The library call runs here, not in a Prefect flow or task: the draw and
-the keys must never land in an orchestrator's result store or cache, and there is nothing to
-cache or retry (a second draw over the same passages is what the commitment rules out)."""
+"""`trainspotter twins`: make twins of passages not yet released and commit to them (make), draw the
+public versions from a beacon round (release), and check a folder's draw from what was published
+(verify; trainspotter.twins). The library calls run here, not in a Prefect flow or task: the keys
+and the secret must never land in an orchestrator's result store or cache, and there is nothing
+to cache or retry (a second draw over the same passages is what the commitment rules out)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import typer
 from rich.console import Console
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import JSON, Typer, count_progress, emit_json, folded_table
+from trainspotter.flows.cli_common import (COMMITMENT, JSON, Typer, commitment_digest, count_progress, emit_json,
+                                           folded_table)
 
 twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, one drawn at random to "
                        "publish, the others kept, so that a later audit (audit --twins DIR) is exchangeable "
@@ -22,14 +24,21 @@ twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, 
 DEFAULT_UNIT = "sentence"  # a generative rewriter's: how the measured generative testbed was made
 WHO = {"public.jsonl": "release", "manifest.json": "publish with it (no secrets)",
        "private.jsonl": "keep secret", "keys.json": "keep secret"}
+WHO_COMMITTED = {"manifest.json": "publish it (or its commitment) now", "variants.jsonl": "keep secret",
+                 "keys.json": "keep secret"}
+BEACON_ROUND = typer.Option(None, "--beacon-round", help="The beacon round whose random value will draw the public "
+                                                         "versions (twins release --beacon): one that comes after "
+                                                         "you publish the commitment, e.g. drand quicknet's round an "
+                                                         "hour from now.")
 
 
-@twins_app.command("make", short_help="Rewrite each passage k times and draw the public version.")
+@twins_app.command("make", short_help="Rewrite each passage k times and commit to the variants.")
 def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protect: JSONL, Parquet, CSV, txt, a "
                                                              "folder of txt files or a saved HF dataset (as "
                                                              "audit's --suspect); several files are joined."),
-             out: Path = typer.Option(..., "--out", help="New folder for public.jsonl, private.jsonl, keys.json "
-                                                         "and manifest.json."),
+             out: Path = typer.Option(..., "--out", help="New folder for variants.jsonl, keys.json and "
+                                                         "manifest.json."),
+             beacon_round: Optional[int] = BEACON_ROUND,
              k: int = typer.Option(2, "-k", "--k", help="Variants per passage (≥ 2): one public, k-1 private."),
              rewriter: str = typer.Option("lexical", help="lexical (keyed WordNet rewriter, CPU-cheap), a local "
                                                           "model hf:PATH or testbed:NAME (paraphrases with a "
@@ -60,15 +69,19 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
              json_out: bool = JSON) -> None:
     """Rewrite each passage k times (default: the keyed lexical rewriter, WordNet alternatives, each
     variant's secret key choosing consistently across the dataset; --rewriter hf:PATH: a model's
-    paraphrases, each variant watermarked with its own key), draw per passage with a cryptographic
-    generator which variant is public, and write the folder with a commitment to the draw. Release
-    public.jsonl (and manifest.json); keep private.jsonl and keys.json secret."""
+    paraphrases, each variant watermarked with its own key) and write the folder with a commitment
+    to every variant, a secret and the beacon round that will draw the public versions. Publish the
+    commitment before that round; then `twins release DIR --beacon ROUND:HEX`."""
     from trainspotter.features.perturb import wordnet_root
     from trainspotter.twins.folder import write_twins
     from trainspotter.twins.generative import GenerativeRewriter, make_rewriter
     from trainspotter.twins.make import GATES, make_twins
 
     _check_options(k, rate, max_edit_rate, min_similarity, unit, out)
+    if beacon_round is None or beacon_round < 0:
+        raise InputError("option --beacon-round: " + ("missing" if beacon_round is None else f"{beacon_round} < 0")
+                         + "; the round of a public randomness beacon (e.g. drand) whose value will draw the public "
+                           "versions, one that comes after you publish the commitment")
     try:
         rewriter_ = make_rewriter(rewriter, unit or DEFAULT_UNIT, rate=rate, senses=senses)
     except InputError as e:
@@ -91,7 +104,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
         name: value for name, value in (("max_edit_rate", max_edit_rate), ("min_similarity", min_similarity))
         if value is not None}
     with count_progress("passages rewritten", len(rows), transient=json_out) as progress:
-        twins = make_twins(rows, k, rewriter_, similarity=similarity, progress=progress, **gate)
+        twins = make_twins(rows, k, rewriter_, beacon_round=beacon_round, similarity=similarity,
+                           progress=progress, **gate)
     if not twins.ids:
         if generative:
             raise InputError(f"{passages[0]}: no passage got {k} variants that pass the gate (--max-edit-rate "
@@ -103,8 +117,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     m = twins.manifest
     summary = {"out": str(out.resolve()), "k": k, "passages": m["passages"], "skipped": m["skipped"],
                "rewriter": m["rewriter"], "redrawn": m["redrawn"], "quality": m["quality"],
-               "commitment": m["commitment"]["digest"],
-               "files": {f: {"sha256": m["files"].get(f), "who": WHO[f]} for f in WHO}}
+               "commitment": m["commitment"]["digest"], "beacon_round": beacon_round,
+               "files": {f: {"sha256": m["files"].get(f), "who": WHO_COMMITTED[f]} for f in WHO_COMMITTED}}
     if json_out:
         return emit_json(summary)
     _print_made(m, out, k)
@@ -154,30 +168,135 @@ def _print_made(m: dict, out: Path, k: int) -> None:
         out_console.print(f"{len(m['skipped'])} passages skipped (no {k} distinct variants), e.g. "
                           f"{m['skipped'][0]['id']!r}: not in the folder, not covered by a twins audit.",
                           markup=False, highlight=False)
-    for f, who in WHO.items():
+    for f, who in WHO_COMMITTED.items():
         out_console.print(f"{out / f}: {who}", markup=False, highlight=False)
-    out_console.print(f"commitment to the draw: {m['commitment']['digest']} (publish it with public.jsonl)",
+    c = m["commitment"]
+    out_console.print(f"Publish the commitment before beacon round {c['round']} exists; once it does: "
+                      f"trainspotter twins release {out} --beacon {c['round']}:HEX (or its drand JSON)",
                       markup=False, highlight=False)
+    out_console.print(f"commitment: {c['digest']}", markup=False, highlight=False, soft_wrap=True)
 
 
-@twins_app.command("verify", short_help="Check a twins folder and the commitment to its draw.")
-def verify_cmd(folder: Path = typer.Argument(..., help="A twins folder (twins make --out)."),
-               salt: Optional[str] = typer.Option(None, help="The revealed salt (hex); without it, the folder's "
-                                                             "keys.json."),
+@twins_app.command("release", short_help="Draw the public versions from a beacon round.")
+def release_cmd(folder: Path = typer.Argument(..., help="A folder made by twins make, not yet released."),
+                beacon: Optional[str] = typer.Option(None, help="The beacon round the commitment names, once it "
+                                                                "exists: ROUND:HEX (its 64 hex digits of randomness) "
+                                                                "or a drand round saved as JSON."),
+                json_out: bool = JSON) -> None:
+    """Draw each passage's public version from the folder's secret and the beacon round its
+    commitment names, and write public.jsonl (release it with manifest.json, which now reveals the
+    secret and the public versions' salts) and private.jsonl (keep it). Once per folder."""
+    from trainspotter.twins.beacon import TEST_BEACON, parse_beacon
+    from trainspotter.twins.folder import prove_folder
+    from trainspotter.twins.release import release_twins
+
+    if beacon is None:
+        raise InputError("option --beacon: missing; the beacon round the commitment names (ROUND:HEX, or a drand "
+                         "round as JSON), once it exists")
+    value = parse_beacon(beacon)
+    if (value.round, value.randomness) == (TEST_BEACON.round, TEST_BEACON.randomness):
+        value = TEST_BEACON  # named for what it is: a fixed test value, not a beacon's
+    twins = release_twins(folder, value)
+    proof = prove_folder(folder)
+    info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k, "beacon": value.to_dict(),
+            "commitment": proof.commitment, "draw": proof.status,
+            "files": {f: {"sha256": _sha256(folder / f), "who": who} for f, who in WHO.items()}}
+    if json_out:
+        return emit_json(info)
+    out = Console()
+    out.print(f"{folder}: {len(twins.ids)} passages, k = {twins.k}; public versions drawn from beacon round "
+              f"{value.round}, {value.source}", markup=False, highlight=False)
+    for f, who in WHO.items():
+        out.print(f"{folder / f}: {who}", markup=False, highlight=False)
+    _print_rests_on(out, proof)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _print_rests_on(out: Console, proof) -> None:
+    """The one fact a shown draw rests on, on a line of its own that pastes whole."""
+    out.print("The draw is random if the commitment was public before the beacon round:", markup=False,
+              highlight=False)
+    out.print(f"rests on: {proof.rests_on}", markup=False, highlight=False, soft_wrap=True)
+
+
+@twins_app.command("verify", short_help="Check a twins folder's draw from what was published.")
+def verify_cmd(folder: Path = typer.Argument(..., help="A released twins folder: public.jsonl and manifest.json "
+                                                       "are enough."),
+               commitment: Optional[str] = COMMITMENT,
+               salt: Optional[str] = typer.Option(None, help="A folder made before twins release: the salt its owner "
+                                                             "revealed (hex), to open its commitment to the draw."),
                json_out: bool = JSON) -> None:
-    """Check the folder's files against their sha256 in manifest.json and the draw its files hold
-    against the published commitment. Exit 0 when it holds, 1 when it does not, 2 for bad input."""
-    from trainspotter.twins.folder import load_twins, verify_commitment
+    """Check the draw from public.jsonl and manifest.json: the commitment opens, the draw
+    re-derives from the revealed secret and the beacon, every public text is the variant the draw
+    names (and, where private.jsonl is in the folder, every private one a committed variant);
+    keys.json is never read. Exit 0 when what was checked holds, 1 when it does not, 2 for bad input."""
+    from trainspotter.twins.draw import prove
+    from trainspotter.twins.folder import read_release
 
-    twins = load_twins(folder)
-    ok = verify_commitment(folder, salt)
-    info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k,
-            "commitment": twins.manifest["commitment"]["digest"], "verified": ok}
+    pinned = commitment_digest(commitment)
+    manifest, public, private = read_release(folder)
+    if manifest.get("version", 1) < 2:
+        return _verify_legacy(folder, pinned, salt, json_out)
+    if salt is not None:
+        raise InputError("option --salt: applies to a folder made before twins release; this one's draw re-derives "
+                         "from the secret its manifest reveals")
+    proof = prove(manifest, public, private, pinned)
+    info = {"folder": str(folder), "passages": len(public), "k": manifest["k"], "status": proof.status,
+            "proof": proof.model_dump(), "rests_on": proof.rests_on if proof.status == "shown" else None,
+            "checked": {"public.jsonl": True, "private.jsonl": private is not None, "keys.json": False}}
     if json_out:
         emit_json(info)
     else:
-        Console().print(f"{folder}: {len(twins.ids)} passages, k = {twins.k}; files match manifest.json; "
-                        f"commitment {'holds' if ok else 'DOES NOT hold'} for the draw the files hold",
-                        markup=False, highlight=False)
-    if not ok:
+        _print_verified(folder, proof, len(public), manifest["k"], private is not None)
+    if proof.status != "shown":
+        raise typer.Exit(1)
+
+
+def _print_verified(folder: Path, proof, passages: int, k: int, private: bool) -> None:
+    out = Console()
+    say = lambda text: out.print(text, markup=False, highlight=False)  # noqa: E731
+    say(f"{folder}: {passages} passages, k = {k}")
+    if proof.status != "shown":
+        say(f"the draw DOES NOT hold: {proof.reason}")
+        return
+    files = "public.jsonl, manifest.json and private.jsonl" if private else "public.jsonl and manifest.json"
+    say(f"checked from {files}: {proof.reason}"
+        + ("; the commitment is the one pinned (--commitment)" if proof.pinned else ""))
+    say("not checked: " + ("keys.json (never read)" if private else "the private versions (private.jsonl is not "
+                           "here; keys.json is never read)")
+        + ("" if proof.pinned else "; that this commitment is the one published (pin it with --commitment HEX)"))
+    _print_rests_on(out, proof)
+
+
+def _verify_legacy(folder: Path, pinned: str | None, salt: str | None, json_out: bool) -> None:
+    """A folder made before twins release: its commitment covers the draw, which only private.jsonl
+    shows, and opens only with the salt its owner reveals; either way it shows the draw was fixed at
+    twins make, not that nobody chose it."""
+    from trainspotter.twins.folder import load_twins, verify_commitment
+
+    if not (folder / "private.jsonl").is_file():
+        raise InputError(f"{folder}: made before twins release, and its commitment covers the draw, which only "
+                         f"private.jsonl shows: nothing to check from public.jsonl alone")
+    twins = load_twins(folder)
+    digest = twins.manifest["commitment"]["digest"]
+    problem = (f"its commitment {digest[:16]}… is not the pinned {pinned[:16]}…" if pinned not in (None, digest)
+               else "its commitment DOES NOT hold for the draw the files hold"
+               if salt and not verify_commitment(folder, salt) else None)
+    info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k, "status": "failed" if problem else
+            "unproven", "commitment": digest, "commitment_checked": salt is not None and problem is None}
+    opened = (problem or ("its commitment holds for the draw the files hold" if salt else
+                          "its commitment was not checked (give --salt SALT_HEX, revealed by the owner; keys.json is "
+                          "never read)"))
+    if json_out:
+        emit_json(info)
+    else:
+        Console().print(f"{folder}: {len(twins.ids)} passages, k = {twins.k}; files match manifest.json; {opened}. "
+                        f"Made before twins release: its draw was fixed at twins make, which shows it was not "
+                        f"changed afterwards, not that nobody chose it.", markup=False, highlight=False)
+    if problem:
         raise typer.Exit(1)

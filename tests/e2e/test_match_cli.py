@@ -9,12 +9,13 @@ import string
 import subprocess
 import sys
 
+from cli_process import run_cli
+
 INCONCLUSIVE_EXIT = 3
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *args], capture_output=True, text=True,
-                          env=os.environ | {"COLUMNS": "80"}, timeout=900)
+    return run_cli(list(args), env=os.environ | {"COLUMNS": "80"}, timeout=900)
 
 
 def _heldout(mini_testbed, dst, every: int):

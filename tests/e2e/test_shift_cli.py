@@ -6,8 +6,8 @@ import json
 import os
 import re
 import string
-import subprocess
-import sys
+
+from cli_process import run_cli
 
 from trainspotter.evaluation.shift import KINDS
 
@@ -15,8 +15,7 @@ INCONCLUSIVE_EXIT = 3
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *args], capture_output=True, text=True,
-                          env=os.environ | {"COLUMNS": "200"}, timeout=900)
+    return run_cli(list(args), env=os.environ | {"COLUMNS": "200"}, timeout=900)
 
 
 def _reformatted(src, dst):
@@ -131,9 +130,7 @@ def test_small_easier_suspect_set_is_not_trained_on(tmp_path, mini_testbed):
     assert r["placebo"]["model"] == "testbed:mini/reference" and r["placebo"]["e_value"] >= 20
     if not r["blind"]["fired"]:  # the words did not show it; the placebo did
         assert r["guard"] == "placebo" and "never trained on the suspect set" in r["explanation"]
-    table = subprocess.run([sys.executable, "-m", "trainspotter.flows.cli", *base, "--reference",
-                            "testbed:mini/reference"], capture_output=True, text=True, timeout=900,
-                           env=os.environ | {"COLUMNS": "80"})
+    table = run_cli([*base, "--reference", "testbed:mini/reference"], timeout=900, env=os.environ | {"COLUMNS": "80"})
     assert table.returncode == INCONCLUSIVE_EXIT and "Inconclusive:" in table.stdout  # the explanation
     # the table's lines, or at 80 columns its vertical layout's "  header: value" lines (not the
     # plot's path or the verify command, indented on lines of their own: a path may run longer)

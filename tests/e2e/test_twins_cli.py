@@ -1,13 +1,30 @@
-"""`trainspotter twins make` → release → `trainspotter audit --twins` as a user runs them."""
+"""`trainspotter twins make` → `twins release` → `trainspotter audit --twins` as a user runs them
+(the fixed test beacon in place of a real beacon round)."""
 
 import json
 import os
+import re
+
 from cli_process import run_cli
 
+from trainspotter.twins.beacon import TEST_BEACON
+
+ROUND = str(TEST_BEACON.round)
 
 
-def run(*args):
-    return run_cli(list(args), env=os.environ.copy(), timeout=600)
+def run(*args, env=None):
+    return run_cli(list(args), env=env or os.environ.copy(), timeout=600)
+
+
+def make_and_release(data, folder, *args):
+    """`twins make DATA --out FOLDER --beacon-round 1 ARGS`, then `twins release FOLDER --beacon`
+    with the test beacon; the JSON `twins make` printed."""
+    out = run("twins", "make", str(data), "--out", str(folder), "--beacon-round", ROUND, *args, "--json")
+    assert out.returncode == 0, out.stderr
+    released = run("twins", "release", str(folder), "--beacon", TEST_BEACON.text, "--json")
+    assert released.returncode == 0, released.stderr
+    assert json.loads(released.stdout)["draw"] == "shown"
+    return json.loads(out.stdout)
 
 
 def one_error_line(out) -> str:
@@ -22,21 +39,18 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     "trained on" (exit 0, "no evidence"; false-failure rate ≤ α = 0.01 by the guarantee under test),
     without a reference or --assume-exchangeable; its sealed record verifies (paired order)."""
     folder = tmp_path / "twins"
-    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "-k", "3",
-              "--no-similarity", "--json")
-    assert out.returncode == 0, out.stderr
-    made = json.loads(out.stdout)
+    made = make_and_release(mini_testbed / "heldout.jsonl", folder, "-k", "3", "--no-similarity")
     assert made["k"] == 3 and made["passages"] + len(made["skipped"]) == 80 and made["passages"] >= 70
-    assert made["files"]["keys.json"]["who"] == "keep secret"
-    out = run("twins", "verify", str(folder), "--json")
-    assert out.returncode == 0 and json.loads(out.stdout)["verified"], out.stderr
+    assert made["files"]["keys.json"]["who"] == "keep secret" and made["beacon_round"] == 1
+    out = run("twins", "verify", str(folder), "--commitment", made["commitment"], "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["status"] == "shown", out.stderr
     record = tmp_path / "record.json"
     out = run("audit", "--twins", str(folder), "--model", "testbed:mini", "--alpha", "0.01", "--record",
               str(record), "--features", "twins", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["verdict"] == "no evidence" and result["pairs_available"] == made["passages"]
-    assert result["guard"] is None and not result["blind"]["fired"]
+    assert result["guard"] is None and not result["blind"]["fired"] and result["draw"]["status"] == "shown"
     assert "gray_twin_lp" in result["features"]  # --features twins reads the changed positions
     sealed = json.loads(record.read_text())
     assert (sealed["config"]["preset"], sealed["config"]["test"]["scorer"]) == ("twins", "fixed")  # the twins default
@@ -45,7 +59,8 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     out = run("verify", str(record), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
-    assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # the draw predates the audit
+    assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # re-derived from the record
+    assert f"it rests on: commitment {made['commitment']} was public before beacon round 1" in checks["twins"]["detail"]
     # the changed-position features too were computed again from the recorded answers (twin token ids included)
     assert "twin_ids" in pairs[0]["suspect"]["answers"] and "matches bit-for-bit" in checks["features"]["detail"]
     # black box (greedy tokens only): the changed-position greedy matches, recorded and recomputed too
@@ -71,13 +86,34 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
 def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, mini_testbed):
     folder = tmp_path / "twins"
     out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
+    assert one_error_line(out).startswith("error: option --beacon-round: missing; the round of a public randomness")
+    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity",
+              "--beacon-round", ROUND)
     assert out.returncode == 0, out.stderr
+    line = one_error_line(run("audit", "--twins", str(folder), "--model", "testbed:mini"))
+    assert line == (f"error: {folder}: committed but not released yet: once beacon round 1 exists, run `trainspotter "
+                    f"twins release {folder} --beacon ROUND:HEX`")
+    assert one_error_line(run("twins", "release", str(folder))).startswith("error: option --beacon: missing")
+    assert run("twins", "release", str(folder), "--beacon", TEST_BEACON.text).returncode == 0
+    line = one_error_line(run("twins", "release", str(folder), "--beacon", TEST_BEACON.text))
+    assert line == (f"error: {folder}: already released with beacon round 1; a folder is released once (a second draw "
+                    f"could choose among rounds)")
     public = folder / "public.jsonl"
-    public.write_text(public.read_text().replace("a", "o", 1))
+    first, *rest = public.read_text().splitlines(keepends=True)
+    edited = json.loads(first)
+    public.write_text(json.dumps(edited | {"text": edited["text"] + " (edited)"}) + "\n" + "".join(rest))
     line = one_error_line(run("audit", "--twins", str(folder), "--model", "testbed:mini"))
     assert line.startswith(f"error: {public}: sha256 differs")
-    (folder / "private.jsonl").unlink()
-    assert one_error_line(run("twins", "verify", str(folder))).startswith(f"error: {public}: sha256 differs")
+    (folder / "private.jsonl").unlink()  # a third party's copy: what was published, and a changed text
+    out = run("twins", "verify", str(folder))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"the draw DOES NOT hold: passage {edited['id']!r}: the public text is none of its committed variants" in \
+        " ".join(out.stdout.split())
+    line = one_error_line(run("twins", "verify", str(folder), "--commitment", "abc"))
+    assert line == "error: option --commitment: 'abc' is not a sha256 digest (64 hex digits)"
+    line = one_error_line(run("audit", "--suspect", str(public), "--heldout", str(public), "--commitment", "ab" * 32,
+                              "--model", "testbed:mini"))
+    assert line == "error: option --commitment: applies to a twins audit only; give --twins DIR"
     line = one_error_line(run("audit", "--twins", str(folder), "--suspect", str(public), "--model", "testbed:mini"))
     assert "--twins" in line and "--suspect" in line
     assert "--twins DIR" in one_error_line(run("audit", "--model", "testbed:mini"))
@@ -118,8 +154,7 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
     from trainspotter.twins.folder import load_twins
 
     folder = tmp_path / "twins"
-    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "--no-similarity")
-    assert out.returncode == 0, out.stderr
+    made = make_and_release(mini_testbed / "heldout.jsonl", folder, "--no-similarity")
     twins = load_twins(folder)
     public = [twins.variants[i][twins.public[i]] for i in twins.ids]
     both = [twins.variants[i][j] for i in twins.ids for j in sorted(twins.variants[i])]  # no trace of the draw
@@ -129,8 +164,38 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
         assert out.returncode == 0, out.stderr
         result = json.loads(out.stdout)
         assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
+        if model == "released":  # what it rests on: the draw, the commitment and the round it names
+            assert (f"That rests on one fact no file shows: commitment {made['commitment']} was public before beacon "
+                    f"round 1;") in result["explanation"]
+            _unproven_needs_your_word(twins, path, tmp_path)
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
+
+
+def _unproven_needs_your_word(twins, model, tmp_path):
+    """The same draw in a folder made before twins release (version 1: nothing shows it random), as
+    a user reads the audit at 80 columns: the model's test rejects, the draw guard makes it
+    inconclusive and says what to do (exit 3); vouching for the draw (--assume-exchangeable) makes
+    it "trained on", resting on the auditor's word."""
+    from trainspotter.evaluation.framing import write_legacy
+
+    folder = write_legacy(twins, twins.public, tmp_path / "legacy")
+    env = os.environ | {"COLUMNS": "80"}
+    out = run("audit", "--twins", str(folder), "--model", f"hf:{model}", "--alpha", "0.01", env=env)
+    text = " ".join(re.sub("[│┃]", " ", out.stdout).split())  # a table cell's wrapped lines read as one
+    assert out.returncode == 3 and "inconclusive: the twins draw is not shown random" in text, out.stdout
+    assert ("nothing shows that the public versions were drawn at random: the folder was made before twins release: "
+            "its commitment (sha256(salt ‖ draw)) shows the draw was fixed at twins make, not that nobody chose it. "
+            "Public versions chosen by a model's preference (the target's own, or the target's over a reference's) "
+            "make this test reject about a model that saw none of them, and the placebo check does not catch every "
+            "such choice (benchmarks/results/framing.md). What to do: release twins with a beacon (`twins make "
+            "--beacon-round N`, publish the commitment, then `twins release --beacon`) and audit those; if you know "
+            "this draw was random, say so with --assume-exchangeable and the verdict rests on your word.") in text
+    out = run("audit", "--twins", str(folder), "--model", f"hf:{model}", "--alpha", "0.01", "--assume-exchangeable",
+              env=env)
+    text = " ".join(re.sub("[│┃]", " ", out.stdout).split())
+    assert out.returncode == 0 and "reject H0: trained on" in text, out.stdout
+    assert ("you vouched for it (--assume-exchangeable), so the verdict rests on your word, not on a draw.") in text
 
 
 def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_one_error_line(tmp_path):
@@ -143,10 +208,7 @@ def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_
     data = tmp_path / "passages.jsonl"
     data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     folder = tmp_path / "twins"
-    out = run("twins", "make", str(data), "--out", str(folder), "--rewriter", f"hf:{model}", "--min-similarity",
-              "-1", "--no-similarity", "--json")
-    assert out.returncode == 0, out.stderr
-    made = json.loads(out.stdout)
+    made = make_and_release(data, folder, "--rewriter", f"hf:{model}", "--min-similarity", "-1", "--no-similarity")
     assert made["passages"] == 2 and made["rewriter"]["name"] == "generative"
     manifest = json.loads((folder / "manifest.json").read_text())
     r = manifest["rewriter"]
@@ -162,7 +224,8 @@ def test_make_twins_with_a_generative_rewriter_records_it_and_a_bad_rewriter_is_
     for bad, problem in [("gpt2", "option --rewriter: rewriter 'gpt2': expected lexical, hf:PATH"),
                          (f"hf:{tmp_path / 'nope'}", "does not exist"),
                          ("openai:m@ftp://x", "expected openai:MODEL@http")]:
-        line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "other"), "--rewriter", bad))
+        line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "other"), "--rewriter", bad,
+                                  "--beacon-round", ROUND))
         assert problem in line, line
     assert not (tmp_path / "other").exists()
 
@@ -178,8 +241,8 @@ def test_make_twins_through_an_openai_chat_endpoint_keeps_the_key_out_of_every_o
     data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
     folder = tmp_path / "twins"
     with fake_chat_server() as url:
-        out = run_cli(["twins", "make", str(data), "--out", str(folder), "--rewriter", f"openai:para@{url}", "--json"],
-                      timeout=600, env=os.environ | {"OPENAI_API_KEY": secret})
+        out = run_cli(["twins", "make", str(data), "--out", str(folder), "--rewriter", f"openai:para@{url}",
+                       "--beacon-round", ROUND, "--json"], timeout=600, env=os.environ | {"OPENAI_API_KEY": secret})
     assert out.returncode == 0, out.stderr
     sent = ChatHandler.requests
     assert len(sent) >= 4 and all(r["auth"] == f"Bearer {secret}" and isinstance(r["body"]["seed"], int)
@@ -211,24 +274,24 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     data = tmp_path / "passages.jsonl"
     data.write_text("".join(json.dumps({"id": f"p{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
     env = os.environ | {"COLUMNS": "80"}
-    gate = ["--min-similarity", "-1", "--no-similarity", "-k", "3"]
+    gate = ["--min-similarity", "-1", "--no-similarity", "-k", "3", "--beacon-round", ROUND]
     out = run_cli(["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter", f"hf:{model}", *gate],
                   env=env, timeout=600)
     assert out.returncode == 0, out.stderr
+    assert run("twins", "release", str(tmp_path / "twins"), "--beacon", TEST_BEACON.text).returncode == 0
     twins = load_twins(tmp_path / "twins")
     assert twins.manifest["rewriter"]["unit"] == "sentence" and twins.ids == ["p0", "p1", "p2"]
     for i, text in zip(twins.ids, texts):
         for variant in twins.variants[i].values():
             assert variant not in texts and len(split_sentences(variant)) == len(split_sentences(text)), variant
-    out = run("twins", "make", str(data), "--out", str(tmp_path / "whole"), "--rewriter", f"hf:{model}", "--unit",
-              "passage", *gate, "--json")
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["rewriter"]["unit"] == "passage"
+    made = make_and_release(data, tmp_path / "whole", "--rewriter", f"hf:{model}", "--unit", "passage", *gate)
+    assert made["rewriter"]["unit"] == "passage"
     assert all(len(split_sentences(v)) == 1 for v in load_twins(tmp_path / "whole").variants["p1"].values())
-    line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "lex"), "--unit", "sentence"))
+    line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "lex"), "--unit", "sentence",
+                              "--beacon-round", ROUND))
     assert line == ("error: option --unit: applies to a generative rewriter (hf:, testbed:, openai:); the lexical "
                     "rewriter rewrites word by word")
     line = one_error_line(run("twins", "make", str(data), "--out", str(tmp_path / "w"), "--rewriter", f"hf:{model}",
-                              "--unit", "word"))
+                              "--unit", "word", "--beacon-round", ROUND))
     assert line == "error: option --unit: 'word'; expected passage or sentence"
     assert not any((tmp_path / d).exists() for d in ("lex", "w"))

@@ -4,14 +4,12 @@ the audit was made, recorded and replayed), and k = 2, where the two choices are
 
 import json
 
-from test_twins_cli import one_error_line, run
+from test_twins_cli import make_and_release, one_error_line, run
 
 
 def _make(tmp_path, mini_testbed, k: int):
     folder = tmp_path / f"twins-k{k}"
-    out = run("twins", "make", str(mini_testbed / "heldout.jsonl"), "--out", str(folder), "-k", str(k),
-              "--no-similarity", "--json")
-    assert out.returncode == 0, out.stderr
+    make_and_release(mini_testbed / "heldout.jsonl", folder, "-k", str(k), "--no-similarity")
     return folder
 
 

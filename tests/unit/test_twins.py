@@ -1,5 +1,6 @@
-"""Twins (trainspotter.twins): the keyed rewriter, the cryptographic draw, the commitment, the
-folder checks, paired pairs, and the audit's Type-I rate on twins under H0.
+"""Twins (trainspotter.twins): the keyed rewriter, the beacon draw, the folder checks (of version 1
+folders too), paired pairs, and the audit's Type-I rate on twins under H0 (test_twins_draw.py: the
+commitment and the proof of the draw).
 
 Random tests use the operating system's generator (as `twins make` does), so each has a stated
 false-failure rate: a binomial or chi-square test at 0.001."""
@@ -18,10 +19,13 @@ from trainspotter.auditing.config import AuditConfig
 from trainspotter.data import make_pairs
 from trainspotter.errors import InputError
 from trainspotter.loop.run import audit
-from trainspotter.twins.folder import commitment, load_twins, verify_commitment, write_twins
+from trainspotter.twins.beacon import TEST_BEACON
+from trainspotter.twins.draw import beacon_draw
+from trainspotter.twins.folder import commitment, load_twins, prove_folder, verify_commitment, write_twins
 from trainspotter.twins.lexical import WORD as _WORD
 from trainspotter.twins.lexical import KeyedLexicalRewriter
 from trainspotter.twins.make import edit_rate, make_twins
+from trainspotter.twins.release import release_twins
 from trainspotter.twins.rewriter import Rewriter
 
 
@@ -139,10 +143,13 @@ class Tag(Rewriter):
 
 
 def test_the_public_variant_is_drawn_uniformly():
-    """Over 3000 passages, k = 3, the default generator (secrets.SystemRandom): the counts of
-    each public index fit the uniform distribution (chi-square test; false failure 0.001)."""
+    """Over 3000 passages, k = 3, a secret from the operating system's generator and the fixed test
+    beacon: the counts of each public index fit the uniform distribution (chi-square test; false
+    failure 0.001), and nothing is drawn before the release."""
     passages = [{"id": str(n), "text": f"passage {n}"} for n in range(3000)]
-    twins = make_twins(passages, k=3, rewriter=Tag())
+    twins = make_twins(passages, k=3, rewriter=Tag(), beacon_round=TEST_BEACON.round)
+    assert twins.public == {} and "draw" not in twins.manifest
+    beacon_draw(twins, TEST_BEACON)
     counts = Counter(twins.public.values())
     assert chisquare([counts[j] for j in range(3)]).pvalue > 0.001, counts
     # and independently of the passage: the first and second halves draw alike
@@ -151,8 +158,10 @@ def test_the_public_variant_is_drawn_uniformly():
 
 
 def _write(tmp_path, passages, k=2, rewriter=None):
-    twins = make_twins(passages, k=k, rewriter=rewriter or Tag())
-    return write_twins(twins, tmp_path / "twins"), twins
+    """twins make, then twins release with the fixed test beacon."""
+    twins = make_twins(passages, k=k, rewriter=rewriter or Tag(), beacon_round=TEST_BEACON.round)
+    folder = write_twins(twins, tmp_path / "twins")
+    return folder, release_twins(folder, TEST_BEACON)
 
 
 def _rehash(folder):
@@ -167,11 +176,14 @@ def test_folder_round_trip_and_what_is_public(tmp_path):
     folder, twins = _write(tmp_path, passages, k=3)
     loaded = load_twins(folder)
     assert loaded.ids == twins.ids and loaded.public == twins.public and loaded.variants == twins.variants
+    assert loaded.salts == twins.salts and loaded.secret == twins.secret
     public = [json.loads(line) for line in (folder / "public.jsonl").read_text().splitlines()]
     assert [set(r) for r in public] == [{"id", "text"}] * 20  # nothing but the text to release
-    manifest = (folder / "manifest.json").read_text()
-    assert twins.salt.hex() not in manifest and not any(key.hex() in manifest for key in twins.keys)
-    assert twins.salt.hex() not in (folder / "public.jsonl").read_text()
+    published = (folder / "manifest.json").read_text() + (folder / "public.jsonl").read_text()
+    assert not any(key.hex() in published for key in twins.keys)
+    assert not any(twins.salts[i][j].hex() in published or twins.variants[i][j] in published
+                   for i in twins.ids for j in range(3) if j != twins.public[i])  # no private text, no private salt
+    assert twins.secret.hex() in published  # revealed with the release: the draw re-derives from it
     suspect, heldout = loaded.sides(seed=1)
     assert [p["id"] for p in suspect] == twins.ids
     assert all(h["id"].startswith(s["id"] + "#") and h["text"] != s["text"] for s, h in zip(suspect, heldout))
@@ -179,25 +191,52 @@ def test_folder_round_trip_and_what_is_public(tmp_path):
         write_twins(twins, folder)
 
 
-def test_commitment_verifies_and_catches_a_changed_choice(tmp_path):
+def _legacy(tmp_path, passages, k=2) -> tuple:
+    """A folder as `twins make` wrote it before twins release (version 1): drawn at make with the
+    operating system's generator, committed as sha256(salt ‖ draw), the salt in keys.json."""
+    import secrets
+
+    twins = make_twins(passages, k=k, rewriter=Tag())
+    public, salt = {i: secrets.randbelow(k) for i in twins.ids}, secrets.token_bytes(32)
+    folder = tmp_path / "legacy"
+    folder.mkdir()
+    (folder / "public.jsonl").write_text("".join(json.dumps({"id": i, "text": twins.variants[i][public[i]]}) + "\n"
+                                                 for i in twins.ids))
+    (folder / "private.jsonl").write_text("".join(json.dumps({"id": i, "variant": j, "text": twins.variants[i][j]})
+                                                  + "\n" for i in twins.ids for j in range(k) if j != public[i]))
+    (folder / "keys.json").write_text(json.dumps({"keys": [x.hex() for x in twins.keys], "salt": salt.hex()}))
+    manifest = {"format": "trainspotter-twins", "version": 1, "k": k, "passages": len(twins.ids),
+                "files": dict.fromkeys(("public.jsonl", "private.jsonl", "keys.json")),
+                "commitment": {"scheme": "sha256(salt || json([[id, public variant], ...]))",
+                               "digest": commitment([(i, public[i]) for i in twins.ids], salt)}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    _rehash(folder)
+    return folder, public, salt
+
+
+def test_a_version_1_folder_loads_and_its_commitment_opens_but_its_draw_is_unproven(tmp_path):
     passages = [{"id": f"p{n}", "text": f"text number {n}"} for n in range(20)]
-    folder, twins = _write(tmp_path, passages)
-    assert verify_commitment(folder) and verify_commitment(folder, twins.salt.hex())
+    folder, public, salt = _legacy(tmp_path, passages)
+    assert load_twins(folder).public == public
+    assert verify_commitment(folder) and verify_commitment(folder, salt.hex())
     assert not verify_commitment(folder, "00" * 32)  # a wrong salt
-    draw = twins.draw()
+    draw = [(i, public[i]) for i in sorted(public, key=lambda i: int(i[1:]))]
     flipped = [(i, 1 - j) if n == 7 else (i, j) for n, (i, j) in enumerate(draw)]
-    assert commitment(flipped, twins.salt) != commitment(draw, twins.salt)
+    assert commitment(flipped, salt) != commitment(draw, salt)
+    proof = prove_folder(folder)
+    assert proof.status == "unproven" and "fixed at twins make, not that nobody chose it" in proof.reason
+    assert prove_folder(folder, "ab" * 32).status == "failed"  # not the commitment the auditor saw published
     # Swap passage p7's public and private versions in the files and re-hash them: the files are
     # consistent again, but the draw they hold is no longer the committed one.
     pub, priv = folder / "public.jsonl", folder / "private.jsonl"
     prows = [json.loads(x) for x in pub.read_text().splitlines()]
     qrows = [json.loads(x) for x in priv.read_text().splitlines()]
     p7, q7 = next(r for r in prows if r["id"] == "p7"), next(r for r in qrows if r["id"] == "p7")
-    p7["text"], q7["text"], q7["variant"] = q7["text"], p7["text"], twins.public["p7"]
+    p7["text"], q7["text"], q7["variant"] = q7["text"], p7["text"], public["p7"]
     pub.write_text("".join(json.dumps(r) + "\n" for r in prows))
     priv.write_text("".join(json.dumps(r) + "\n" for r in qrows))
     _rehash(folder)
-    assert load_twins(folder).public["p7"] != twins.public["p7"]
+    assert load_twins(folder).public["p7"] != public["p7"]
     assert not verify_commitment(folder)
 
 
@@ -220,7 +259,7 @@ def test_a_tampered_or_incomplete_folder_is_one_error_naming_the_file(tmp_path):
     _rehash(folder)
     with pytest.raises(InputError, match=re.escape(f"{priv}: passage 'p4' (public.jsonl line 5) has no private twin")):
         load_twins(folder)
-    priv.write_text("\n".join(lines + ['{"id": "p9", "variant": 1, "text": "stray"}']) + "\n")
+    priv.write_text("\n".join(lines + ['{"id": "p9", "variant": 1, "text": "stray", "salt": "00"}']) + "\n")
     _rehash(folder)
     with pytest.raises(InputError, match=re.escape(f"{priv}:7: passage id 'p9' is not in public.jsonl")):
         load_twins(folder)
@@ -265,7 +304,7 @@ def _fake_model(passages, batch_no):
 
 @pytest.fixture(scope="module")
 def variants(leads):
-    return make_twins(leads[:60], k=2)
+    return make_twins(leads[:60], k=2, beacon_round=TEST_BEACON.round)
 
 
 def _twins_audit(twins, seed, **test):
@@ -274,20 +313,24 @@ def _twins_audit(twins, seed, **test):
     return audit(config, extract_fn=_fake_model, passages={config.suspect: suspect, config.heldout: heldout})
 
 
-def test_twins_audits_under_h0_say_trained_on_at_most_alpha(variants):
-    """Under H0 (no model saw any version) with the public versions drawn at random, "trained on"
-    at most α = 0.05 of the time: one-sided binomial test over 40 audits of 60 pairs (false
+def test_twins_audits_under_h0_reject_at_most_alpha(variants):
+    """Under H0 (no model saw any version) with the public versions drawn at random, the e-process
+    rejects at most α = 0.05 of the time: one-sided binomial test over 40 audits of 60 pairs (false
     failure 0.001; it catches a rate far above α, not a small excess), although the fake model
-    tells the variants' keys apart. Each trial redraws the public versions with the operating
-    system's generator, as `twins make` does; no reference, no --assume-exchangeable."""
+    tells the variants' keys apart. Each trial draws the public versions from a fresh secret and
+    the test beacon, as `twins release` does; no reference, no --assume-exchangeable. Twins in
+    memory have no folder to show their draw, so none of these audits may say "trained on"."""
     import secrets
 
-    rng, trials, rejections = secrets.SystemRandom(), 40, 0
+    trials, rejections = 40, 0
     for trial in range(trials):
-        variants.public = {i: rng.randrange(2) for i in variants.ids}
+        variants.secret = secrets.token_bytes(32)
+        beacon_draw(variants, TEST_BEACON)
         result = _twins_audit(variants, seed=trial)
         assert result.guard != "small"  # the small-audit rule does not apply to twins
-        rejections += result.verdict == "trained on"
+        assert result.verdict != "trained on" and result.draw.status == "unproven"
+        assert result.guard == ("draw" if result.model_reject else None)
+        rejections += result.model_reject
     assert binomtest(rejections, trials, 0.05, alternative="greater").pvalue > 0.001, rejections
 
 

@@ -19,6 +19,7 @@ from trainspotter.features.text import DEFAULT_TEXT_FEATURES, TextRows, describe
 from trainspotter.stats.blind import BlindResult, run_blind
 from trainspotter.stats.pvalue import di_pvalue
 from trainspotter.stats.sequential import SequentialTest, TestConfig
+from trainspotter.twins.draw import DrawProof
 
 __all__ = ["Auditor", "HISTORY", "UsageMeter", "baseline_p_value", "blind_check", "blind_on"]
 
@@ -175,18 +176,21 @@ class Auditor:
     def result(self, blind: BlindResult, name: str = "audit", stopped_by: str | None = None,
                pairs_available: int | None = None, seed: int = 0, placebo: PlaceboResult | None = None,
                unguarded_min_pairs: int = 0, twins: bool = False, references: int | None = None,
-               pairs_beyond: int = 0, **extra) -> AuditResult:
+               pairs_beyond: int = 0, draw: DrawProof | None = None, vouched: bool = False, **extra) -> AuditResult:
         """The result so far, its verdict taking the guards into account (``decide``: the blind
         check, the placebo check, and without a placebo model ``unguarded_min_pairs``);
         ``twins``: the pairs are twins; ``references``: how many reference models the audit had and
         ``pairs_beyond``: pairs the files hold beyond ``pairs_available`` (the explanation's advice
-        leaves out what was done); ``extra``: usage, saved_by_stopping, ledger. A fresh audit that
-        the blind check stopped before any pair has W = 1 throughout."""
+        leaves out what was done); ``draw``: what a twins folder shows of its draw (a draw not shown
+        random is a guard unless the auditor ``vouched``, --assume-exchangeable); ``extra``: usage,
+        saved_by_stopping, ledger. A fresh audit that the blind check stopped before any pair has W
+        = 1 throughout."""
         test = self.test
         if test is None and stopped_by != "shift":
             raise InputError(f"audit {name!r}: no pairs were tested")
         placebo = placebo or PlaceboResult(ran=False, alpha=blind.alpha)
-        verdict, guard = decide(self.rejected, self.evidence(blind.alpha), blind, placebo, unguarded_min_pairs)
+        gate = None if draw is None or (draw.status == "unproven" and vouched) else draw.status
+        verdict, guard = decide(self.rejected, self.evidence(blind.alpha), blind, placebo, unguarded_min_pairs, gate)
         t = int(test.t) if test is not None else 0
         model = {"e_value": 1.0, "wealth": 1.0, "max_wealth": 1.0, "p_value": 1.0, "stop_time": None,
                  "baseline_p_value": None, "feature_weights": {}} if test is None else {
@@ -208,8 +212,8 @@ class Auditor:
             explanation=explain(verdict, blind, self.config.alpha,
                                 black_box=bool(self.columns) and all(c.startswith("black_") for c in self.columns),
                                 guard=guard, placebo=placebo, unguarded_min_pairs=unguarded_min_pairs,
-                                twins=twins, context=context),
-            guard=guard, baseline_note=note, blind=blind, placebo=placebo, pairs_used=t,
+                                twins=twins, context=context, draw=draw, vouched=vouched),
+            guard=guard, draw=draw, baseline_note=note, blind=blind, placebo=placebo, pairs_used=t,
             pairs_this_run=t - self.t0, pairs_queried=self.pairs_queried,
             pairs_available=available,
             stopped_by=stopped_by or ("rejected" if self.rejected else "data"), wealth_start=self.w0,

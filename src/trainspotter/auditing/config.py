@@ -76,9 +76,12 @@ class AuditConfig(BaseModel):
     # against its private twins (held-out): every one of them as sub-pairs of the round (``all``), or
     # one drawn with ``seed`` (``one``; trainspotter.twins.rounds). ``suspect`` and ``heldout`` then
     # name the folder's public.jsonl and private.jsonl. Exchangeable under H0 by the random draw of
-    # the public versions, so no small-audit rule applies.
+    # the public versions, so no small-audit rule applies: "trained on" rests on the draw where the
+    # folder shows it random (trainspotter.twins.draw), else on nothing but --assume-exchangeable.
     twins: str | None = None
     twins_private: Literal["all", "one"] = "all"
+    # the commitment digest the auditor saw published (--commitment): a folder with another one fails
+    twins_commitment: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
     @model_validator(mode="before")
     @classmethod
@@ -99,6 +102,8 @@ class AuditConfig(BaseModel):
     @model_validator(mode="after")
     def _features_need(self) -> "AuditConfig":
         check_references(self.features, len(self.reference))
+        if self.twins_commitment is not None and self.twins is None:
+            raise FieldError("twins_commitment", "pins a twins folder's commitment: it needs twins (--twins DIR)")
         if self.features.twin_positions and self.twins is None:
             raise FieldError("features", "the twins feature set reads where a passage differs from its twin: it "
                                          "needs twins (--twins DIR)")
@@ -162,7 +167,8 @@ class AuditConfig(BaseModel):
     @property
     def unguarded_min_pairs(self) -> int:
         """Pairs the blind check needs before "trained on" without a placebo model: none when the
-        auditor vouches for the split or the split was made by a random draw (twins)."""
+        auditor vouches for the split or the split was made by a random draw (twins: where the draw
+        is not shown random, the draw guard stands in the way instead, ``auditing.verdict.decide``)."""
         return 0 if self.assume_exchangeable or self.twins is not None else UNGUARDED_MIN_PAIRS
 
     @property

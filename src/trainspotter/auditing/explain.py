@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from trainspotter.auditing.verdict import PlaceboResult
 from trainspotter.stats.blind import BlindResult
+from trainspotter.twins.draw import DrawProof
 
 __all__ = ["BASELINE_CAPTION", "BLACK_BOX_CAVEAT", "Context", "EBH_CAPTION", "KEEP_THE_RECORD",
            "TEST_ALONE_CAPTION", "explain", "explain_baseline"]
@@ -26,6 +27,44 @@ BLACK_BOX_CAVEAT = (
 TWINS_BASIS = (" Each pair is one passage's public version against a private twin, and which version was "
                "public was drawn at random per passage, so under H0 (no version of these passages trained on) "
                "the two sides are exchangeable by design.")
+
+
+def twins_basis(draw: DrawProof | None, vouched: bool = False) -> str:
+    """What a twins verdict rests on: the draw where the folder shows it random (naming the
+    commitment and the beacon round: the one fact no file shows), the auditor's word where it
+    does not and they vouched for it (--assume-exchangeable); a record from before the draw was
+    checked (None): the draw, as it then said (TWINS_BASIS)."""
+    if draw is None:
+        return TWINS_BASIS
+    if draw.status != "shown":
+        return (" Each pair is one passage's public version against a private twin, but nothing shows which "
+                f"version is public was drawn at random ({draw.reason}); you vouched for it (--assume-exchangeable), "
+                "so the verdict rests on your word, not on a draw." if vouched else "")
+    pinned = (" the commitment is the one you pinned (--commitment)." if draw.pinned else
+              " pin the commitment you saw published (--commitment) to rule out a folder rewritten since.")
+    return (" Each pair is one passage's public version against a private twin, and which version is public "
+            f"derives from the owner's committed secret and beacon round {draw.round}: the commitment opens and "
+            "the draw re-derives, so under H0 (no version of these passages trained on) the two sides are "
+            f"exchangeable by design. That rests on one fact no file shows: {draw.rests_on};" + pinned)
+
+
+# Why a twins draw that is not shown random cannot carry "trained on" (benchmarks/bench_framing.py).
+FRAMING = ("Public versions chosen by a model's preference (the target's own, or the target's over a "
+           "reference's) make this test reject about a model that saw none of them, and the placebo check "
+           "does not catch every such choice (benchmarks/results/framing.md).")
+
+
+def _draw_guard(draw: DrawProof, alpha: float, e_model: str) -> str:
+    if draw.status == "failed":
+        return (f"Inconclusive: the twins folder's draw does not hold: {draw.reason}. The public versions may have "
+                "been chosen rather than drawn, so the audit cannot rest on them, whatever the model shows. Check "
+                "the folder against the commitment that was published (`trainspotter twins verify DIR "
+                "--commitment HEX`).")
+    return (f"Inconclusive: the model's test rejected (e-value{e_model} ≥ 1/α = {1 / alpha:g}), but nothing shows "
+            f"that the public versions were drawn at random: {draw.reason}. {FRAMING} What to do: release twins "
+            "with a beacon (`twins make --beacon-round N`, publish the commitment, then `twins release --beacon`) "
+            "and audit those; if you know this draw was random, say so with --assume-exchangeable and the verdict "
+            "rests on your word.")
 TWINS_BROKEN = ("On twins this should not happen: the public versions were drawn at random, so the sets are "
                 "exchangeable unless the twins were made or released wrongly: the public versions chosen by "
                 "anything but the draw (their quality, a model's score), files edited after `twins make`, "
@@ -120,26 +159,30 @@ def _join(items: list[str]) -> str:
 
 def explain(verdict: str, blind: BlindResult, alpha: float, black_box: bool = False, guard: str | None = None,
             placebo: PlaceboResult | None = None, unguarded_min_pairs: int = 0, twins: bool = False,
-            context: Context | None = None) -> str:
+            context: Context | None = None, draw: DrawProof | None = None, vouched: bool = False) -> str:
     """One paragraph: what the verdict rests on and the next step that can change it, computed
     from what the user did (``context``: pairs left or not, references given, the model queried
     after the blind check fired, a recurring audit with nothing left to query);
     ``black_box``: every feature came from greedy tokens (how little "no evidence" says then);
     ``guard``: which guard made it inconclusive (``decide``); ``twins``: the pairs are twins
-    (``trainspotter.twins``): exchangeable by the draw, and a guard that fires says the twins
-    were made or released wrongly."""
+    (``trainspotter.twins``): exchangeable by the draw (``draw``: what the folder shows of it;
+    ``vouched``: --assume-exchangeable), and a guard that fires says the twins were made or
+    released wrongly."""
     placebo = placebo or PlaceboResult(ran=False)
+    c = context or Context()
+    e_model = f" ({c.e_value:.3g} after {c.pairs_used} pairs)" if c.e_value is not None else ""
+    if twins and guard == "draw" and draw is not None:
+        return _draw_guard(draw, alpha, e_model)
     if twins and verdict == "inconclusive":
         return _twins_inconclusive(blind, guard, placebo)
     if verdict == "trained on" and twins and not placebo.ran:
         return (f"The model's e-value reached 1/α = {1 / alpha:g}: evidence that the model was trained on the "
-                f"public versions of these passages." + TWINS_BASIS + f" The blind check, which sees only the "
-                f"texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
+                f"public versions of these passages." + twins_basis(draw, vouched) + f" The blind check, which "
+                f"sees only the texts, could not tell the versions apart (blind e-value {blind.e_value:.3g} after "
                 f"{blind.pairs_used} pairs)." + KEEP_THE_RECORD)
-    c = context or Context()
-    e_model = f" ({c.e_value:.3g} after {c.pairs_used} pairs)" if c.e_value is not None else ""
     if verdict == "trained on":
-        text = _trained_on(blind, alpha, placebo, unguarded_min_pairs, twins, c, e_model)
+        text = _trained_on(blind, alpha, placebo, unguarded_min_pairs, twins_basis(draw, vouched) if twins else "",
+                           c, e_model)
     elif verdict == "no evidence":
         text = (f"The model's e-value{e_model} stayed below 1/α = {1 / alpha:g}: no evidence (yet) that "
                 f"the suspect set was trained on." + _more_evidence(c, black_box, twins)
@@ -162,7 +205,7 @@ def _twins_inconclusive(blind: BlindResult, guard: str | None, placebo: PlaceboR
     return f"Inconclusive: {what}. {TWINS_BROKEN}"
 
 
-def _trained_on(blind: BlindResult, alpha: float, placebo: PlaceboResult, unguarded_min_pairs: int, twins: bool,
+def _trained_on(blind: BlindResult, alpha: float, placebo: PlaceboResult, unguarded_min_pairs: int, basis: str,
                 c: Context, e_model: str) -> str:
     if placebo.ran:
         checked = (f" A model that never trained on either set ({placebo.model}, in the target's place) could "
@@ -179,8 +222,7 @@ def _trained_on(blind: BlindResult, alpha: float, placebo: PlaceboResult, unguar
     return (f"The model's e-value{e_model} reached 1/α = {1 / alpha:g}: evidence that the suspect set was "
             f"used to train the model. The blind check, which sees only the texts, could not tell "
             f"the sets apart (blind e-value {blind.e_value:.3g} after {blind.pairs_used} pairs), so "
-            f"the evidence is not about how the sets were drawn." + (TWINS_BASIS if twins else "") + checked
-            + KEEP_THE_RECORD)
+            f"the evidence is not about how the sets were drawn." + basis + checked + KEEP_THE_RECORD)
 
 
 def _placebo_fired(blind: BlindResult, alpha: float, placebo: PlaceboResult, e_model: str) -> str:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from trainspotter.auditing.matching import MatchResult
 from trainspotter.stats.blind import BlindResult
+from trainspotter.twins.draw import DrawProof
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,8 +22,8 @@ __all__ = ["AuditResult", "Evidence", "Guard", "PlaceboResult", "Verdict", "deci
 Verdict = Literal["trained on", "no evidence", "inconclusive"]
 # Which guard made a rejection "inconclusive": the blind check (texts alone), the placebo check
 # (a model that saw neither set), or, without a placebo model, an audit too small for the blind
-# check to rule out a shift.
-Guard = Literal["blind", "placebo", "small", "overlap"]  # overlap: too few matched pairs (matching)
+# check to rule out a shift; of twins, a draw not shown random (``twins.draw``).
+Guard = Literal["blind", "placebo", "small", "overlap", "draw"]  # overlap: too few matched pairs (matching)
 
 
 class PlaceboResult(BaseModel):
@@ -58,22 +59,30 @@ class Evidence(Protocol):
 
 
 def decide(model_reject: bool, evidence: bool, blind: BlindResult, placebo: PlaceboResult,
-           unguarded_min_pairs: int = 0) -> tuple[Verdict, Guard | None]:
+           unguarded_min_pairs: int = 0, draw: str | None = None) -> tuple[Verdict, Guard | None]:
     """The verdict and the guard that stands in the way of "trained on" (None: none).
     ``evidence``: the model's e-value reached the guards' 1/α (for one audit, the same as
     ``model_reject``; for one of K suspect sets, what e-BH may reject on). The blind check makes
-    the verdict inconclusive whatever the model says (the sets are not exchangeable); the
-    placebo check, and without a placebo model an audit of fewer than ``unguarded_min_pairs``
-    available pairs, stand in the way only of evidence. None of them reads the model's
-    evidence, so each can only turn a rejection into "inconclusive", never the other way."""
+    the verdict inconclusive whatever the model says (the sets are not exchangeable), and so does,
+    before it, a twins draw that ``failed`` to re-derive (``draw``; the public versions may have
+    been chosen);
+    the placebo check, a twins draw ``unproven`` random (which a choice by a model's preference
+    passes, measured: ``benchmarks/results/framing.md``), and without a placebo model an audit of
+    fewer than ``unguarded_min_pairs`` available pairs stand in the way only of evidence. None of
+    them reads the model's evidence, so each can only turn a rejection into "inconclusive", never
+    the other way."""
     guard: Guard | None = None
-    if blind.fired:
+    if draw == "failed":  # evidence of tampering, said first: more specific than what the texts show
+        guard = "draw"
+    elif blind.fired:
         guard = "blind"
     elif evidence and placebo.fired:
         guard = "placebo"
+    elif evidence and draw == "unproven":
+        guard = "draw"
     elif evidence and placebo.model is None and blind.pairs_available < unguarded_min_pairs:
         guard = "small"
-    if guard == "blind" or (model_reject and guard):
+    if guard == "blind" or draw == "failed" or (model_reject and guard):
         return "inconclusive", guard
     return ("trained on" if model_reject else "no evidence"), guard
 
@@ -105,6 +114,7 @@ class AuditResult(BaseModel):
     blind: BlindResult  # the model-free e-process on every available pair
     placebo: PlaceboResult = PlaceboResult(ran=False)  # the same test on a model that saw neither set
     match: MatchResult | None = None  # --shift-check match: how the pairs were matched
+    draw: DrawProof | None = None  # twins: what the folder shows of its draw (trainspotter.twins.draw)
     guard: Guard | None = None  # the guard in the way of "trained on" (``decide``)
     e_value: float
     pairs_used: int  # pairs in the e-process so far (all runs of a recurring audit)

@@ -88,7 +88,6 @@ def cli_stats(repeats: int, before: str | None = None) -> dict:
         full = ["--alpha", "1e-9", "--json"]
         *old, now = _test_times(test_table, repeats, [before, None] if before else [None])
         old = old[0] if old else None
-        bare, test_online = now["import_s"], now["test_online_s"]
         test_paper = _median_cli(["test", str(test_table), "--scorer", "paper", *full], repeats, pairs=2000)
         simulate = _median_cli(["simulate", str(null_table), "--trials", "2000", "--n-max", "1000", "--null", "--json"], 1)
         load1 = os.getloadavg()[0]

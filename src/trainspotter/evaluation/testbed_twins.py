@@ -1,6 +1,13 @@
 """Twins testbeds (issue 35): every split passage rewritten ``config.twins`` times by the keyed
 lexical rewriter its config describes, one version drawn public; ``evaluation.testbed`` trains
-the members on their public versions and calls ``build_twins`` for the split files and folders."""
+the members on their public versions and calls ``build_twins`` for the split files and folders.
+
+The draw is the testbed's seeded one (``twins.draw.seeded_draw``), as when the committed
+benchmark results were measured: a beacon-derived draw would publish other versions, train
+other targets and leave those results without a testbed that reproduces them. Each folder's
+manifest says so ("draw": "seeded"), and an audit of it through the CLI rests on no shown draw:
+its "trained on" needs --assume-exchangeable (the benchmark suites bet on the features
+directly, ``evaluation.twins_suite``, and are unchanged)."""
 
 from __future__ import annotations
 
@@ -33,7 +40,8 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
     paraphrase table (``TableRewriter``) gets a generative rewriter's gate (MiniLM similarity ≥ 0.7,
     ``twins.GATES``) with one redraw. Returns the splits and, per split, the passages kept and
     the rewriter's mean edit rate."""
-    from trainspotter.twins.folder import Twins, commitment, write_twins
+    from trainspotter.twins.draw import commit, seeded_draw
+    from trainspotter.twins.folder import Twins, write_twins
     from trainspotter.twins.make import GATES, edit_rate, make_twins
 
     L, rng = config.chunk_tokens, random.Random(f"{config.seed}:twins")
@@ -45,7 +53,8 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
         if per_split:  # each split its own keys (another dataset's), from the seed and the split
             keys = split_keys(config, split)
         twins = make_twins([{"id": records[i]["id"], "text": records[i]["text"]} for i in ids], config.twins,
-                           rewriter, keys=keys, rng=rng, similarity=True, **gate)
+                           rewriter, keys=keys, similarity=True, **gate)
+        drawn = {i: rng.randrange(config.twins) for i in twins.ids}  # as ever: the seed's draw, after every variant
         tokens = {i: {j: tokenizer(t, add_special_tokens=False)["input_ids"] for j, t in v.items()}
                   for i, v in twins.variants.items()}
         by_id = {records[i]["id"]: i for i in ids}
@@ -53,12 +62,12 @@ def build_twins(config: TestbedConfig, records: list[dict], encoded: list[list[i
         ok = [r for r in twins.ids if all(len(t) >= L for t in tokens[r].values())
               and len({tuple(t[:L]) for t in tokens[r].values()}) == config.twins]
         for r in ok:
-            encoded[by_id[r]] = tokens[r][twins.public[r]]
-        public = {r: twins.public[r] for r in ok}
-        manifest = twins.manifest | {"passages": len(ok), "commitment": twins.manifest["commitment"] | {
-            "digest": commitment([(r, public[r]) for r in ok], twins.salt)}}
+            encoded[by_id[r]] = tokens[r][drawn[r]]
         cut = Twins(ok, {r: {j: tokenizer.decode(t[:L]) for j, t in tokens[r].items()} for r in ok},
-                    public, twins.k, manifest, twins.quality, twins.keys, twins.salt)
+                    {}, twins.k, twins.manifest | {"passages": len(ok)}, twins.quality, twins.keys)
+        cut.manifest["commitment"] = commit(cut, twins.manifest["rewriter"], None)  # of the audited tokens
+        seeded_draw(cut, {r: drawn[r] for r in ok}, f"testbed {config.name!r}: random.Random('{config.seed}:twins') "
+                                                    f"at its build, before its target trained on the public versions")
         shutil.rmtree(out / f"twins-{split}", ignore_errors=True)  # a rebuild draws again
         write_twins(cut, out / f"twins-{split}")
         kept[split] = [by_id[r] for r in ok]

@@ -11,8 +11,9 @@ from trainspotter.data import Passage, check_disjoint, load_passages
 from trainspotter.errors import InputError
 from trainspotter.loop.ledger import as_stored, check_setup, load_ledger, setup_of, with_ledger
 from trainspotter.stats.sequential import min_pairs_to_reject
+from trainspotter.twins.draw import DrawProof
 
-__all__ = ["check_inputs", "model_extract", "read_passages", "read_sides"]
+__all__ = ["check_inputs", "draw_of", "model_extract", "read_passages", "read_sides"]
 
 
 def read_passages(path: str, passages: Mapping[str, list[Passage]] | None = None) -> list[Passage]:
@@ -31,6 +32,21 @@ def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None
     from trainspotter.twins.folder import read_sides as twin_sides
 
     return twin_sides(config.twins, config.seed, with_ledger(config).twins_private)  # (a ledger's stored choice)
+
+
+def draw_of(config: AuditConfig) -> DrawProof | None:
+    """What a twins audit's folder shows of its draw (``twins.folder.prove_folder``, against the
+    pinned ``twins_commitment``); twins given in memory, without a folder: unproven. None: not twins."""
+    from pathlib import Path
+
+    from trainspotter.twins.folder import MANIFEST, prove_folder
+
+    if config.twins is None:
+        return None
+    if not (Path(config.twins) / MANIFEST).is_file():
+        return DrawProof(status="unproven", reason="the twins were given without their folder: nothing binds their "
+                                                   "draw", pinned=config.twins_commitment)
+    return prove_folder(config.twins, config.twins_commitment)
 
 
 def model_extract(config: AuditConfig) -> ExtractFn:

@@ -24,13 +24,14 @@ from trainspotter.auditing.placebo import run_placebo
 from trainspotter.auditing.verdict import AuditResult, PlaceboResult, unmatched, with_match
 from trainspotter.data import Passage
 from trainspotter.errors import BudgetExhausted, InputError
-from trainspotter.loop.inputs import check_inputs, model_extract, read_sides
+from trainspotter.loop.inputs import check_inputs, draw_of, model_extract, read_sides
 from trainspotter.loop.ledger import (as_stored, check_setup, ledger_lock, load_ledger, new_ledger, record_run,
                                       save_ledger, setup_of, sweep_temps, unused_passages, with_ledger)
 from trainspotter.loop.matched_ledger import continue_matching, match_sides, pairs_to_reach
 from trainspotter.record.seal import prior_of, seal
 from trainspotter.stats.blind import BlindResult
 from trainspotter.stats.sequential import SequentialTest, min_pairs_to_reject
+from trainspotter.twins.draw import DrawProof
 from trainspotter.twins.rounds import audit_guard_pairs, audit_rounds, batch_queries
 
 __all__ = ["Guards", "audit"]
@@ -62,8 +63,9 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = read_sides(config, passages)
     check_inputs(config, suspect, heldout)
+    draw = draw_of(config)  # twins: what the folder shows of its draw, before any query
     if config.ledger:
-        return _continue(config, suspect, heldout, extract_fn, on_batch, run_id, placebo_fn)
+        return _continue(config, suspect, heldout, extract_fn, on_batch, run_id, placebo_fn, draw)
     match, blind = None, None
     if config.shift_check == "match":
         # Matching only where the blind check sees the sets differ: where it does not, the ordinary
@@ -78,7 +80,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     # The blind check sees every available pair, in the audit's pair order, before any query;
     # it never sees model evidence.
     every = audit_guard_pairs(config, suspect, heldout)  # twins "all": the drawn private variant's (twins.rounds)
-    guards = Guards(blind if blind is not None else _blind(every, config), every[:config.max_pairs], placebo_fn)
+    guards = Guards(blind if blind is not None else _blind(every, config), every[:config.max_pairs], placebo_fn, draw)
     if match is not None and match.matched < min_pairs_to_reject(config.test):  # cannot reach 1/α: no query
         result = Auditor(config.test).result(guards.blind, config.name, "shift", len(every), config.seed)
     else:
@@ -92,7 +94,7 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
 
 def _continue(config: AuditConfig, suspect: list[Passage], heldout: list[Passage], extract_fn: ExtractFn,
               on_batch: Callable[[Auditor], None] | None, run_id: str | None,
-              placebo_fn: ExtractFn | None) -> AuditResult:
+              placebo_fn: ExtractFn | None, draw: DrawProof | None) -> AuditResult:
     """``audit`` continuing the stored e-process of ``config.name`` on pairs never bet on before,
     holding the ledger's lock from load to save. The guards see every available pair (of a matched
     audit: every matched pair of the e-process, ``trainspotter.loop.matched_ledger``), in the audit's
@@ -109,7 +111,7 @@ def _continue(config: AuditConfig, suspect: list[Passage], heldout: list[Passage
         if config.shift_check == "match":  # matched on their texts alone (matched_ledger: why that is valid)
             unused_sides, match, available = continue_matching(config, unused_sides, available, ledger, auditor.t0)
         every = audit_guard_pairs(config, *available)
-        guards = Guards(_blind(every, config), every, placebo_fn)
+        guards = Guards(_blind(every, config), every, placebo_fn, draw)
         needed = 0 if auditor.rejected else pairs_to_reach(auditor.w0, config.test)
         if match is not None and match.matched < needed:  # cannot reach 1/α this run: no query, wealth unchanged
             result = auditor.result(guards.blind, config.name, "shift", auditor.t0 + match.matched, config.seed)
@@ -133,10 +135,12 @@ def _blind(pairs: list[tuple[Passage, Passage]], config: AuditConfig) -> BlindRe
 
 class Guards:
     """What the audit's guards need: the blind check's result, every available pair (the
-    placebo check's), and the placebo audit's extractor (None: the library default)."""
+    placebo check's), the placebo audit's extractor (None: the library default) and, of twins,
+    what the folder shows of its draw."""
 
-    def __init__(self, blind: BlindResult, pairs: list[tuple[Passage, Passage]], placebo_fn: ExtractFn | None):
-        self.blind, self.pairs, self.placebo_fn = blind, pairs, placebo_fn
+    def __init__(self, blind: BlindResult, pairs: list[tuple[Passage, Passage]], placebo_fn: ExtractFn | None,
+                 draw: DrawProof | None = None):
+        self.blind, self.pairs, self.placebo_fn, self.draw = blind, pairs, placebo_fn, draw
 
     def placebo(self, config: AuditConfig, evidence: bool) -> PlaceboResult:
         """The placebo check, run when it can change the verdict: the model's e-value reached
@@ -159,7 +163,7 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
     blind = guards.blind
     if blind.fired and config.shift_check != "continue":  # (matched: the blind check on the matched pairs)
         return auditor.result(blind, config.name, "shift", auditor.t0 + len(rounds), config.seed,
-                              twins=config.twins is not None, references=len(config.reference))
+                              twins=config.twins is not None, references=len(config.reference), draw=guards.draw)
     meter = UsageMeter([config.model, *config.reference, config.placebo])
     stopped_by, texts = "data", 0
     for batch_no, start in enumerate(range(0, len(rounds), config.batch_pairs)):
@@ -189,5 +193,6 @@ def _run(config: AuditConfig, auditor: Auditor, suspect: list[Passage], heldout:
         blind, config.name, "rejected" if auditor.rejected else stopped_by, auditor.t0 + len(rounds), config.seed,
         placebo=placebo, unguarded_min_pairs=config.unguarded_min_pairs, twins=config.twins is not None,
         references=len(config.reference), pairs_beyond=min(len(suspect), len(heldout)) - len(rounds),
+        draw=guards.draw, vouched=config.assume_exchangeable,
         **({"texts_queried": texts} if config.every_private else {}),
         **meter.report(auditor.pairs_queried, len(rounds) - auditor.pairs_queried))

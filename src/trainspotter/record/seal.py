@@ -85,7 +85,7 @@ def seal(result: AuditResult, config: AuditConfig, suspect: list[dict], heldout:
         "header": {"name": config.name, "run_id": run_id, "created": time.time()},
         "config": config.model_dump(mode="json"),
         "inputs": {side: {"path": getattr(config, side), "sha256": file_sha256(getattr(config, side)),
-                          "passages": len(passages[side])} for side in ("suspect", "heldout")} | _twins(config),
+                          "passages": len(passages[side])} for side in ("suspect", "heldout")} | _twins(config, result),
         "model": model_identity(config.model, result.api),
         "reference": [model_identity(r, result.api) for r in config.reference],
         "code": code_identity(), "passages": passages,
@@ -117,13 +117,23 @@ def _rounds(result: AuditResult, config: AuditConfig) -> dict:
                        "texts_queried": result.texts_queried}}
 
 
-def _twins(config: AuditConfig) -> dict:
-    """A twins audit's commitment to the draw of the public versions (``trainspotter.twins``):
-    the record binds the audit to a draw made before any model was looked at."""
+def _twins(config: AuditConfig, result: AuditResult) -> dict:
+    """A twins audit's draw (``trainspotter.twins.draw``): the commitment, the pinned one, what the
+    folder showed of its draw (``result.draw``) and what re-derives it from the record alone: the
+    manifest's commitment and draw (the beacon, the revealed secret, the public versions' salts)
+    and the private versions' salts (the record holds their texts already)."""
     if config.twins is None:
         return {}
+    draw = result.draw.model_dump(mode="json") if result.draw is not None else None
     manifest = Path(config.twins) / "manifest.json"
     if not manifest.is_file():  # (passages given in memory): nothing binds the draw
-        return {"twins": {"path": config.twins, "manifest_sha256": None, "commitment": None}}
+        return {"twins": {"path": config.twins, "manifest_sha256": None, "commitment": None, "draw": draw,
+                          "proof": None}}
+    from trainspotter.twins.folder import load_twins
+
+    twins = load_twins(config.twins)
+    m = twins.manifest
+    salts = {f"{i}#{j}": s.hex() for i in twins.ids for j, s in twins.salts.get(i, {}).items() if j != twins.public[i]}
+    proof = {"manifest": {k: m[k] for k in ("version", "k", "commitment", "draw") if k in m}, "salts": salts}
     return {"twins": {"path": config.twins, "manifest_sha256": file_sha256(str(manifest)),
-                      "commitment": json.loads(manifest.read_text())["commitment"]["digest"]}}
+                      "commitment": m["commitment"]["digest"], "draw": draw, "proof": proof}}

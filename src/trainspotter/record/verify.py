@@ -80,32 +80,37 @@ def _check_passages(record: dict) -> Check:
                                    f"sha256")
 
 
-def _check_twins(twins: dict) -> Check:
-    """A twins audit: the folder's manifest is the one audited and, where the owner's salt is
-    at hand (keys.json), the commitment opens: the public versions are those drawn at
-    ``twins make``, before any model was looked at."""
-    from trainspotter.twins.folder import verify_commitment
+def _check_twins(record: dict):
+    """A twins audit's draw, re-derived from the record alone (``twins.draw.prove``: the manifest's
+    commitment and draw it holds, its public and private texts and their salts) and compared with
+    what the audit found; where the folder is here, its manifest must be the one audited. Returns
+    the recorded ``DrawProof`` (None: a record from before the draw was checked) and the check."""
+    from trainspotter.twins.draw import DrawProof, prove
+    from trainspotter.twins.rounds import passage_of
 
-    if twins["commitment"] is None:
-        return Check("twins", False, "a twins audit with no commitment recorded (its folder had no manifest.json): "
-                                     "nothing shows the public versions were drawn before the audit")
-    folder = Path(twins["path"])
-    manifest = folder / "manifest.json"
-    if not manifest.is_file():
-        return Check("twins", True, f"commitment {twins['commitment'][:16]}… recorded; the twins folder is not "
-                                    f"here to open it")
-    if file_sha256(manifest) != twins["manifest_sha256"]:
-        return Check("twins", False, f"{manifest}: not the manifest the audit read (sha256 differs)")
-    if not (folder / "keys.json").is_file():
-        return Check("twins", True, "the folder's manifest is the audited one; the owner's salt (keys.json) "
-                                    "would open its commitment")
-    try:
-        opened = verify_commitment(folder)
-    except InputError as e:
-        return Check("twins", False, str(e))
-    return Check("twins", opened, "the commitment opens with the owner's salt: the public versions are those drawn "
-                                  "before the audit" if opened else "the commitment does not open with keys.json's "
-                                  "salt: the public versions are not those committed to")
+    twins, manifest = record["inputs"]["twins"], Path(record["inputs"]["twins"]["path"]) / "manifest.json"
+    if twins["manifest_sha256"] and manifest.is_file() and file_sha256(manifest) != twins["manifest_sha256"]:
+        return None, Check("twins", False, f"{manifest}: not the manifest the audit read (sha256 differs)")
+    if twins.get("draw") is None:  # an audit from before the draw was checked (or of passages without a folder)
+        return None, Check("twins", twins["commitment"] is not None, "no commitment recorded: nothing shows the "
+                           "public versions were drawn before the audit" if not twins["commitment"] else
+                           f"commitment {twins['commitment'][:16]}… recorded before draws were checked: it shows the "
+                           f"public versions were fixed at twins make, not that nobody chose them")
+    recorded = DrawProof(**twins["draw"])
+    proof, private = twins.get("proof"), {}
+    for p in record["passages"]["heldout"] if proof and proof["salts"] else ():
+        i, j = passage_of(p["id"])
+        private.setdefault(i, {})[j] = (p["text"], bytes.fromhex(proof["salts"].get(p["id"], "")))
+    public = {p["id"]: p["text"] for p in record["passages"]["suspect"]}
+    again = DrawProof(status="unproven", reason="no folder bound the draw") if proof is None else prove(
+        proof["manifest"], public, private or None, recorded.pinned)
+    if (again.status, again.commitment, again.round) != (recorded.status, recorded.commitment, recorded.round):
+        return recorded, Check("twins", False, f"draw: recorded {recorded.status!r}, re-derived from the record "
+                                               f"{again.status!r} ({again.reason})")
+    said = {"shown": f"the draw re-derives from the record ({again.reason}); it rests on: {again.rests_on}",
+            "unproven": f"the draw was not shown random, as recorded: {again.reason}",
+            "failed": f"the draw fails to re-derive, as recorded: {again.reason}"}[again.status]
+    return recorded, Check("twins", True, said)
 
 
 def _check_pair_order(record: dict, config) -> Check:
@@ -236,14 +241,14 @@ def _replay_placebo(record: dict, config, auditor, blind):
                                                   f"{len(pairs)} pairs' wealth match")
 
 
-def _check_result(record: dict, config, auditor, blind, placebo) -> Check:
+def _check_result(record: dict, config, auditor, blind, placebo, draw=None) -> Check:
     recorded = record["result"]
     shift = recorded["stopped_by"] == "shift"
     unguarded = 0 if shift else config.unguarded_min_pairs
     try:
         replayed = auditor.result(blind, config.name, recorded["stopped_by"], recorded["pairs_available"], config.seed,
                                   placebo=None if shift else placebo, unguarded_min_pairs=unguarded,
-                                  twins=config.twins is not None)
+                                  twins=config.twins is not None, draw=draw, vouched=config.assume_exchangeable)
     except InputError as e:
         return Check("result", False, f"result: cannot be replayed ({e})")
     if recorded["stopped_by"] != "shift" and (recorded["stopped_by"] == "rejected") != replayed.model_reject:
@@ -336,9 +341,10 @@ def verify_one(record: dict, public_key=None, stage: Callable[[str], None] = lam
     from trainspotter.auditing.config import AuditConfig
 
     stage("texts")
-    checks = [_check_passages(record)]
+    checks, draw = [_check_passages(record)], None
     if "twins" in record["inputs"]:
-        checks.append(_check_twins(record["inputs"]["twins"]))
+        draw, twins_check = _check_twins(record)
+        checks.append(twins_check)
     try:
         config = AuditConfig(**{"twins_private": "one", **record["config"]})  # (older records: one drawn)
     except (ValidationError, InputError) as e:
@@ -356,7 +362,7 @@ def verify_one(record: dict, public_key=None, stage: Callable[[str], None] = lam
         if auditor is not None:
             stage("placebo check")
             placebo, placebo_check = _replay_placebo(record, config, auditor, blind)
-            checks += [placebo_check, _check_result(record, config, auditor, blind, placebo)]
+            checks += [placebo_check, _check_result(record, config, auditor, blind, placebo, draw)]
     # The digests before the end state: a changed config names its section, not the state it changed.
     stage("hashes and signature")
     checks += [_check_digests(record), _check_chain(record)]

@@ -1,6 +1,7 @@
 """Making twins (docs/architecture.md, "Twins"): k ≥ 2 rewrites of every passage, each variant
-under its own secret key, held to one quality gate, then a uniform draw of the public version per
-passage and a commitment to that draw (``trainspotter.twins.folder``: the folder it is written to).
+under its own secret key, held to one quality gate, then a commitment to every variant and to a
+secret (``trainspotter.twins.draw``), before any draw: the public versions are drawn later from
+that secret and a beacon round (``twins.release``); ``trainspotter.twins.folder``: the folder.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import secrets
 from collections.abc import Callable
 
 from trainspotter.errors import InputError
-from trainspotter.twins.folder import FORMAT, KEY_BYTES, VERSION, Twins, commitment
+from trainspotter.twins.draw import VERSION, commit, seeded_draw
+from trainspotter.twins.folder import FORMAT, KEY_BYTES, Twins
 from trainspotter.twins.gate import OriginalCache, minilm_similarity
 from trainspotter.twins.lexical import KeyedLexicalRewriter
 from trainspotter.twins.rewriter import EmptyRewrite, Rewriter
@@ -35,12 +37,15 @@ def _norm(text: str) -> str:
 
 
 def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = None, *,
-               keys: list[bytes] | None = None, rng: random.Random | None = None, similarity: bool = False,
-               max_edit_rate: float = 0.5, retries: int = 8, min_similarity: float | None = None,
-               progress: Callable[[int, int], None] | None = None) -> Twins:
-    """k ≥ 2 variants of every passage and a uniform draw of the public one (``rng``: default
-    ``secrets.SystemRandom()``, the operating system's cryptographic generator; ``keys``: one per
-    variant, default ``secrets.token_bytes(32)`` each). Variant j is ``rewriter.rewrite(text,
+               keys: list[bytes] | None = None, beacon_round: int | None = None, rng: random.Random | None = None,
+               similarity: bool = False, max_edit_rate: float = 0.5, retries: int = 8,
+               min_similarity: float | None = None, progress: Callable[[int, int], None] | None = None) -> Twins:
+    """k ≥ 2 variants of every passage, committed to (``draw.commit``: a secret and a salt per variant
+    from the operating system's generator; ``beacon_round``: the round whose value will draw the
+    public versions, ``twins.release``) and not yet drawn. ``rng``: draw them now with that
+    generator instead (a built-in testbed's seeded draw, ``draw.seeded_draw``: reproducible, never
+    shown random). ``keys``: one per variant, default ``secrets.token_bytes(32)`` each, drawn
+    independently of the secret. Variant j is ``rewriter.rewrite(text,
     keys[j])``; where it equals an earlier variant of the passage (whitespace aside), changes more
     than ``max_edit_rate`` of its words, is empty (a generative rewriter's ``EmptyRewrite``) or,
     with ``min_similarity``, has a MiniLM similarity to the original below it, it is redrawn, up to
@@ -58,7 +63,6 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
     keys = keys or [secrets.token_bytes(KEY_BYTES) for _ in range(k)]
     if len(keys) != k:
         raise ValueError(f"{len(keys)} keys for k = {k} variants")
-    rng = rng or secrets.SystemRandom()
     seen: dict[str, str] = {}
     for p in passages:
         if p["id"] in seen:
@@ -87,15 +91,14 @@ def make_twins(passages: list[dict], k: int = 2, rewriter: Rewriter | None = Non
         sims = minilm_similarity([seen[i] for i, _ in flat], [variants[i][j] for i, j in flat])
         for (i, j), s in zip(flat, sims):
             quality[i][j]["similarity"] = s
-    public = {i: rng.randrange(k) for i in ids}  # uniform, per passage, after every variant exists
-    salt = secrets.token_bytes(KEY_BYTES)
     manifest = {"format": FORMAT, "version": VERSION, "k": k, "passages": len(ids), "rewriter": rewriter.describe(),
                 "max_edit_rate": max_edit_rate, "min_similarity": min_similarity, "skipped": skipped,
-                "redrawn": redrawn,
-                "commitment": {"scheme": "sha256(salt || json([[id, public variant], ...]))",
-                               "digest": commitment([(i, public[i]) for i in ids], salt)},
-                "quality": _summary(quality, k)}
-    return Twins(ids, variants, public, k, manifest, quality, list(keys), salt)
+                "redrawn": redrawn, "quality": _summary(quality, k)}
+    twins = Twins(ids, variants, {}, k, manifest, quality, list(keys))
+    manifest["commitment"] = commit(twins, rewriter.describe(), None if rng else beacon_round)
+    if rng is not None:  # every variant exists and the draw reads none of them
+        seeded_draw(twins, {i: rng.randrange(k) for i in ids}, "a seeded generator's draw at twins make")
+    return twins
 
 
 def _variant(rewriter: Rewriter, p: dict, key: bytes, earlier: list[str], max_edit_rate: float, retries: int,

@@ -1,0 +1,114 @@
+"""A draw nobody chose (DESIGN.md: "A draw is only as good as the proof that nobody chose it").
+
+A commitment shows that a draw was fixed before the release, not that it was random: an owner can
+look at the target model (it already exists) and pick the versions it favours. So the owner
+commits first, to a secret ``s`` (``secret_digest``) and to every variant, and only then does a
+public random value ``R`` appear that nobody controls: a round of a randomness beacon such as
+drand, supplied by the user (nothing is fetched at run time). Every draw and every key derives
+from both, by HMAC-SHA256 keyed with the secret (``derive``):
+
+    seed(label) = HMAC-SHA256(s, "trainspotter" ‖ 0 ‖ label ‖ 0 ‖ round (8 bytes, big-endian) ‖ R)
+
+Before ``R`` exists nobody, the owner included, can know the draw; once it exists the owner can no
+longer choose ``s``, which the published commitment binds. What no offline check can show is the
+order: an owner who learns ``R`` first could try secrets until the draw favours the target
+(commit-then-reveal, as in lotteries and certificate transparency). A verdict that rests on such a
+draw therefore says what it rests on: the commitment was public before the beacon round.
+
+An index among ``k`` (``uniform_index``) is drawn without modulo bias by rejection: the seed, read
+as a 256-bit integer, is accepted below the largest multiple of ``k`` and re-hashed otherwise, so
+every index has probability exactly 1/k when the seed is uniform.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspotter.errors import InputError
+
+__all__ = ["SECRET_BYTES", "TEST_BEACON", "Beacon", "derive", "parse_beacon", "secret_digest", "uniform_index"]
+
+SECRET_BYTES = 32  # the owner's secret: 256 bits from the operating system's generator
+RANDOMNESS_BYTES = 32  # a drand round's randomness (sha256 of its signature)
+
+
+@dataclass(frozen=True)
+class Beacon:
+    """One public random value: the beacon's round number and its 32 random bytes, and where it
+    was published (for the reader; the derivation reads round and randomness only)."""
+
+    round: int
+    randomness: bytes
+    source: str = "drand"
+
+    def __post_init__(self):
+        if self.round < 0 or len(self.randomness) != RANDOMNESS_BYTES:
+            raise ValueError(f"a beacon needs a round ≥ 0 and {RANDOMNESS_BYTES} random bytes")
+
+    @property
+    def text(self) -> str:
+        """``ROUND:HEX``, as ``parse_beacon`` reads it."""
+        return f"{self.round}:{self.randomness.hex()}"
+
+    def to_dict(self) -> dict:
+        return {"round": self.round, "randomness": self.randomness.hex(), "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Beacon:
+        return cls(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")))
+
+
+# A fixed value for tests and the built-in testbeds: not a real beacon round, and said so.
+TEST_BEACON = Beacon(1, hashlib.sha256(b"trainspotter fixed test beacon").digest(),
+                     "fixed test value (tests and built-in testbeds; not a real beacon round)")
+
+
+def parse_beacon(value: str, where: str = "option --beacon") -> Beacon:
+    """A beacon from ``ROUND:HEX`` (the round number and its 64 hex digits of randomness) or from a
+    JSON file as drand publishes a round (``{"round": N, "randomness": "HEX", ...}``); anything
+    else is one InputError naming ``where``."""
+    path = Path(value)
+    if ":" not in value and path.suffix == ".json":
+        if not path.is_file():
+            raise InputError(f"{where}: {value}: no such file (a drand round as JSON, or ROUND:HEX)")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Beacon(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")))
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
+            raise InputError(f"{path}: not a beacon round ({{\"round\": N, \"randomness\": \"64 hex digits\"}}): "
+                             f"{type(e).__name__}") from None
+    round_, _, hex_ = value.partition(":")
+    try:
+        return Beacon(int(round_), bytes.fromhex(hex_))
+    except ValueError:
+        raise InputError(f"{where}: {value!r} is not ROUND:HEX (a beacon round number, a colon and its "
+                         f"{2 * RANDOMNESS_BYTES} hex digits of randomness) nor a .json file of a drand round") from None
+
+
+def derive(secret: bytes, beacon: Beacon, label: str) -> bytes:
+    """32 bytes derived from the owner's secret and the beacon for one purpose (``label``: which
+    draw or key; different labels give independent values): the module docstring's seed(label)."""
+    if len(secret) < 16:
+        raise ValueError("a secret of at least 128 bits")
+    message = b"trainspotter\0" + label.encode("utf-8") + b"\0" + beacon.round.to_bytes(8, "big") + beacon.randomness
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+def uniform_index(seed: bytes, k: int) -> int:
+    """An index in 0..k-1 from a 32-byte seed, each with probability exactly 1/k when the seed is
+    uniform: rejection below the largest multiple of k under 2^256 (re-hashing the seed otherwise)."""
+    if k < 1:
+        raise ValueError("k ≥ 1")
+    limit = (1 << 256) - (1 << 256) % k
+    while (x := int.from_bytes(seed, "big")) >= limit:
+        seed = hashlib.sha256(seed).digest()
+    return x % k
+
+
+def secret_digest(secret: bytes) -> str:
+    """What a commitment publishes of the secret: sha256("trainspotter-secret" ‖ 0 ‖ s), hex."""
+    return hashlib.sha256(b"trainspotter-secret\0" + secret).hexdigest()
