@@ -1,4 +1,4 @@
 """Evaluation with known ground truth: per-sample MIA methods, metrics, benchmarks and
 the built-in testbeds (TDDBench Sec. 3; EZ-MIA Sec. 4)."""
 
-MAY_IMPORT = ("backends", "features", "stats", "twins", "auditing", "record", "loop")  # besides the foundation (tests/unit/test_layering.py)
+MAY_IMPORT = ("backends", "features", "stats", "twins", "auditing", "record", "loop", "keyed")  # besides the foundation (tests/unit/test_layering.py)
