@@ -49,7 +49,7 @@ class KeyedSuiteConfig(BaseModel):
 
     testbed: str = "tiny-pretrain-keyed"
     trials: int = Field(100, ge=1)
-    keys: int = Field(1000, ge=1)
+    random_keys: int = Field(1000, ge=1)
     black_tokens: int = Field(20000, ge=64)
     prompt_tokens: int = Field(32, ge=1)
     new_tokens: int = Field(64, ge=1)

@@ -8,7 +8,7 @@ counted once ever).
 
 from importlib import import_module
 
-MAY_IMPORT = ("backends", "stats", "twins", "record")  # besides the foundation (tests/unit/test_layering.py)
+MAY_IMPORT = ("backends", "stats", "twins", "record", "loop")  # besides the foundation (tests/unit/test_layering.py)
 _PUBLIC = {
     "units": ("LexicalForms", "Seen", "lexical_units", "window_units"),
 }

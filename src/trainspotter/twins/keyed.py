@@ -36,7 +36,8 @@ from trainspotter.twins.lexical import KeyedLexicalRewriter
 from trainspotter.twins.rewriter import Rewriter
 from trainspotter.twins.watermark import SCHEME, GreenBias, KeyedGreenList, tokenizer_files
 
-__all__ = ["FORMAT", "KeyedHFRewriter", "KeyedRelease", "commit_release", "load_release", "release", "verify_release"]
+__all__ = ["FORMAT", "KeyedHFRewriter", "KeyedRelease", "commit_release", "commitment_sha256", "load_release",
+           "release", "verify_release"]
 
 FORMAT, VERSION = "trainspotter-keyed-release", 1
 COMMITMENT, MANIFEST, SECRET = "commitment.json", "manifest.json", "secret.json"
@@ -87,6 +88,12 @@ def scoring(rewriter: Rewriter, tokenizer: dict | None = None) -> dict:
     return {"unit": "window (previous token, next token), width 2, each distinct window once",
             "null": "gamma", "gamma": green["gamma"], "scheme": green["scheme"], "bias": green["bias"],
             "vocab_size": green["vocab_size"], "tokenizer": tokenizer}
+
+
+def commitment_sha256(commitment: dict) -> str:
+    """What manifest.json binds of commitment.json (and what an owner publishes first): the
+    sha256 of its canonical JSON."""
+    return _sha(_canonical(commitment))
 
 
 def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *, k: int = 1,
@@ -179,7 +186,7 @@ def load_release(folder: str | Path) -> KeyedRelease:
     if commitment.get("format") != FORMAT:
         raise InputError(f"{folder / COMMITMENT}: not a keyed release commitment")
     manifest = _read_json(folder / MANIFEST) if (folder / MANIFEST).exists() else None
-    if manifest and manifest["commitment_sha256"] != _sha(_canonical(commitment)):
+    if manifest and manifest["commitment_sha256"] != commitment_sha256(commitment):
         raise InputError(f"{folder / COMMITMENT}: differs from the commitment {MANIFEST} binds")
     public = []
     if manifest:
@@ -241,7 +248,7 @@ def release(folder: str | Path, beacon: Beacon, progress=None) -> dict:
         (out / PRIVATE).chmod(0o600)
         files.append(PRIVATE)
     manifest = {"format": FORMAT, "version": VERSION, "stage": "release", "passages": len(public),
-                "commitment_sha256": _sha(_canonical(kr.commitment)), "commitment": kr.commitment,
+                "commitment_sha256": commitment_sha256(kr.commitment), "commitment": kr.commitment,
                 "beacon": beacon.to_dict(), "key": f"HMAC-SHA256(secret, 'trainspotter' || 0 || '{LABEL}' || 0 || "
                                                   "round (8 bytes) || randomness): 256 bits",
                 "scoring": kr.commitment["scoring"],
