@@ -59,8 +59,10 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
     keys = fresh_keys(cfg.random_keys, cfg.seed)
     models = {"target": HFBackend(folder / "target", device="cpu"), "reference": HFBackend(folder / "reference",
                                                                                          device="cpu")}
-    if cfg.original:
-        models["original"] = HFBackend(cfg.original, device="cpu")
+    if cfg.original:  # a model spec, e.g. testbed:tiny-pretrain (its members: the originals, unkeyed)
+        from trainspotter.backends import load_backend
+
+        models["original"] = load_backend(cfg.original)
     res = {"testbed": bed.name, "member_fraction": manifest["member_fraction"], "members": manifest["keyed"]["members"],
            "release_units": len(bed.scoring.forms.forms), "black": {}, "gray": {}, "h0": {}}
     black, gray = [], []

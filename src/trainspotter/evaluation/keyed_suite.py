@@ -56,7 +56,7 @@ class KeyedSuiteConfig(BaseModel):
     gray_passages: int = Field(40, ge=1)
     alpha: float = Field(0.05, gt=0, lt=1)
     strategy: str = "mixture"
-    original: str | None = None  # a model trained on the original (unkeyed) members: an H0 model
+    original: str | None = None  # spec of a model trained on the original (unkeyed) members: an H0 model
     release_prompts: bool = True
     seed: int = 0
     out: str | None = None
