@@ -17,6 +17,7 @@ from trainspotter.errors import InputError
 from trainspotter.flows.cli_common import (ALPHA, BEACON, JSON, KEYED_ACCESS_HELP, LEDGER, MODEL, SEED, TRACKING_URI,
                                            KeyedAccess, Typer, choice, count_progress, emit_json)
 from trainspotter.flows.cli_verify import RECORD, print_record, write_record
+from trainspotter.keyed.audit import SHINGLE
 
 keyed_app = Typer(help="A keyed release: every passage you publish written under one secret key that "
                        "derives from a public random value nobody chose, and its audit in anything a model "
@@ -26,8 +27,9 @@ WHO = {"commitment.json": "publish now, before the beacon round", "secret.json":
        "originals.jsonl": "keep secret", "public.jsonl": "release it", "manifest.json": "publish with it"}
 
 
-def _say(text: str) -> None:
-    Console().print(text, markup=False, highlight=False)
+def _say(text: str, path: bool = False) -> None:
+    """One line (wrapped at the terminal's width unless it holds a path, which is never cut)."""
+    Console().print(text, markup=False, highlight=False, soft_wrap=path)
 
 
 @keyed_app.command("make", short_help="Commit to passages and a secret, before release.")
@@ -66,12 +68,12 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
     if json_out:
         return emit_json({"out": str(out.resolve()), "passages": len(rows), "commitment_sha256": digest,
                           "rewriter": commitment["rewriter"]["name"], "files": WHO})
-    _say(f"committed {len(rows)} passages ({commitment['rewriter']['name']}) in {out}")
+    _say(f"committed {len(rows)} passages ({commitment['rewriter']['name']}) in {out}", path=True)
     for name in ("commitment.json", "secret.json", "originals.jsonl"):
         _say(f"{name}: {WHO[name]}")
     _say(f"commitment sha256:\n  {digest}")
     _say("next, once a beacon round later than commitment.json's publication exists:\n"
-         f"  trainspotter keyed release {out} --beacon ROUND:HEX")
+         f"  trainspotter keyed release {out} --beacon ROUND:HEX", path=True)
 
 
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")
@@ -90,7 +92,7 @@ def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed ma
     if json_out:
         return emit_json({"folder": str(folder.resolve()), "passages": manifest["passages"],
                           "beacon": manifest["beacon"], "files": manifest["files"]})
-    _say(f"released {manifest['passages']} passages under one key (beacon round {b.round}) in {folder}")
+    _say(f"released {manifest['passages']} passages under one key (beacon round {b.round}) in {folder}", path=True)
     for name in ("public.jsonl", "manifest.json"):
         _say(f"{name}: {WHO[name]}")
 
@@ -101,9 +103,9 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
               access: KeyedAccess = choice(KeyedAccess, "access", "black", KEYED_ACCESS_HELP),
               prompts: Optional[Path] = typer.Option(None, help="Neutral text that is not the release (as audit's "
                                                                 "--heldout: JSONL, Parquet, CSV, txt...): prompts "
-                                                                "(black) or passages (gray). Default: the packaged "
-                                                                "Wikipedia leads that share no run of 8 words with "
-                                                                "the release."),
+                                                                "(black) or passages (gray) (default: the packaged "
+                                                                f"Wikipedia leads that share no run of {SHINGLE} "
+                                                                "words with the release)."),
               max_tokens: int = typer.Option(20000, min=1, help="Black-box budget of a run: generated tokens."),
               max_passages: int = typer.Option(40, min=1, help="Gray-box budget of a run: neutral passages."),
               random_keys: int = typer.Option(1000, min=0, help="Random keys the release key is ranked among "
@@ -181,6 +183,6 @@ def verify_keyed_cmd(paths: list[Path], loaded: list[dict], release: Path | None
             table.add_row(n, "[green]ok[/green]" if k else "[red]FAILED[/red]", d)
         Console().print(table)
         first = next((d for _, k, d in checks if not k), None)
-        _say(f"verified: record {records[-1][1]['digest']}" if ok else f"does not verify: {first}")
+        _say(f"verified: record {records[-1][1]['digest']}" if ok else f"does not verify: {first}", path=True)
     if not ok:
         raise typer.Exit(NOT_VERIFIED_EXIT)
