@@ -100,6 +100,10 @@ def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed ma
 @keyed_app.command("audit", short_help="Test a model for a keyed release, anytime-valid.")
 def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with the owner's secret.json)."),
               model: str = MODEL,
+              reference: Optional[str] = typer.Option(None, help="Gray-box on a lexical release: a model of the "
+                                                                 "target's kind that never saw the release; each "
+                                                                 "form is scored relative to it (more power, the "
+                                                                 "same exact null)."),
               access: KeyedAccess = choice(KeyedAccess, "access", "black", KEYED_ACCESS_HELP),
               prompts: Optional[Path] = typer.Option(None, help="Neutral text that is not the release (as audit's "
                                                                 "--heldout: JSONL, Parquet, CSV, txt...): prompts "
@@ -125,9 +129,12 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
     from trainspotter.flows.cli_common import edge_specs, input_error
     from trainspotter.keyed.audit import KeyedAuditConfig, open_release
 
-    spec, _, _ = edge_specs(model, None)
+    spec, _, more = edge_specs(model, None, reference)
+    if reference is not None and access.value != "gray":
+        raise InputError("option --reference: a keyed audit reads a reference gray-box only (--access gray)")
     try:
-        config = KeyedAuditConfig(release=folder, model=spec, access=access.value, prompts=prompts,
+        config = KeyedAuditConfig(release=folder, model=spec, reference=more[0] if more else None,
+                                  access=access.value, prompts=prompts,
                                   max_tokens=max_tokens, max_passages=max_passages, random_keys=random_keys, alpha=alpha,
                                   seed=seed, name=name if ledger else None)
     except ValidationError as e:

@@ -143,6 +143,12 @@ TESTBEDS: dict[str, Testbed] = {
                                                 "the training tokens)", _PRETRAIN | {"keyed": "lexical",
                                                                                     "keyed_members": n})
        for share, n in (("3pct", 204), ("1pct", 66), ("0.3pct", 20))},
+    # The generative keyed release: every member's public version its SmolLM2 paraphrase under one
+    # watermark key of the committed table (tiny-pretrain-twins-smollm2's; the beacon picks the key).
+    "tiny-pretrain-keyed-smollm2": Testbed("tiny-pretrain whose members are one generative keyed release: "
+                                           "SmolLM2-135M-Instruct's paraphrases under one watermark key "
+                                           "(benchmarks/data/twins-smollm2/), seen once",
+                                           _PRETRAIN | {"keyed": "smollm2"}),
     # A seconds-scale variant of the pre-training recipe for tests.
     "mini-pretrain": Testbed("seconds-scale version of tiny-pretrain, for tests", _MINI_PRETRAIN),
     "mini-pretrain-twins": Testbed("seconds-scale version of tiny-pretrain-twins, for tests",

@@ -39,7 +39,7 @@ def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSui
     for m, key in enumerate(keys):
         texts = random.Random(f"{cfg.seed}:release-prompts:{m}").sample(bed.originals, min(n, len(bed.originals)))
         prompts = [opening(backend, rewriter.rewrite(t, key), cfg.prompt_tokens) for t in texts]
-        ans: Answers = black_answers(backend, bed.scoring.forms, prompts, cfg.new_tokens, seed=cfg.seed + 7919 * m)
+        ans: Answers = black_answers(backend, bed, prompts, cfg.new_tokens, seed=cfg.seed + 7919 * m)
         x, p = bed.scoring.outcomes(ans.records, key)
         hits.append(bool(len(x)) and bool(unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha).rejected))
         fixed.append(_fixed_p(x, p) < cfg.alpha)
@@ -64,29 +64,35 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
 
         models["original"] = load_backend(cfg.original)
     res = {"testbed": bed.name, "member_fraction": manifest["member_fraction"], "members": manifest["keyed"]["members"],
-           "release_units": len(bed.scoring.forms.forms), "black": {}, "gray": {}, "h0": {}}
+           "release_units": len(bed.scoring.forms.forms) if bed.tokenizer is None else None,
+           "unit": "word type" if bed.tokenizer is None else "window (SmolLM2 tokens)", "black": {}, "gray": {}, "h0": {}}
     black, gray = [], []
+    ref = models["reference"] if cfg.calibrate else None
     for t in range(cfg.trials):
-        ans = black_answers(models["target"], bed.scoring.forms, _prompts(models["target"], bed, cfg, t),
+        ans = black_answers(models["target"], bed, _prompts(models["target"], bed, cfg, t),
                             cfg.new_tokens, seed=cfg.seed * 100_003 + t)
         black.append(evaluate(bed, ans, bed.key, keys, cfg))
-        gray.append(evaluate(bed, gray_answers(models["target"], bed.scoring.forms, _passages(bed, cfg, t)), bed.key,
-                             keys, cfg))
+        if bed.tokenizer is None:  # gray-box windows need a model with the watermark's tokenizer
+            gray.append(evaluate(bed, gray_answers(models["target"], bed.scoring.forms, _passages(bed, cfg, t), ref),
+                                 bed.key, keys, cfg))
         if progress:
             progress("members' trials", t + 1, cfg.trials)
     res["black"] = summarise(black, cfg.alpha, cfg.black_tokens) | {"budget": cfg.black_tokens}
-    res["gray"] = summarise(gray, cfg.alpha, cfg.gray_passages) | {"budget": cfg.gray_passages}
+    res["gray"] = summarise(gray, cfg.alpha, cfg.gray_passages) | {"budget": cfg.gray_passages} if gray else None
     paths = {"black": [t["path"] for t in black], "gray": [t["path"] for t in gray]}
     for name, backend in models.items():
-        ans = black_answers(backend, bed.scoring.forms, _prompts(backend, bed, cfg, -1), cfg.new_tokens, seed=cfg.seed)
-        gans = gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, -1))
-        res["h0"][name] = {"black": h0_rates(bed, ans, keys, cfg), "gray": h0_rates(bed, gans, keys, cfg)}
+        ans = black_answers(backend, bed, _prompts(backend, bed, cfg, -1), cfg.new_tokens, seed=cfg.seed)
+        res["h0"][name] = {"black": h0_rates(bed, ans, keys, cfg)}
         if name != "target":  # the public key on a model that never saw the release: its path
             paths[f"black {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
-            paths[f"gray {name}"] = [evaluate(bed, gans, bed.key, keys[:8], cfg)["path"]]
+        if bed.tokenizer is None:
+            gans = gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, -1), ref)
+            res["h0"][name]["gray"] = h0_rates(bed, gans, keys, cfg)
+            if name != "target":
+                paths[f"gray {name}"] = [evaluate(bed, gans, bed.key, keys[:8], cfg)["path"]]
         if progress:
             progress("H0 models", len(res["h0"]), len(models))
-    if cfg.release_prompts:
+    if cfg.release_prompts and bed.tokenizer is None:  # (a generative release under a fresh key needs new paraphrases)
         res["h0"]["reference, release prompts"] = {"black": _release_prompts_h0(models["reference"], bed, keys, cfg,
                                                                                  progress)}
     return res | {"paths": paths}
@@ -101,12 +107,17 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
     """The suite's tables: power on the members' release, then H0 over fresh keys."""
     lines = [f"# Keyed suite: testbed `{res['testbed']}`", "", header, "",
              f"Release: {res['members']} members, {100 * res['member_fraction']:.2f}% of the training tokens, "
-             f"seen once; {res['release_units']} rewritable units. α = {cfg.alpha:g}, {cfg.trials} trials, "
+             f"seen once; unit: {res['unit']}" + (f", {res['release_units']} rewritable units" if res["release_units"]
+                                                  else "") + f". α = {cfg.alpha:g}, {cfg.trials} trials, "
              f"{cfg.random_keys} random keys.", "",
              "| access | budget | e-process TPR | mean / median / 95% to decision | fixed-n (Sander) | STAMP t-test | "
              "key rank | units |", "|---|---|---|---|---|---|---|---|"]
     for access, unit in (("black", "generated tokens"), ("gray", "neutral passages")):
         r = res[access]
+        if r is None:
+            lines.append(f"| {access} | – | not measured: the testbed's models do not share the watermark's tokenizer "
+                         "| | | | | |")
+            continue
         lines.append(f"| {access} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
                      f"{r['median_to_decision']:.0f} / {r['q95_to_decision']:.0f} | {r['fixed_power']:.2f} | "
                      f"{r['stamp_power']:.2f} | {r['rank_power']:.2f} | {r['mean_units']:.0f} |")

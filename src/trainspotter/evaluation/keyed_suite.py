@@ -5,8 +5,10 @@ members one release under one key, seen once in pre-training), how soon the keye
 Black-box: each trial draws prompts from the neutral passages (non-member and held-out splits:
 never trained on, not the release), samples ``new_tokens`` continuation tokens from each
 (``keyed.answers.sample``) until ``black_tokens`` are generated, and scores the release's units
-(``keyed.units.lexical_units``). Gray-box: each trial draws ``gray_passages`` neutral passages and
-scores the key's form of each unit against its others in its first context (``form_probabilities``).
+(``keyed.units.lexical_units``). Gray-box: each trial draws ``gray_passages`` neutral passages
+(whole) and scores the key's form of each unit against its others in its first context
+(``form_probabilities``; with ``calibrate``, relative to the testbed's reference model, which never
+saw the release).
 Per trial, on the same units: the e-process (rejected, and the tokens or passages it needed),
 Sander et al.'s fixed-n test at the whole budget (exact binomial tail; gray: a one-sided t-test of
 x − p), STAMP's paired t-test over prompts or passages (the public key against the mean of
@@ -34,8 +36,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy.stats import binomtest, ttest_1samp
 
-from trainspotter.keyed.score import LexicalScoring
-from trainspotter.keyed.units import LexicalForms, Seen, lexical_units
+from trainspotter.keyed.score import GreenScoring, LexicalScoring
+from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_units
 from trainspotter.stats.units import fixed_n_pvalue, key_rank, unit_eprocess
 
 __all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "gray_answers", "evaluate",
@@ -58,6 +60,7 @@ class KeyedSuiteConfig(BaseModel):
     strategy: str = "mixture"
     original: str | None = None  # spec of a model trained on the original (unkeyed) members: an H0 model
     release_prompts: bool = True
+    calibrate: bool = True  # gray-box: each form's log-probability minus the testbed reference's
     seed: int = 0
     out: str | None = None
 
@@ -69,23 +72,49 @@ class KeyedBed:
     name: str
     folder: Path
     key: bytes
-    scoring: LexicalScoring
+    scoring: LexicalScoring | GreenScoring
     originals: list[str]
     neutral: list[str]
+    tokenizer: object = None  # the watermark's (a generative release's windows); None: lexical units
 
 
-def _split(folder: Path, split: str) -> list[str]:
-    return [json.loads(line)["text"] for line in (folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
+def neutral_passages(folder: Path) -> list[str]:
+    """The whole Wikipedia leads of the testbed's non-member and held-out splits (never trained on:
+    the split files hold their first chunk only)."""
+    from trainspotter.assets import wikipedia_leads
+
+    splits = json.loads((folder / "manifest.json").read_text())["splits"]
+    text = {r["id"]: r["text"] for r in wikipedia_leads()}
+    return [text[i] for split in ("nonmember", "heldout") for i in splits[split]]
 
 
 def keyed_bed(folder: Path) -> KeyedBed:
     from trainspotter.twins.keyed import load_release, rewriter_of
 
+    if (folder / "release" / "keyed-table.json").exists():
+        return _table_bed(folder)
     release = load_release(folder / "release")
     originals = [p["text"] for p in release.originals]
     forms = LexicalForms(rewriter_of(release.commitment), originals)
-    return KeyedBed(folder.name, folder, release.key, LexicalScoring(forms), originals,
-                    _split(folder, "nonmember") + _split(folder, "heldout"))
+    return KeyedBed(folder.name, folder, release.key, LexicalScoring(forms), originals, neutral_passages(folder))
+
+
+def _table_bed(folder: Path) -> KeyedBed:
+    """A generative keyed testbed (``evaluation.testbed_keyed``): its windows under transformers' CUDA
+    green lists of the chosen variant key, in SmolLM2's tokens; a random key is a variant key too."""
+    from transformers import AutoTokenizer
+
+    from trainspotter.assets import smollm2_gguf
+    from trainspotter.twins.generative import watermark_key
+    from trainspotter.twins.watermark import CudaRandpermGreenList
+
+    made = json.loads((folder / "release" / "keyed-table.json").read_text())
+    V = int(made["vocab_size"])
+    scoring = GreenScoring(V, made["gamma"], green=lambda key: CudaRandpermGreenList(watermark_key(key), V))
+    gguf = smollm2_gguf()
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return KeyedBed(folder.name, folder, bytes.fromhex(made["variant_key"]), scoring, [], neutral_passages(folder),
+                    tok)
 
 
 @dataclass
@@ -103,21 +132,28 @@ def opening(backend, text: str, tokens: int) -> str:
     return backend.tokenizer.decode(backend.tokenizer(text, add_special_tokens=False)["input_ids"][:tokens])
 
 
-def black_answers(backend, forms: LexicalForms, prompts: list[str], new_tokens: int, seed: int) -> Answers:
-    """The model's continuations of ``prompts`` (already cut) and their lexical units, counted once."""
+def black_answers(backend, bed: KeyedBed, prompts: list[str], new_tokens: int, seed: int) -> Answers:
+    """The model's continuations of ``prompts`` (already cut) and their units, counted once: the
+    release's lexical units, or the windows of the continuation in the watermark's tokens."""
     from trainspotter.keyed.answers import sample
 
     out, seen = Answers(), Seen()
     for i, (prompt, cont) in enumerate(zip(prompts, sample(backend, prompts, new_tokens, seed))):
-        for unit, form in lexical_units(forms, prompt, cont, seen):
-            out.records.append({"unit": unit, "form": form})
-            out.spent.append((i + 1) * new_tokens)
-            out.doc.append(i)
+        if bed.tokenizer is None:
+            records = [{"unit": u, "form": j} for u, j in lexical_units(bed.scoring.forms, prompt, cont, seen)]
+        else:
+            ids = bed.tokenizer(cont, add_special_tokens=False)["input_ids"]
+            given = bed.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            records = [{"prev": a, "next": b} for a, b in window_units(given, ids, seen)]
+        out.records += records
+        out.spent += [(i + 1) * new_tokens] * len(records)
+        out.doc += [i] * len(records)
     return out
 
 
-def gray_answers(backend, forms: LexicalForms, passages: list[str]) -> Answers:
-    """Each unit's forms scored in its first context in ``passages`` (counted once)."""
+def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=None) -> Answers:
+    """Each unit's forms scored in its first context in ``passages`` (counted once), relative to
+    ``reference``'s when given (``keyed.answers.form_probabilities``)."""
     from trainspotter.keyed.answers import form_probabilities
 
     seen, contexts, doc = Seen(), [], []
@@ -125,7 +161,7 @@ def gray_answers(backend, forms: LexicalForms, passages: list[str]) -> Answers:
         for unit, context in forms.contexts(text, seen):
             contexts.append((unit, context))
             doc.append(i)
-    hs = form_probabilities(backend, [(c, forms.forms[u]) for u, c in contexts])
+    hs = form_probabilities(backend, [(c, forms.forms[u]) for u, c in contexts], reference)
     return Answers([{"unit": u, "h": h} for (u, _), h in zip(contexts, hs)], [d + 1 for d in doc], doc)
 
 

@@ -4,7 +4,8 @@
   seed (a model trained on a keyed release writes the key's choices at the rate it learnt them;
   greedy decoding would show them only where they became the most likely word);
 - ``form_probabilities``: gray-box lexical, the model's probability of each form of a unit in the
-  same context (the context followed by the form, scored whole), normalised over the forms;
+  same context (the context followed by the form, scored whole), normalised over the forms, or
+  relative to a reference model's;
 - ``top_answers``: gray-box watermark, the model's ``TOP`` most likely next tokens after the first
   occurrence in a neutral passage of each previous token not seen before (the model must use the
   watermark's tokenizer).
@@ -45,14 +46,19 @@ def sample(backend, prompts: list[str], max_new_tokens: int, seed: int, temperat
     return out
 
 
-def form_probabilities(backend, requests: list[tuple[str, tuple[str, ...]]]) -> list[list[float]]:
+def form_probabilities(backend, requests: list[tuple[str, tuple[str, ...]]], reference=None) -> list[list[float]]:
     """For each (context, forms): the softmax over forms of log p(context + form), the whole text
-    scored (the context is the same for every form, so this is the forms' relative probability)."""
+    scored (the context is the same for every form, so this is the forms' relative probability);
+    with a ``reference`` model (one that never saw the release), of log p − log p_ref: how much
+    more the model prefers each form than a model of its kind does (a key-blind function of the
+    forms, so the null mean stays 1/(m+1); Carlini et al. 2021's reference calibration)."""
     texts = [context + form for context, forms in requests for form in forms]
-    totals = [float(np.sum(s.logprobs)) for s in backend.score(texts)]
+    totals = np.array([float(np.sum(s.logprobs)) for s in backend.score(texts)])
+    if reference is not None:
+        totals = totals - np.array([float(np.sum(s.logprobs)) for s in reference.score(texts)])
     out, i = [], 0
     for _, forms in requests:
-        logp = np.array(totals[i:i + len(forms)])
+        logp = totals[i:i + len(forms)]
         i += len(forms)
         h = np.exp(logp - logp.max())
         out.append((h / h.sum()).tolist())

@@ -41,6 +41,7 @@ class KeyedAuditConfig(BaseModel):
 
     release: Path
     model: Spec
+    reference: Spec | None = None  # gray-box lexical: forms scored relative to a model that never saw the release
     access: Literal["black", "gray"] = "black"
     prompts: Path | None = None
     max_tokens: int = Field(20000, ge=1)
@@ -122,7 +123,7 @@ def random_keys(n: int, seed: int) -> list[bytes]:
 
 
 def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
-           batch_seed: int) -> tuple[list[dict], list[dict], int]:
+           batch_seed: int, reference=None) -> tuple[list[dict], list[dict], int]:
     """One batch: (answers to record, unit records, budget spent)."""
     from trainspotter.keyed.answers import form_probabilities, sample, top_answers
 
@@ -143,7 +144,7 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
         return answers, records, len(texts) * config.new_tokens
     if release.tokenizer is None:
         contexts = [(u, c) for t in texts for u, c in release.scoring.forms.contexts(t["text"], seen)]
-        hs = form_probabilities(backend, [(c, release.scoring.forms.forms[u]) for u, c in contexts])
+        hs = form_probabilities(backend, [(c, release.scoring.forms.forms[u]) for u, c in contexts], reference)
         records = [{"unit": u, "h": h} for (u, _), h in zip(contexts, hs)]
     else:
         if backend.tokenizer.get_vocab() != release.tokenizer.get_vocab():
@@ -154,7 +155,7 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 
 
 def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
-                state: dict | None, progress=None) -> dict:
+                state: dict | None, progress=None, reference=None) -> dict:
     """Batches until W ≥ 1/α (or already above it), the budget or the texts run out. Each batch:
     the answers, the units, their (x, p) and the log-wealth after each unit."""
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
@@ -164,7 +165,8 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
         left = budget - spent if config.access == "gray" else -(-(budget - spent) // config.new_tokens)
         chunk = texts[start:start + min(config.batch, left)]
         start += len(chunk)
-        answers, records, cost = _units(config, release, backend, chunk, seen, config.seed * 1_000_003 + start)
+        answers, records, cost = _units(config, release, backend, chunk, seen, config.seed * 1_000_003 + start,
+                                        reference)
         spent += cost
         x, p = release.scoring.outcomes(records, release.key, seen)
         logw = []

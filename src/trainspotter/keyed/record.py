@@ -27,7 +27,7 @@ from trainspotter.stats.units import unit_payoffs
 __all__ = ["FORMAT", "seal", "verify_keyed"]
 
 FORMAT, VERSION = "trainspotter-keyed-record", 1
-SECTIONS = ("header", "config", "release", "model", "code", "start", "result", "end")
+SECTIONS = ("header", "config", "release", "model", "reference", "code", "start", "result", "end")
 
 
 def _chain(prev: str, batch: dict) -> str:

@@ -31,6 +31,7 @@ def ledger_root(root: Path | None = None) -> Path:
 
 def _setup(config: KeyedAuditConfig, release) -> dict:
     return {"release": release.kr.manifest["commitment_sha256"], "access": config.access, "alpha": config.alpha,
+            "reference": config.reference.text if config.reference is not None else None,
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
             "seed": config.seed}
 
@@ -63,7 +64,9 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         start = {"state": stored["state"], "seen": seen.to_dict(), "chain": stored["chain"],
                  "texts_used": stored["texts_used"], "spent": stored["spent"]}
         backend = backend or load_backend(config.model)
-        run = run_batches(config, release, backend, texts[stored["texts_used"]:], seen, stored["state"], progress)
+        reference = load_backend(config.reference) if config.reference is not None else None
+        run = run_batches(config, release, backend, texts[stored["texts_used"]:], seen, stored["state"], progress,
+                          reference)
         proc = run["eprocess"]
         records = stored["records"] + [u for b in run["batches"] for u in b["units"]]
         verdict, why = _verdict(bool(proc.rejected), release)
@@ -81,6 +84,7 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
                              "manifest_files": release.kr.manifest["files"], "beacon": b.to_dict(),
                              "scoring": release.kr.commitment["scoring"]},
                  "model": model_identity(config.model), "code": code_identity(), "start": start, "result": result,
+                 "reference": model_identity(config.reference) if config.reference is not None else None,
                  "end": {"state": proc.to_dict()}}
         record = seal(parts, run["batches"], start["chain"])
         if ledger is not None:

@@ -87,7 +87,11 @@ class GreenScoring:
         return self._gray(records, lambda prev, nxt: green.is_green(prev, nxt)[None], green.gamma)
 
     def outcomes_many(self, records: list[dict], keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """Under M keys of the keyed scheme (one HMAC per key and previous token)."""
+        """Under M keys: of the keyed scheme at once (one HMAC per key and previous token), of
+        another scheme key by key."""
+        if not isinstance(self.green(bytes(32)), KeyedGreenList):
+            xs, ps = zip(*(self.outcomes(records, key, Seen()) for key in keys))
+            return np.stack(xs), np.stack(ps)
         if records and "next" in records[0]:
             prev, nxt = np.array([r["prev"] for r in records]), np.array([r["next"] for r in records])
             x = green_many(keys, prev, nxt, self.gamma).astype(float)
