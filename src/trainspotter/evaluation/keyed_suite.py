@@ -132,13 +132,13 @@ def opening(backend, text: str, tokens: int) -> str:
     return backend.tokenizer.decode(backend.tokenizer(text, add_special_tokens=False)["input_ids"][:tokens])
 
 
-def black_answers(backend, bed: KeyedBed, prompts: list[str], new_tokens: int, seed: int) -> Answers:
+def black_answers(backend, bed: KeyedBed, prompts: list[str], new_tokens: int, seed: int, batch: int = 64) -> Answers:
     """The model's continuations of ``prompts`` (already cut) and their units, counted once: the
     release's lexical units, or the windows of the continuation in the watermark's tokens."""
     from trainspotter.keyed.answers import sample
 
     out, seen = Answers(), Seen()
-    for i, (prompt, cont) in enumerate(zip(prompts, sample(backend, prompts, new_tokens, seed))):
+    for i, (prompt, cont) in enumerate(zip(prompts, sample(backend, prompts, new_tokens, seed, batch_size=batch))):
         if bed.tokenizer is None:
             records = [{"unit": u, "form": j} for u, j in lexical_units(bed.scoring.forms, prompt, cont, seen)]
         else:
