@@ -21,8 +21,8 @@ from trainspotter.auditing.verdict import format_e
 from trainspotter.backends.api.positions import bound_note
 from trainspotter.errors import APIRequestError, InputError
 from trainspotter.flows.cli_common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, COMMITMENT, DASK_ADDRESS, FEATURES_HELP,
-                                           JSON, LAMBDA_MAX_HELP, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE, REFRESH,
-                                           SCORER_HELP, SEED, SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP,
+                                           JSON, LAMBDA_MAX_HELP, LEDGER, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE,
+                                           REFRESH, SCORER_HELP, SEED, SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP,
                                            TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
                                            commitment_digest, decision, edge_specs, emit_json, folded_table,
@@ -193,8 +193,7 @@ def audit(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passa
           scorer: Optional[Scorer] = choice(Scorer, "scorer", None, SCORER_HELP + " (default: from the preset)."),
           batch_pairs: int = typer.Option(16, help="Pairs queried per batch between stop checks."),
           seed: int = SEED,
-          ledger: bool = typer.Option(False, help="Continue the stored evidence of audit NAME "
-                                                  "with pairs not used before (recurring audits)."),
+          ledger: bool = LEDGER,
           shift_check: ShiftCheck = choice(ShiftCheck, "shift-check", "stop", SHIFT_CHECK_HELP),
           text_features: TextFeatures = choice(TextFeatures, "text-features", "ngrams", TEXT_FEATURES_HELP),
           placebo: Optional[str] = typer.Option(
@@ -412,6 +411,10 @@ from trainspotter.flows.cli_benchmark import benchmark_cmd  # noqa: E402
 from trainspotter.flows.cli_twins import twins_app  # noqa: E402
 
 app.add_typer(twins_app, name="twins", short_help="Make twins of data before you release it.")
+
+from trainspotter.flows.cli_keyed import keyed_app  # noqa: E402
+
+app.add_typer(keyed_app, name="keyed", short_help="Release data under one key and audit it.")
 app.command("verify", short_help="Check a sealed audit record offline, without the model.")(verify_cmd)
 app.command("benchmark", short_help="Benchmark MIA methods and DI tests on a testbed.")(benchmark_cmd)
 

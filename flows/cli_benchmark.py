@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 
 from trainspotter.evaluation.method_index import method_help
-from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, emit_json,
-                                           folded_table, input_error, progress_lines)
+from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, count_progress,
+                                           emit_json, folded_table, input_error, progress_lines)
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
 from trainspotter.stats.payoffs import PAYOFFS
@@ -178,6 +178,43 @@ def _twins(o: BenchmarkOptions) -> None:
     _print_twins(res)
 
 
+def _keyed(o: BenchmarkOptions) -> None:
+    """``--suite keyed``: a keyed release's audit on a keyed testbed (trainspotter.evaluation.keyed_suite)."""
+    from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
+    from trainspotter.presets import TESTBEDS, check_testbed
+
+    testbed = check_testbed(o.testbed or "tiny-pretrain-keyed")
+    if not TESTBEDS[testbed].recipe.get("keyed"):
+        keyed = ", ".join(n for n, t in TESTBEDS.items() if t.recipe.get("keyed"))
+        raise InputError(f"option --testbed: --suite keyed needs a keyed testbed ({keyed}); {testbed} is not one")
+    alpha = _alphas(o)
+    if alpha is not None and len(alpha) != 1:
+        raise InputError(f"option --alphas {o.alphas!r}: --suite keyed takes one level")
+    try:
+        cfg = KeyedSuiteConfig(**(_load_yaml(o.config) | {k: v for k, v in {
+            "testbed": testbed, "trials": o.trials, "alpha": alpha[0] if alpha else None, "seed": o.seed,
+            "out": str(o.out) if o.out else None}.items() if v is not None}))
+    except pydantic.ValidationError as e:
+        raise input_error(e, {"alpha": "alphas"}) from None
+    if cfg.original:
+        from trainspotter.backends import parse_spec, resolve_spec
+
+        resolve_spec(parse_spec(cfg.original))
+    from trainspotter.flows.keyed_suite import keyed_suite_flow
+    from trainspotter.tasks.benchmark import KEYED_PROGRESS
+
+    with count_progress("keyed suite", 1, transient=True) as bar:
+        token = KEYED_PROGRESS.set(lambda stage, done, total: bar(done / total, 1))
+        try:
+            res = _run_flow(keyed_suite_flow, cfg, o.tracking_uri, o.refresh)
+        finally:
+            KEYED_PROGRESS.reset(token)
+    if o.json_out:
+        return emit_json(res)
+    _console.print(Path(res["files"]["table"]).read_text(), markup=False, highlight=False)
+    _console.print(f"report {res['files']['table']}, plot {res['files']['plot']}, MLflow run {res['run_id']}")
+
+
 def _print_twins(res: dict) -> None:
     """The suite's compact tables: the paired AUROC, then every DI row (members and H0)."""
     a = folded_table(f"AUROC, {res['members']} members vs {res['nonmembers']} (k = {res['k']})",
@@ -241,7 +278,12 @@ def benchmark_cmd(
                                           "against today's unpaired audit of the same members, H0 rates "
                                           "under fresh draws (--trials, one --alphas level, 0.05 unless "
                                           "given; twins-suite.md and decided.png under --out, the artifacts "
-                                          "folder's benchmark-results/twins/TESTBED/ unless given)."),
+                                          "folder's benchmark-results/twins/TESTBED/ unless given); "
+                                          "keyed: on a keyed --testbed, the keyed audit's TPR and budget to "
+                                          "decision, black and gray, beside Sander's fixed-n test, STAMP's "
+                                          "t-test and the key's rank, and H0 rates over fresh keys (--trials, "
+                                          "one --alphas level, other settings from --config; keyed-suite.md "
+                                          "and evidence.png under --out)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
@@ -304,8 +346,10 @@ def benchmark_cmd(
         return _shift(o)
     if suite == "twins":
         return _twins(o)
+    if suite == "keyed":
+        return _keyed(o)
     if suite not in ("mia", "tddbench"):
-        raise InputError(f"option --suite {suite!r}: expected mia, tddbench, shift or twins")
+        raise InputError(f"option --suite {suite!r}: expected mia, tddbench, shift, twins or keyed")
     cfg = _mia_config(o)
     if suite == "tddbench":
         return _tddbench(cfg.model_copy(update={"di_access": ()}), tracking_uri, refresh, json_out)

@@ -38,6 +38,9 @@ FeatureSet = Enum("FeatureSet", {f: f for f in FEATURE_SETS}, type=str)
 ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, type=str)
 TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")}, type=str)  # features.text
 TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twins.rounds
+KeyedAccess = Enum("KeyedAccess", {a: a for a in ("black", "gray")}, type=str)  # trainspotter.keyed.audit
+KEYED_ACCESS_HELP = ("black: the model's sampled continuations of neutral prompts (an API that returns only "
+                     "text); gray: its next-token probabilities on neutral passages (local weights).")
 SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
                     "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
                     "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "
@@ -61,6 +64,11 @@ TESTBED_HELP = "Testbed preset, built if needed"
 MAX_PAIRS = typer.Option(None, min=1, help="At most this many pairs queried per audit.")
 COMMITMENT = typer.Option(None, help="A twins folder's commitment digest (hex) as you saw it published: a folder "
                                      "with another one fails.")
+LEDGER = typer.Option(False, help="Continue the stored evidence of audit NAME with data not used before "
+                                  "(recurring audits).")
+BEACON = typer.Option(..., help="The public random value that appeared after the commitment was published: "
+                                "ROUND:HEX (a drand round's number and its randomness) or a drand round's JSON "
+                                "file.")
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
                                        "need the same trainspotter and the model files).")
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"

@@ -61,13 +61,23 @@ def verify_cmd(records: list[Path] = typer.Argument(..., help="Sealed audit reco
                requery: int = typer.Option(0, min=0, help="Also load the model and extract the features of N "
                                                           "random passages again: has the model changed?"),
                seed: int = SEED,
+               release: Optional[Path] = typer.Option(None, help="Keyed audit records: the release folder with "
+                                                                 "the owner's secret.json, to re-derive the key "
+                                                                 "and score every unit again."),
                json_out: bool = JSON) -> None:
     """Check sealed audit records offline: every hash and the chain, the blind check replayed
     from the texts and the e-process pair by pair from the features, the verdict; with
-    --requery N, also N passages against the model."""
+    --requery N, also N passages against the model. A keyed audit's record: its hashes and
+    chain, the e-process replayed unit by unit, and with --release every unit scored again."""
     from trainspotter.record.keys import load_public_key
     from trainspotter.record.requery import requery as requery_fn
     from trainspotter.record.verify import load_record, verify_records
+
+    keyed = _keyed_records(records)
+    if keyed is not None:
+        from trainspotter.flows.cli_keyed import verify_keyed_cmd
+
+        return verify_keyed_cmd(records, keyed, release, json_out)
 
     key = load_public_key(public_key) if public_key is not None else None
     loaded = [(str(path), load_record(path)) for path in records]
@@ -93,6 +103,27 @@ def _progress(transient: bool):
                   TimeElapsedColumn(), console=Console(stderr=True), transient=transient) as bar:
         task = bar.add_task("verify", total=None, now="")
         yield lambda done, total, now: bar.update(task, completed=done, total=total, now=now)
+
+
+def _keyed_records(paths: list[Path]) -> list[dict] | None:
+    """The records if every one is a keyed audit's (None if none is; one that is not among
+    keyed ones is one InputError naming it)."""
+    import json
+
+    from trainspotter.keyed.record import FORMAT
+
+    loaded = []
+    for path in paths:
+        try:
+            loaded.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            loaded.append(None)
+    keyed = [isinstance(r, dict) and r.get("format") == FORMAT for r in loaded]
+    if not any(keyed):
+        return None
+    if not all(keyed):
+        raise InputError(f"{paths[keyed.index(False)]}: not a keyed audit record, unlike {paths[keyed.index(True)]}")
+    return loaded
 
 
 def _print(result) -> None:

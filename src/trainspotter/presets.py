@@ -133,8 +133,26 @@ TESTBEDS: dict[str, Testbed] = {
     "tiny-pretrain-2k-twins-x2": Testbed("tiny-pretrain-2k with twins (k = 2) of every passage: members' "
                                          "public versions seen twice (the black-box twins testbed)",
                                          _PRETRAIN_2K | {"twins": 2, "member_repeats": 2}),
+    # Keyed releases (issue 53): the 1000 members written under one secret key by the keyed lexical
+    # rewriter (derived from a secret and TEST_BEACON), seen once: 13% of the training tokens; then
+    # the dilution series with the first N members only (the same corpus and reference).
+    "tiny-pretrain-keyed": Testbed("tiny-pretrain whose 1000 members are one keyed lexical release (one key for "
+                                   "every passage), seen once (13% of the tokens); release/ holds its folder",
+                                   _PRETRAIN | {"keyed": "lexical"}),
+    **{f"tiny-pretrain-keyed-{share}": Testbed(f"tiny-pretrain-keyed with only {n} members released (~{share} of "
+                                                "the training tokens)", _PRETRAIN | {"keyed": "lexical",
+                                                                                    "keyed_members": n})
+       for share, n in (("3pct", 204), ("1pct", 66), ("0.3pct", 20))},
+    # The generative keyed release: every member's public version its SmolLM2 paraphrase under one
+    # watermark key of the committed table (tiny-pretrain-twins-smollm2's; the beacon picks the key).
+    "tiny-pretrain-keyed-smollm2": Testbed("tiny-pretrain whose members are one generative keyed release: "
+                                           "SmolLM2-135M-Instruct's paraphrases under one watermark key "
+                                           "(benchmarks/data/twins-smollm2/), seen once",
+                                           _PRETRAIN | {"keyed": "smollm2"}),
     # A seconds-scale variant of the pre-training recipe for tests.
     "mini-pretrain": Testbed("seconds-scale version of tiny-pretrain, for tests", _MINI_PRETRAIN),
     "mini-pretrain-twins": Testbed("seconds-scale version of tiny-pretrain-twins, for tests",
                                    _MINI_PRETRAIN | {"twins": 2}),
+    "mini-pretrain-keyed": Testbed("seconds-scale version of tiny-pretrain-keyed, for tests",
+                                   _MINI_PRETRAIN | {"keyed": "lexical"}),
 }

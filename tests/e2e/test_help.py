@@ -172,6 +172,10 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
         show = lambda v: "none" if v is None else str(v)  # noqa: E731
         return (stated == f"{show(GATES['lexical'][name])} lexical, {show(GATES['generative'][name])} generative"
                 and param.default is None)
+    if verb == "keyed audit" and name == "prompts":  # None: the packaged corpus, release-like leads left out
+        from trainspotter.keyed.audit import SHINGLE
+
+        return stated == f"the packaged Wikipedia leads that share no run of {SHINGLE} words with the release"
     if verb == "serve" and name == "host":
         return stated == "loopback" and ipaddress.ip_address(param.default).is_loopback
     return False
@@ -310,6 +314,10 @@ MAY_DIFFER = {
     "n_max": "per simulation trial or per benchmark trial",
     "trials": "of one simulation, or of each benchmark configuration",
     "reference": "audit and extract query the models named; benchmark defaults to the testbed's own reference",
+    "access": "an audit's features (gray, black, both); a keyed audit's answers (sampled continuations or "
+              "next-token probabilities)",
+    "rewriter": "twins make keys each variant and may call an openai: endpoint; a keyed release has one key "
+                "and a watermark the tool computes",
 }
 
 

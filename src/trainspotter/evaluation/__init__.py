@@ -2,4 +2,4 @@
 the built-in testbeds (TDDBench Sec. 3; EZ-MIA Sec. 4), and what each script of
 ``benchmarks/`` measures (benchmarks/README.md maps them to the claims they back)."""
 
-MAY_IMPORT = ("backends", "features", "stats", "twins", "auditing", "record", "loop")  # besides the foundation (tests/unit/test_layering.py)
+MAY_IMPORT = ("backends", "features", "stats", "twins", "auditing", "record", "loop", "keyed")  # besides the foundation (tests/unit/test_layering.py)

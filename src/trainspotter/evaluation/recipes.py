@@ -48,6 +48,13 @@ class TestbedConfig(BaseModel):
     # rewriter (a testbed made by another rewriter is rebuilt, never reused); None without twins
     # (left out of the dump and the fingerprint, which stay as they were)
     twins_rewriter: dict | None = Field(None, exclude_if=lambda r: r is None)
+    # a keyed release (issue 53): the members are one release written under one key (the lexical
+    # rewriter, or "smollm2": the committed SmolLM2 paraphrases under one of their watermark keys;
+    # keys from the seed and TEST_BEACON), seen once in pre-training; release/ holds its folder.
+    # ``keyed_members``: release only the first N of the member split (the dilution series).
+    # Left out of the dump and the fingerprint when unset.
+    keyed: Literal["lexical", "smollm2"] | None = Field(None, exclude_if=lambda k: k is None)
+    keyed_members: int | None = Field(None, ge=1, exclude_if=lambda k: k is None)
     target_epochs: int = 3  # fine-tuning epochs over the members
     target_lr: float = 5e-4
     target_batch_size: int = 16

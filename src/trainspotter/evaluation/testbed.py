@@ -52,6 +52,7 @@ from trainspotter.errors import InputError
 from trainspotter.evaluation.lm_training import (finetune, load_smollm2, save_model, scratch_model, train_causal_lm,
                                                  train_tokenizer)
 from trainspotter.evaluation.recipes import PRESETS, TestbedConfig  # noqa: F401  (PRESETS: re-exported)
+from trainspotter.evaluation.testbed_keyed import build_keyed
 from trainspotter.evaluation.testbed_twins import build_twins
 from trainspotter.layout import load_manifest, testbed_dir  # noqa: F401  (re-exported)
 
@@ -127,6 +128,8 @@ def _build(config: TestbedConfig, out: Path, key: str,
     used = {i for ids in chosen.values() for i in ids}
     if config.twins:  # from here on a split passage is its public version (whole, for training)
         chosen, twins_made = build_twins(config, records, encoded, tokenizer, chosen, out)
+    if config.keyed:  # the members: one release under one key, each its public version
+        chosen, keyed_made = build_keyed(config, records, encoded, tokenizer, chosen, out)
     for split, ids in chosen.items():
         _write_jsonl(out / f"{split}.jsonl", [
             {"id": records[i]["id"], "text": tokenizer.decode(encoded[i][:L])} for i in ids])
@@ -174,6 +177,9 @@ def _build(config: TestbedConfig, out: Path, key: str,
         manifest["twins"] = twins_made
         manifest["ground_truth"]["member"] += (" (its public twin; twins-member/ holds the twins, "
                                                "whose private versions were never trained on)")
+    if config.keyed:
+        manifest["keyed"] = keyed_made
+        manifest["ground_truth"]["member"] += " (its public version in the keyed release, release/)"
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out

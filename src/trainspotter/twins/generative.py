@@ -194,6 +194,11 @@ class HFRewriter(GenerativeRewriter):
         return WatermarkingConfig(greenlist_ratio=self.greenlist_ratio, bias=self.bias,
                                   hashing_key=watermark_key(key), seeding_scheme="lefthash", context_width=1)
 
+    def watermark_kwargs(self, key: bytes) -> dict:
+        """What ``generate`` is given to watermark under ``key``: transformers' own watermark, one
+        hashing key per variant (a keyed release's rewriter uses its own green lists instead)."""
+        return {"watermarking_config": self.watermarking_config(key) if self.watermark else None}
+
     def prompt(self, text: str) -> dict:
         """The tokenized prompt: the chat template's user turn when the tokenizer has one,
         else the instruction, the passage and "Paraphrase:"."""
@@ -216,8 +221,7 @@ class HFRewriter(GenerativeRewriter):
         with torch.random.fork_rng(devices=devices), torch.inference_mode():
             torch.manual_seed(sample_seed(key, text, attempt))
             out = model.generate(**enc, do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0,
-                                 max_new_tokens=self.max_new_tokens(n), pad_token_id=pad,
-                                 watermarking_config=self.watermarking_config(key) if self.watermark else None)
+                                 max_new_tokens=self.max_new_tokens(n), pad_token_id=pad, **self.watermark_kwargs(key))
         return tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
     def settings(self) -> dict:

@@ -100,10 +100,18 @@ class KeyedLexicalRewriter(Rewriter):
         """The WordNet alternatives of a lower-case word, inflected as it is (phrases: ``PHRASES``)."""
         return _alternatives(word, self.min_length, self.senses, self.min_count)
 
+    def choice(self, key: bytes, unit_: str, alts: tuple[str, ...]) -> int:
+        """The index of key's form of ``unit_`` among (unit, *alts) under the uniform rule
+        (``rate=None``): HMAC(K, "pick" ‖ unit) mod (m + 1), 0 keeping the unit (what a keyed
+        release's audit compares a model's form with)."""
+        if self.rate is not None:
+            raise ValueError("a key's form is uniform over a unit's forms only with rate=None")
+        return int.from_bytes(mac(key, "pick\0" + unit_)[:8], "big") % (len(alts) + 1)
+
     def _choose(self, key: bytes, unit_: str, alts: tuple[str, ...]) -> str | None:
         pick = int.from_bytes(mac(key, "pick\0" + unit_)[:8], "big")
         if self.rate is None:
-            j = pick % (len(alts) + 1)
+            j = self.choice(key, unit_, alts)
             return None if j == 0 else alts[j - 1]
         if unit(mac(key, "rate\0" + unit_)) >= self.rate:
             return None

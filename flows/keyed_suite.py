@@ -1,0 +1,63 @@
+"""The keyed suite as a flow (``trainspotter benchmark --suite keyed``, issue 53 item 5): on a keyed
+testbed, trainspotter.evaluation.keyed_suite's rows (black- and gray-box TPR and budget to decision,
+Sander's fixed-n test, STAMP's t-test and the key's rank on the same units; H0 rates over fresh keys
+on models that never saw a release under them); one MLflow run, results under --out (default: the
+artifacts folder's benchmark-results/keyed/TESTBED/): keyed-suite.md, .json and evidence.png."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import mlflow
+from prefect import flow, get_run_logger
+
+import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
+from trainspotter import __version__
+from trainspotter.config import flatten
+from trainspotter.evaluation.keyed_report import evidence_plot, render_markdown
+from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
+from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.flows.benchmark import default_out
+from trainspotter.flows.tracking import git_commit, use_experiment
+from trainspotter.tasks.benchmark import keyed_suite_task
+from trainspotter.tasks.testbed import build_testbed_task
+
+
+def _metrics(res: dict) -> dict[str, float]:
+    out = {f"{access}.{k}": v for access in ("black", "gray") for k, v in res[access].items()
+           if isinstance(v, (int, float))}
+    for model, rows in res["h0"].items():
+        for access, row in rows.items():
+            for test in ("eprocess", "fixed_n", "stamp", "rank"):
+                if test in row:
+                    out[re.sub(r"[^A-Za-z0-9_.-]+", "_", f"h0.{model}.{access}.{test}.rate")] = row[test]["rate"]
+    return {k: float(v) for k, v in out.items()}
+
+
+@flow(name="keyed-suite")
+def keyed_suite_flow(config: KeyedSuiteConfig, tracking_uri: str | None = None) -> dict:
+    built = Path(build_testbed_task(PRESETS[config.testbed]))
+    res = keyed_suite_task(config, str(built))
+    get_run_logger().info("keyed suite on %s: black TPR %.2f, gray TPR %.2f", config.testbed, res["black"]["tpr"],
+                          res["gray"]["tpr"])
+    out = Path(config.out) if config.out else default_out("keyed", config.testbed)
+    out.mkdir(parents=True, exist_ok=True)
+    header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
+              f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")
+    files = {"table": out / "keyed-suite.md", "summary": out / "keyed-suite.json", "plot": out / "evidence.png"}
+    files["table"].write_text(render_markdown(res, config, header))
+    paths = res.pop("paths")
+    evidence_plot(paths, files["plot"], config.alpha, title=f"Evidence against the budget ({config.testbed}, "
+                                                           f"{config.trials} trials)")
+    summary = {"header": header, "config": config.model_dump(mode="json")} | res
+    files["summary"].write_text(json.dumps(summary, indent=1))
+    experiment = use_experiment(f"benchmark/keyed-{config.testbed}", tracking_uri)
+    with mlflow.start_run(experiment_id=experiment, run_name="keyed") as run:
+        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
+        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit()})
+        mlflow.log_metrics(_metrics(res))
+        for path in files.values():
+            mlflow.log_artifact(str(path))
+    return summary | {"run_id": run.info.run_id, "files": {k: str(p) for k, p in files.items()}}

@@ -1,0 +1,160 @@
+"""The keyed suite run on a built testbed (``run_suite``), its table (``render_markdown``) and its
+plot of evidence against the budget (``evidence_plot``); ``trainspotter.evaluation.keyed_suite``
+holds the trials and tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from trainspotter.evaluation.keyed_suite import (KeyedBed, KeyedSuiteConfig, black_answers, evaluate, fresh_keys,
+                                                 gray_answers, h0_rates, keyed_bed, opening, summarise)
+
+__all__ = ["evidence_plot", "render_markdown", "run_suite"]
+
+
+def _prompts(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
+    n = math.ceil(cfg.black_tokens / cfg.new_tokens)
+    texts = random.Random(f"{cfg.seed}:prompts:{trial}").sample(bed.neutral, min(n, len(bed.neutral)))
+    return [opening(backend, t, cfg.prompt_tokens) for t in texts]
+
+
+def _passages(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
+    return random.Random(f"{cfg.seed}:passages:{trial}").sample(bed.neutral, min(cfg.gray_passages, len(bed.neutral)))
+
+
+def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSuiteConfig, progress) -> dict:
+    """For each fresh key, the release written under it; its passages' openings prompt a model that
+    never saw it, scored under that key: each key's e-process and fixed-n test."""
+    from trainspotter.evaluation.keyed_suite import Answers, _fixed_p, _rate
+    from trainspotter.stats.units import unit_eprocess
+
+    rewriter, n = bed.scoring.forms.rewriter, math.ceil(cfg.black_tokens / cfg.new_tokens)
+    hits, fixed, units = [], [], []
+    for m, key in enumerate(keys):
+        texts = random.Random(f"{cfg.seed}:release-prompts:{m}").sample(bed.originals, min(n, len(bed.originals)))
+        prompts = [opening(backend, rewriter.rewrite(t, key), cfg.prompt_tokens) for t in texts]
+        ans: Answers = black_answers(backend, bed, prompts, cfg.new_tokens, seed=cfg.seed + 7919 * m)
+        x, p = bed.scoring.outcomes(ans.records, key)
+        hits.append(bool(len(x)) and bool(unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha).rejected))
+        fixed.append(_fixed_p(x, p) < cfg.alpha)
+        units.append(len(x))
+        if progress:
+            progress("release prompts", m + 1, len(keys))
+    return {"keys": len(keys), "mean_units": float(np.mean(units)), "eprocess": _rate(np.array(hits), cfg.alpha),
+            "fixed_n": _rate(np.array(fixed), cfg.alpha)}
+
+
+def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Every row of the suite on a built keyed testbed (``keyed_suite`` module docstring)."""
+    from trainspotter.backends.hf import HFBackend
+
+    bed = keyed_bed(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    keys = fresh_keys(cfg.random_keys, cfg.seed)
+    models = {"target": HFBackend(folder / "target", device="cpu"), "reference": HFBackend(folder / "reference",
+                                                                                         device="cpu")}
+    if cfg.original:  # a model spec, e.g. testbed:tiny-pretrain (its members: the originals, unkeyed)
+        from trainspotter.backends import load_backend
+
+        models["original"] = load_backend(cfg.original)
+    res = {"testbed": bed.name, "member_fraction": manifest["member_fraction"], "members": manifest["keyed"]["members"],
+           "release_units": len(bed.scoring.forms.forms) if bed.tokenizer is None else None,
+           "unit": "word type" if bed.tokenizer is None else "window (SmolLM2 tokens)", "black": {}, "gray": {}, "h0": {}}
+    black, gray = [], []
+    ref = models["reference"] if cfg.calibrate else None
+    for t in range(cfg.trials):
+        ans = black_answers(models["target"], bed, _prompts(models["target"], bed, cfg, t),
+                            cfg.new_tokens, seed=cfg.seed * 100_003 + t)
+        black.append(evaluate(bed, ans, bed.key, keys, cfg))
+        if bed.tokenizer is None:  # gray-box windows need a model with the watermark's tokenizer
+            gray.append(evaluate(bed, gray_answers(models["target"], bed.scoring.forms, _passages(bed, cfg, t), ref),
+                                 bed.key, keys, cfg))
+        if progress:
+            progress("members' trials", t + 1, cfg.trials)
+    res["black"] = summarise(black, cfg.alpha, cfg.black_tokens) | {"budget": cfg.black_tokens}
+    res["gray"] = summarise(gray, cfg.alpha, cfg.gray_passages) | {"budget": cfg.gray_passages} if gray else None
+    paths = {"black": [t["path"] for t in black], "gray": [t["path"] for t in gray]}
+    for name, backend in models.items():
+        ans = black_answers(backend, bed, _prompts(backend, bed, cfg, -1), cfg.new_tokens, seed=cfg.seed)
+        res["h0"][name] = {"black": h0_rates(bed, ans, keys, cfg)}
+        if name != "target":  # the public key on a model that never saw the release: its path
+            paths[f"black {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
+        if bed.tokenizer is None:
+            gans = gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, -1), ref)
+            res["h0"][name]["gray"] = h0_rates(bed, gans, keys, cfg)
+            if name != "target":
+                paths[f"gray {name}"] = [evaluate(bed, gans, bed.key, keys[:8], cfg)["path"]]
+        if progress:
+            progress("H0 models", len(res["h0"]), len(models))
+    if cfg.release_prompts and bed.tokenizer is None:  # (a generative release under a fresh key needs new paraphrases)
+        res["h0"]["reference, release prompts"] = {"black": _release_prompts_h0(models["reference"], bed, keys, cfg,
+                                                                                 progress)}
+    return res | {"paths": paths}
+
+
+def _cell(row: dict, key: str) -> str:
+    r = row.get(key)
+    return "–" if r is None else f"{r['rate']:.3f} ({r['rejected']}/{row['keys']}, p {r['p_above_alpha']:.2f})"
+
+
+def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
+    """The suite's tables: power on the members' release, then H0 over fresh keys."""
+    lines = [f"# Keyed suite: testbed `{res['testbed']}`", "", header, "",
+             f"Release: {res['members']} members, {100 * res['member_fraction']:.2f}% of the training tokens, "
+             f"seen once; unit: {res['unit']}" + (f", {res['release_units']} rewritable units" if res["release_units"]
+                                                  else "") + f". α = {cfg.alpha:g}, {cfg.trials} trials, "
+             f"{cfg.random_keys} random keys.", "",
+             "| access | budget | e-process TPR | mean / median / 95% to decision | fixed-n (Sander) | STAMP t-test | "
+             "key rank | units |", "|---|---|---|---|---|---|---|---|"]
+    for access, unit in (("black", "generated tokens"), ("gray", "neutral passages")):
+        r = res[access]
+        if r is None:
+            lines.append(f"| {access} | – | not measured: the testbed's models do not share the watermark's tokenizer "
+                         "| | | | | |")
+            continue
+        lines.append(f"| {access} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
+                     f"{r['median_to_decision']:.0f} / {r['q95_to_decision']:.0f} | {r['fixed_power']:.2f} | "
+                     f"{r['stamp_power']:.2f} | {r['rank_power']:.2f} | {r['mean_units']:.0f} |")
+    lines += ["", "H0: each fresh key public in turn on answers of a model that never saw a release under it "
+                  "(rate of \"trained on\", rejected/keys, one-sided binomial p of rate > α):", "",
+              "| model | access | units | e-process | fixed-n (Sander) | STAMP t-test | key rank |", "|---|---|---|---|---|---|---|"]
+    for name, rows in res["h0"].items():
+        for access, row in rows.items():
+            units = row.get("units", row.get("mean_units"))
+            lines.append(f"| {name} | {access} | {units:.0f} | {_cell(row, 'eprocess')} | {_cell(row, 'fixed_n')} | "
+                         f"{_cell(row, 'stamp')} | {_cell(row, 'rank')} |")
+    return "\n".join(lines) + "\n"
+
+
+def evidence_plot(paths: dict[str, list], path: Path, alpha: float, title: str = "") -> Path:
+    """log W against the budget: the members' trials (median and 10-90% band) and the public key on
+    models that never saw the release, black-box and gray-box side by side."""
+    import matplotlib.pyplot as plt
+
+    from trainspotter.evaluation.plots import save_figure
+
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=120)
+    for ax, access, unit in ((axes[0], "black", "generated tokens"), (axes[1], "gray", "neutral passages")):
+        trials = [np.array(p) for p in paths.get(access, []) if len(p)]
+        if trials:
+            grid = np.unique(np.concatenate([t[:, 0] for t in trials]))
+            at = np.stack([np.interp(grid, t[:, 0], t[:, 1], left=0.0) for t in trials])
+            ax.fill_between(grid, np.quantile(at, 0.1, axis=0), np.quantile(at, 0.9, axis=0), alpha=0.25)
+            ax.plot(grid, np.median(at, axis=0), label="members' release (median)")
+        for label, runs in paths.items():
+            if label.startswith(f"{access} ") and runs and len(runs[0]):
+                run = np.array(runs[0])
+                ax.plot(run[:, 0], run[:, 1], ls="--", lw=1, label=label.removeprefix(f"{access} ") + " (public key)")
+        ax.axhline(math.log(1 / alpha), color="grey", lw=0.8, ls=":", label="log 1/α")
+        ax.set_xlabel(unit)
+        ax.set_ylabel("log W")
+        ax.set_title(f"{access}-box", fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path)

@@ -1,0 +1,146 @@
+"""The scoring units of a keyed release and their outcomes (``trainspotter.stats.units``: the test).
+
+Black-box, a model's continuations of prompts that are not the release:
+
+- generative key: the continuation re-tokenised with the watermark's tokenizer; every distinct
+  window (previous token, next token) once ever (``Seen``, kept across batches and ledger runs),
+  windows present in the prompt skipped (Sander et al., NeurIPS 2024: otherwise a clean model
+  copying a watermarked prompt looks radioactive) and, with ``strict`` (for a prompt that may carry
+  the key, such as the release's own text), every window whose previous token occurs as one in the
+  prompt (the prompt then shows nothing of that token's green list);
+- lexical key: every rewritable unit u of the release (``LexicalForms``: a word with WordNet
+  alternatives, or a phrase of the table, found in the originals) once ever, scored at the first
+  occurrence of any of its forms (u, a_1, ..., a_m) in a continuation whose prompt shows none of
+  them: x = 1[the form written is the key's], null probability 1/(m+1) (the key picks each form
+  with that probability, independently per unit, and the model's form is independent of the key
+  under H0 because nothing it read showed the key's choice for u).
+
+Gray-box, on neutral passages: the key's form against its others in the same context (x: the
+model's probability of the key's form, normalised over the forms; null mean 1/(m+1)), or the
+model's next-token mass on the green list after each distinct previous token once ever (null mean
+γ × the mass).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trainspotter.twins.lexical import PHRASES, WORD, KeyedLexicalRewriter
+
+__all__ = ["LexicalForms", "Seen", "lexical_units", "window_units"]
+
+_LOOK = re.compile(r"\(\?[=!].*\)$")  # a phrase pattern's context condition, e.g. "(?= \d)"
+_EDGE_L, _EDGE_R = r"(?<![-'’\w])", r"(?![-'’\w])"
+
+
+@dataclass
+class Seen:
+    """Units already scored (counted once ever: across batches and ledger runs) and, for a
+    fixed-size green list, each previous token's [windows, green] so far (the hypergeometric null)."""
+
+    units: set[str] = field(default_factory=set)
+    counts: dict[int, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"units": sorted(self.units), "counts": {str(a): c for a, c in sorted(self.counts.items())}}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Seen:
+        data = data or {}
+        return cls(set(data.get("units", ())), {int(a): list(c) for a, c in data.get("counts", {}).items()})
+
+
+def window_units(prompt_ids: list[int], continuation_ids: list[int], seen: Seen, strict: bool = False,
+                 also_skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
+    """The continuation's windows to score, in order (module docstring); adds them to ``seen``.
+    ``also_skip``: previous tokens never scored after a prompt that may carry the key (the
+    watermark's generation prompt ended with them, so the release's first tokens depend on their lists)."""
+    in_prompt = set(zip(prompt_ids, prompt_ids[1:]))
+    prompt_prevs = set(prompt_ids[:-1]) | also_skip if strict else set()
+    out = []
+    for a, b in zip(continuation_ids, continuation_ids[1:]):
+        name = f"{a},{b}"
+        if name in seen.units or (a, b) in in_prompt or a in prompt_prevs:
+            continue
+        seen.units.add(name)
+        out.append((a, b))
+    return out
+
+
+class LexicalForms:
+    """The rewritable units of a keyed lexical release, read from its originals (committed before
+    the key existed, so the set of units is independent of the key): each unit's forms (the unit
+    first, then its alternatives, as ``KeyedLexicalRewriter`` chooses among them) and where each
+    form can be found in a text."""
+
+    def __init__(self, rewriter: KeyedLexicalRewriter, originals: list[str]):
+        if rewriter.rate is not None:
+            raise ValueError("a keyed release picks uniformly among a unit's forms (rate=None)")
+        self.rewriter = rewriter
+        self.forms: dict[str, tuple[str, ...]] = {}
+        for text in originals:
+            if rewriter.phrases:
+                for pattern, alts in PHRASES.items():
+                    if pattern not in self.forms and re.search(_EDGE_L + pattern + _EDGE_R, text):
+                        self.forms[pattern] = (_LOOK.sub("", pattern).replace("\\", ""), *alts)
+            for m in WORD.finditer(text):
+                w = m.group()
+                if w not in self.forms and w.islower() and (alts := rewriter.alternatives(w)):
+                    self.forms[w] = (w, *alts)
+        self._words: dict[str, list[str]] = {}  # a one-word form -> the units it is a form of
+        self._phrases: dict[str, tuple[re.Pattern, list[str]]] = {}  # any other form, with its context
+        for unit, forms in self.forms.items():
+            look = m.group() if unit in PHRASES and (m := _LOOK.search(unit)) else ""
+            for form in forms:
+                if not look and re.fullmatch(r"[^\W\d_]+", form):
+                    self._words.setdefault(form, []).append(unit)
+                else:
+                    key = form + look
+                    pattern = self._phrases.get(key, (re.compile(_EDGE_L + re.escape(form) + look + _EDGE_R), []))
+                    pattern[1].append(unit)
+                    self._phrases[key] = pattern
+
+    def key_form(self, key: bytes, unit: str) -> int:
+        """The index of the key's form of ``unit`` in ``forms[unit]``."""
+        forms = self.forms[unit]
+        return self.rewriter.choice(key, unit, forms[1:])
+
+    def occurrences(self, text: str) -> list[tuple[int, str, str]]:
+        """(start, unit, form) for every occurrence of a form of a unit in ``text``, in order."""
+        found = [(m.start(), unit, m.group()) for m in WORD.finditer(text) for unit in self._words.get(m.group(), ())]
+        for pattern, units in self._phrases.values():
+            found += [(m.start(), unit, m.group()) for m in pattern.finditer(text) for unit in units]
+        return sorted(found, key=lambda r: r[0])
+
+    def contexts(self, text: str, seen: Seen) -> list[tuple[str, str]]:
+        """Gray-box: (unit, the text before it) at the first occurrence in ``text`` of each unit not
+        in ``seen`` (none of its forms earlier in that input); adds them to ``seen``."""
+        out = []
+        for start, unit, _ in self.occurrences(text):
+            if unit not in seen.units:
+                seen.units.add(unit)
+                out.append((unit, text[:start]))
+        return out
+
+
+def lexical_units(forms: LexicalForms, prompt: str, continuation: str, seen: Seen) -> list[tuple[str, int]]:
+    """(unit, index of the form written) for each unit first written in ``continuation`` and
+    shown in no form by ``prompt`` (module docstring); adds them to ``seen``."""
+    shown = {unit for _, unit, _ in forms.occurrences(prompt)}
+    out = []
+    for _, unit, form in forms.occurrences(continuation):
+        if unit in shown or unit in seen.units:
+            continue
+        seen.units.add(unit)
+        out.append((unit, forms.forms[unit].index(form)))
+    return out
+
+
+def lexical_outcomes(forms: LexicalForms, key: bytes, units: list[tuple[str, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """x (whether the written form is the key's) and p (1/(m+1)) of black-box lexical units."""
+    x = np.array([float(forms.key_form(key, u) == j) for u, j in units])
+    p = np.array([1.0 / len(forms.forms[u]) for u, _ in units])
+    return x, p

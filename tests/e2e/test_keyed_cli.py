@@ -1,0 +1,162 @@
+"""`trainspotter keyed make` → `keyed release` → `keyed audit` → `trainspotter verify` as a user runs
+them, at 80 columns, with the lines a user reads asserted. The model is a tiny random Llama (nothing
+downloaded); where a verdict must be reached its continuations are replaced by the release's own
+passages (what a model that learnt the key would write), so every number is fixed: the secret is
+fixed by patching the operating system's generator for the test."""
+
+import json
+import os
+import re
+
+import pytest
+from cli_process import run_cli
+from tiny_lm import tiny_llama
+from typer.testing import CliRunner
+
+from trainspotter.assets import wikipedia_leads
+from trainspotter.flows.cli import app
+from trainspotter.twins.beacon import TEST_BEACON
+
+BEACON = "4242:" + "ab" * 32
+ENV = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
+
+
+def cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], env=ENV, catch_exceptions=False)
+
+
+def run(*args):
+    """The command as a user's shell runs it (errors are printed by the entry point, not typer)."""
+    return run_cli(list(map(str, args)), env=os.environ | ENV, timeout=600)
+
+
+def one_error_line(out) -> str:
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("keyed-cli")
+    leads = wikipedia_leads()
+    for name, rows in (("data.jsonl", leads[200:230]), ("neutral.jsonl", leads[6000:6040])):
+        (root / name).write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows))
+    return root
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return tiny_llama(tmp_path_factory.mktemp("tiny-keyed-cli") / "model", chat=False)
+
+
+def released(root, monkeypatch, beacon=BEACON, name="rel"):
+    monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
+    folder = root / name
+    out = cli("keyed", "make", root / "data.jsonl", "--out", folder)
+    assert out.exit_code == 0, out.output
+    out = cli("keyed", "release", folder, "--beacon", beacon)
+    assert out.exit_code == 0, out.output
+    return folder, out
+
+
+def test_make_and_release_say_what_to_publish_and_what_to_keep(data, monkeypatch):
+    monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
+    folder = data / "made"
+    out = cli("keyed", "make", data / "data.jsonl", "--out", folder)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[:4] == [f"committed 30 passages (keyed-lexical) in {folder}",
+                         "commitment.json: publish now, before the beacon round", "secret.json: keep secret",
+                         "originals.jsonl: keep secret"]
+    assert re.fullmatch(r"  [0-9a-f]{64}", lines[5]) and lines[6].startswith("next, once a beacon round")
+    assert bytes(range(32)).hex() not in (folder / "commitment.json").read_text()
+    out = cli("keyed", "release", folder, "--beacon", BEACON)
+    assert out.stdout.splitlines() == [f"released 30 passages under one key (beacon round 4242) in {folder}",
+                                       "public.jsonl: release it", "manifest.json: publish with it"]
+    assert one_error_line(run("keyed", "release", folder, "--beacon", BEACON)).startswith(
+        f"error: {folder}: already released (with beacon round 4242)")
+    assert one_error_line(run("keyed", "release", data / "nowhere", "--beacon", "12")).startswith(
+        "error: option --beacon: '12' is not ROUND:HEX")
+
+
+def _copying(folder):
+    """A stand-in for sampling: each prompt continued with the release's own passage i."""
+    public = [json.loads(line)["text"] for line in (folder / "public.jsonl").read_text().splitlines()]
+
+    def sample(backend, prompts, max_new_tokens, seed, temperature=1.0, batch_size=16):
+        sample.calls += 1
+        return [public[(sample.calls * 7 + i) % len(public)] for i in range(len(prompts))]
+
+    sample.calls = 0
+    return sample
+
+
+def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data, model, monkeypatch, tmp_path):
+    folder, _ = released(data, monkeypatch)
+    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    record = tmp_path / "rec.json"
+    out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+              "--max-tokens", 2048, "--random-keys", 200, "--record", record)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(r"verdict: trained on \(e-value [\d.]+ after \d+ units, \d+ generated tokens\)", lines[0])
+    assert lines[1] == "why: the e-value reached 1/α against the exact null of the key's randomness"
+    assert lines[2] == "random-key rank: p = 0.00498 (0 of 200 random keys scored at least as high)"
+    assert "rests on: the key derives from the committed secret" in out.output and "valid if the" in out.output
+    assert out.stdout.splitlines()[-1] == f"  trainspotter verify {record}"
+    assert all(len(line) <= 80 for line in lines[:-1])  # the last: the command with its path, never cut
+    out = cli("verify", record, "--release", folder)
+    assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
+    sealed = json.loads(record.read_text())
+    sealed["batches"][0]["x"][0] = 1 - sealed["batches"][0]["x"][0]
+    record.write_text(json.dumps(sealed))
+    out = cli("verify", record)
+    assert out.exit_code == 1 and "does not verify: batch 1: its digest does not continue the chain" in out.output
+
+
+def test_a_key_from_the_fixed_test_beacon_is_never_trained_on(data, model, monkeypatch):
+    """Anybody could have chosen a secret whose key a model favours when the 'random' value was
+    known in advance: the same answers as above say inconclusive."""
+    folder, _ = released(data, monkeypatch, beacon=TEST_BEACON.text, name="test-beacon")
+    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+              "--max-tokens", 2048, "--random-keys", 0, "--json")
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "inconclusive" and result["reject"] and "fixed test value" in result["why"]
+
+
+def test_a_ledger_counts_units_once_and_multiplies_on(data, model, monkeypatch):
+    folder, _ = released(data, monkeypatch, name="ledger")
+    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    runs = []
+    for _ in range(2):
+        out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+                  "--max-tokens", 64, "--alpha", 0.001, "--random-keys", 0, "--name", "kl", "--ledger", "--json")
+        assert out.exit_code == 0, out.output
+        runs.append(json.loads(out.stdout))
+    assert not runs[0]["reject"] and runs[1]["spent_total"] == 128 and runs[0]["units_this_run"] > 0 and runs[1]["units_this_run"] > 0
+    assert runs[1]["units_total"] == runs[0]["units_total"] + runs[1]["units_this_run"]
+    first = json.loads(open(runs[0]["record"]).read())
+    second = json.loads(open(runs[1]["record"]).read())
+    assert second["start"]["chain"] == first["end"]["chain"] and second["start"]["state"] == first["end"]["state"]
+    seen = set(first["start"]["seen"]["units"]) | {u["unit"] for b in first["batches"] for u in b["units"]}
+    assert not seen & {u["unit"] for b in second["batches"] for u in b["units"]}  # each unit once ever
+    out = cli("verify", runs[0]["record"], runs[1]["record"], "--release", folder)
+    assert out.exit_code == 0, out.output
+
+
+def test_bad_input_is_one_line(data, model, monkeypatch, tmp_path):
+    folder, _ = released(data, monkeypatch, name="bad")
+    leak = tmp_path / "leak.jsonl"
+    leak.write_text(json.dumps({"id": "x", "text": (folder / "public.jsonl").read_text().splitlines()[0][20:400]})
+                    + "\n")
+    line = one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", leak))
+    assert line.startswith(f"error: {leak}, passage 1 (id 'x'): shares 8 consecutive words with the release")
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--access", "both")) == (
+        "error: option --access 'both': expected one of black, gray")
+    (tmp_path / "unreleased").mkdir()
+    cli("keyed", "make", data / "data.jsonl", "--out", tmp_path / "unreleased" / "r")
+    line = one_error_line(run("keyed", "audit", tmp_path / "unreleased" / "r", "--model", f"hf:{model}"))
+    assert "not released yet" in line

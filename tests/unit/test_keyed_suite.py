@@ -1,0 +1,76 @@
+"""The keyed suite's tests on fixed answers (trainspotter.evaluation.keyed_suite): STAMP's t-test by
+its definition, the summary by hand, and H0 over 1000 fresh keys on answers that never saw them
+(every test's rate ≤ α by a one-sided binomial test at a false-failure rate of 0.001), while the
+release key on answers that copy it is found."""
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_1samp
+
+from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteConfig, _stamp_p, evaluate, fresh_keys,
+                                                 h0_rates, summarise)
+from trainspotter.keyed.score import LexicalScoring
+from trainspotter.keyed.units import LexicalForms, Seen, lexical_units
+from trainspotter.twins.lexical import KeyedLexicalRewriter
+
+TEXTS = ["The city council often met in the large hall while the old market was being rebuilt, because the "
+         "building had been damaged in a storm several years before the mayor was elected.",
+         "Many people visited the ancient town, which is known for its narrow streets and a famous bridge over "
+         "the river; however, the population declined after the railway closed.",
+         "The small museum displays various tools that farmers frequently used, such as ploughs, and it is "
+         "located in a village near the northern border of the region.",
+         "A large storm damaged the ancient bridge, and the council frequently discussed whether the town "
+         "should rebuild the market hall or the museum first."]
+
+
+@pytest.fixture(scope="module")
+def bed():
+    forms = LexicalForms(KeyedLexicalRewriter(), TEXTS)
+    return KeyedBed("t", None, bytes(range(32)), LexicalScoring(forms), TEXTS, TEXTS)
+
+
+def _answers(forms, texts):
+    ans, seen = Answers(), Seen()
+    for i, text in enumerate(texts):
+        for unit, form in lexical_units(forms, "", text, seen):
+            ans.records.append({"unit": unit, "form": form})
+            ans.spent.append(64 * (i + 1))
+            ans.doc.append(i)
+    return ans
+
+
+def test_stamp_is_a_paired_t_test_over_documents():
+    x = np.array([[1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 0], [1, 0, 0, 0, 1, 0]], dtype=float)  # public, 2 privates
+    doc = np.array([0, 0, 1, 1, 2, 2])
+    d = [x[0, doc == k].mean() - x[1:, doc == k].mean() for k in range(3)]
+    assert _stamp_p(x, doc) == pytest.approx(ttest_1samp(d, 0.0, alternative="greater").pvalue)
+
+
+def test_summary_by_hand():
+    trials = [{"rejected": True, "spent": 100, "units": 10, "fixed_p": 0.01, "stamp_p": 0.2, "rank_p": 0.05,
+               "log_wealth": 3.5},
+              {"rejected": False, "spent": None, "units": 20, "fixed_p": 0.07, "stamp_p": 0.01, "rank_p": 0.5,
+               "log_wealth": -1.0}]
+    s = summarise(trials, 0.05, 400)
+    assert (s["tpr"], s["mean_to_decision"], s["median_to_decision"], s["mean_units"]) == (0.5, 250.0, 250.0, 15.0)
+    assert (s["fixed_power"], s["stamp_power"], s["rank_power"]) == (0.5, 0.5, 0.5)
+
+
+def test_fresh_keys_on_answers_that_never_saw_them_reject_at_most_alpha(bed):
+    from scipy.stats import binomtest
+
+    ans = _answers(bed.scoring.forms, TEXTS)  # the originals: written under no key
+    res = h0_rates(bed, ans, fresh_keys(1000, 0), KeyedSuiteConfig(testbed="tiny-pretrain-keyed"))
+    assert res["keys"] == 1000 and res["units"] == len(ans.records) > 20
+    for test in ("eprocess", "fixed_n", "stamp", "rank"):
+        k = res[test]["rejected"]
+        assert binomtest(k, 1000, 0.05, alternative="greater").pvalue > 0.001, (test, k)
+
+
+def test_answers_written_under_the_key_are_found(bed):
+    rewriter = KeyedLexicalRewriter()
+    copied = _answers(bed.scoring.forms, [rewriter.rewrite(t, bed.key) for t in TEXTS] * 2)
+    cfg = KeyedSuiteConfig(testbed="tiny-pretrain-keyed", random_keys=200)
+    r = evaluate(bed, copied, bed.key, fresh_keys(200, 1), cfg)
+    assert r["units"] == len(copied.records) and r["log_wealth"] > 0 and r["rank_p"] < 0.05
+    assert r["path"][-1][1] == pytest.approx(r["log_wealth"])
