@@ -140,3 +140,21 @@ def test_no_module_circle():
     for start in sorted(graph):
         if start not in state:
             assert visit(start, []) is None, "a circle of imports"
+
+
+def test_library_modules_and_functions_stay_small():
+    """A module one reads in a sitting, a function one holds in mind (issue 51): at most 400
+    lines per library module and 80 per function (the flows/ layer, which wires options, is not
+    held to it)."""
+    long_modules, long_functions = [], []
+    for path in SRC.rglob("*.py"):
+        if "flows" in path.relative_to(SRC).parts or "tasks" in path.relative_to(SRC).parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 400:
+            long_modules.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+        long_functions += [f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                           for node in ast.walk(ast.parse(text))
+                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                           and node.end_lineno - node.lineno + 1 > 80]
+    assert not long_modules and not long_functions, long_modules + long_functions

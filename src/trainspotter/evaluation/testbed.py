@@ -102,6 +102,27 @@ def build_lock(path: Path, what: str, timeout: float) -> AbstractContextManager:
                          f"{timeout:g} s; wait for that build to finish or stop it, then retry") from None
 
 
+def _manifest(config: TestbedConfig, key: str, start: float, records: list[dict], chosen: dict, trained: dict,
+              twins_made: dict | None, keyed_made: dict | None) -> dict:
+    """What the build wrote down (manifest.json, written last: its presence says "complete")."""
+    manifest = {
+        "name": config.name, "fingerprint": key, "config": config.model_dump(),
+        "version": __version__, "build_seconds": round(time.time() - start, 1),
+        "torch_threads": torch.get_num_threads(),
+        "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
+        **trained,
+        "ground_truth": _ground_truth(config),
+    }
+    if config.twins:
+        manifest["twins"] = twins_made
+        manifest["ground_truth"]["member"] += (" (its public twin; twins-member/ holds the twins, "
+                                               "whose private versions were never trained on)")
+    if config.keyed:
+        manifest["keyed"] = keyed_made
+        manifest["ground_truth"]["member"] += " (its public version in the keyed release, release/)"
+    return manifest
+
+
 def _build(config: TestbedConfig, out: Path, key: str,
            progress: Callable[[str, int, int], None] | None) -> Path:
     from transformers.utils import logging as hf_logging
@@ -126,6 +147,7 @@ def _build(config: TestbedConfig, out: Path, key: str,
     order, chosen = _splits(config, encoded)
     L = config.chunk_tokens
     used = {i for ids in chosen.values() for i in ids}
+    twins_made = keyed_made = None
     if config.twins:  # from here on a split passage is its public version (whole, for training)
         chosen, twins_made = build_twins(config, records, encoded, tokenizer, chosen, out)
     if config.keyed:  # the members: one release under one key, each its public version
@@ -165,21 +187,7 @@ def _build(config: TestbedConfig, out: Path, key: str,
                                                  config, report("target"))
         save_model(model, tokenizer, out / "target")
 
-    manifest = {
-        "name": config.name, "fingerprint": key, "config": config.model_dump(),
-        "version": __version__, "build_seconds": round(time.time() - start, 1),
-        "torch_threads": torch.get_num_threads(),
-        "splits": {s: [records[i]["id"] for i in ids] for s, ids in chosen.items()},
-        **trained,
-        "ground_truth": _ground_truth(config),
-    }
-    if config.twins:
-        manifest["twins"] = twins_made
-        manifest["ground_truth"]["member"] += (" (its public twin; twins-member/ holds the twins, "
-                                               "whose private versions were never trained on)")
-    if config.keyed:
-        manifest["keyed"] = keyed_made
-        manifest["ground_truth"]["member"] += " (its public version in the keyed release, release/)"
+    manifest = _manifest(config, key, start, records, chosen, trained, twins_made, keyed_made)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log.info("built testbed %s in %.0f s", config.name, manifest["build_seconds"])
     return out

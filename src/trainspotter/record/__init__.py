@@ -2,7 +2,8 @@
 pair's evidence, checked offline by anyone (docs/guide/check.md).
 
 ``format`` (what a record holds, its digests and chain), ``seal`` (sealing one run's result),
-``keys`` (Ed25519 signatures), ``verify`` (every check, the audit replayed from the record),
+``keys`` (Ed25519 signatures), ``verify`` (every check, the audit replayed from the record; ``checks``
+what it reports),
 ``recompute`` (features computed again from the recorded answers), ``requery`` (a few passages
 asked of the model again), ``report`` (an audit's page and plots).
 """
@@ -14,7 +15,8 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "format": ("FORMAT", "VERSION", "canonical", "file_sha256", "model_identity", "record_digest", "sha256", "text_sha256"),
     "seal": ("prior_of",),
     "keys": ("load_private_key", "load_public_key", "public_hex", "sign"),
-    "verify": ("Check", "Verification", "load_record", "verify_one", "verify_records"),
+    "checks": ("Check", "Verification"),
+    "verify": ("load_record", "verify_one", "verify_records"),
     "recompute": ("check_recomputed",),
     "report": ("html_report", "sets_html", "sets_wealth_plot", "wealth_plot"),
 })

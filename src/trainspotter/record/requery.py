@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import random
 
-from trainspotter.record.verify import SIDES, Check, _pairs
+from trainspotter.record.checks import Check
+from trainspotter.record.verify import SIDES, _pairs
 
 __all__ = ["REQUERY_ATOL", "REQUERY_RTOL", "requery"]
 

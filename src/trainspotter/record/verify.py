@@ -15,10 +15,10 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainspotter.errors import InputError
+from trainspotter.record.checks import Check, Verification
 from trainspotter.record.format import (GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, batch_digest, file_sha256,
                                         load_record, record_digest, sha256, state_sha256, text_sha256)
 from trainspotter.record.keys import public_hex
@@ -28,42 +28,6 @@ __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"
 
 # The sections the replays read: one changed after sealing makes them disagree (a symptom, not the cause).
 INPUT_SECTIONS = ("header", "config", "inputs", "model", "reference", "code", "start")
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    done: bool = True  # False: nothing to check (an unsigned record verified without a public key)
-    cause: bool = False  # a changed input of the replays: the replays that fail too are its symptoms
-
-
-@dataclass
-class Verification:
-    """Every check of one or more records, in order; ``failure``: the first that failed; ``cause``: one
-    that explains it (``Check.cause``: alpha edited in the config makes the replays disagree)."""
-
-    records: list[dict] = field(default_factory=list)  # path, digest, name, verdict of each record
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    @property
-    def failure(self) -> Check | None:
-        return next((c for c in self.checks if not c.ok), None)
-
-    @property
-    def cause(self) -> Check | None:
-        return next((c for c in self.checks if not c.ok and c.cause), None)
-
-    def to_dict(self) -> dict:
-        first, cause = self.failure, self.cause
-        return {"ok": self.ok, "records": self.records, "checks": [asdict(c) for c in self.checks],
-                "first_failure": None if first is None else asdict(first),
-                "cause": None if cause is None else asdict(cause)}
 
 
 def _pairs(record: dict) -> list[dict]:
