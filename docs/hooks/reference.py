@@ -7,7 +7,6 @@
   ``reference/api.md`` listing them.
 - Figures: an image ``results/NAME`` in a page is ``benchmarks/results/NAME`` (the committed results
   file it comes from; tests/unit/test_docs.py checks that each exists and that its caption names it).
-- ``OPTIONAL``: nav entries of pages other helpers write, left out until the page exists.
 """
 
 from __future__ import annotations
@@ -19,13 +18,11 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = sorted(p.parent.name for p in (ROOT / "src" / "trainspotter").glob("*/__init__.py"))
-OPTIONAL = ("guide/protect-twins.md", "guide/protect-keyed.md")
 log = logging.getLogger("mkdocs.hooks.reference")
 
 
 def on_config(config):
-    docs = Path(config["docs_dir"])
-    config["nav"] = _with_packages(_without_missing(config["nav"], docs))
+    config["nav"] = _with_packages(config["nav"])
     return config
 
 
@@ -37,15 +34,6 @@ def _with_packages(nav):
         return {k: ([v, "reference/api/trainspotter.md", *(f"reference/api/{p}.md" for p in PACKAGES)]
                     if v == "reference/api.md" else _with_packages(v)) for k, v in nav.items()}
     return nav
-
-
-def _without_missing(nav, docs: Path):
-    if isinstance(nav, list):
-        return [item for item in (_without_missing(i, docs) for i in nav) if item is not None]
-    if isinstance(nav, dict):
-        kept = {k: v for k, v in ((k, _without_missing(v, docs)) for k, v in nav.items()) if v is not None}
-        return kept or None
-    return None if nav in OPTIONAL and not (docs / nav).exists() else nav
 
 
 def on_files(files: Files, config) -> Files:
