@@ -66,9 +66,13 @@ COMMITMENT = typer.Option(None, help="A twins folder's commitment digest (hex) a
                                      "with another one fails.")
 LEDGER = typer.Option(False, help="Continue the stored evidence of audit NAME with data not used before "
                                   "(recurring audits).")
-BEACON = typer.Option(..., help="The public random value that appeared after the commitment was published: "
-                                "ROUND:HEX (a drand round's number and its randomness) or a drand round's JSON "
-                                "file.")
+BEACON = typer.Option(None, help="The public random value of the beacon round the commitment names, once that "
+                                 "round exists: ROUND:HEX (the round's number and its 64 hex digits of randomness) "
+                                 "or a drand round saved as JSON.")
+BEACON_ROUND = typer.Option(None, "--beacon-round", help="Required: the beacon round whose random value will decide "
+                                                         "the release (twins: the draw; keyed: the key), named in "
+                                                         "the commitment; one that comes after you publish it, e.g. "
+                                                         "drand quicknet's round an hour from now.")
 DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose scheduler is at HOST:PORT (workers "
                                        "need the same trainspotter and the model files).")
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"
@@ -365,3 +369,24 @@ def decision(r: dict) -> str:
     if r["verdict"] == "inconclusive":
         return f"[yellow]inconclusive: {GUARDS.get(r.get('guard') or 'blind')}[/yellow]"
     return DECISIONS[r["verdict"]]
+
+
+def beacon_round_option(beacon_round: int | None) -> int:
+    """--beacon-round, which every commitment must name (a release from a round picked later could
+    have been picked to suit a model)."""
+    if beacon_round is None or beacon_round < 0:
+        raise InputError("option --beacon-round: " + ("missing" if beacon_round is None else f"{beacon_round} < 0")
+                         + "; the round of a public randomness beacon (e.g. drand) whose value will decide the "
+                           "release, one that comes after you publish the commitment")
+    return beacon_round
+
+
+def beacon_option(beacon: str | None):
+    """--beacon as a ``Beacon`` (the fixed test value named as such); missing is one InputError."""
+    from trainspotter.twins.beacon import TEST_BEACON, parse_beacon
+
+    if beacon is None:
+        raise InputError("option --beacon: missing; the beacon round the commitment names (ROUND:HEX, or a drand "
+                         "round as JSON), once it exists")
+    value = parse_beacon(beacon)
+    return TEST_BEACON if value.known_in_advance and value.round == TEST_BEACON.round else value

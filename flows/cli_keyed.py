@@ -12,11 +12,27 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from trainspotter.flows.cli_common import (
+    ALPHA,
+    BEACON,
+    BEACON_ROUND,
+    JSON,
+    KEYED_ACCESS_HELP,
+    LEDGER,
+    MODEL,
+    SEED,
+    TRACKING_URI,
+    KeyedAccess,
+    Typer,
+    beacon_option,
+    beacon_round_option,
+    choice,
+    count_progress,
+    emit_json,
+)
+from trainspotter.flows.cli_verify import RECORD, print_record, write_record
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import (ALPHA, BEACON, JSON, KEYED_ACCESS_HELP, LEDGER, MODEL, SEED, TRACKING_URI,
-                                           KeyedAccess, Typer, choice, count_progress, emit_json)
-from trainspotter.flows.cli_verify import RECORD, print_record, write_record
 from trainspotter.keyed.audit import SHINGLE
 
 keyed_app = Typer(help="A keyed release: every passage you publish written under one secret key that "
@@ -41,14 +57,20 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
                                                           "the key, the same everywhere) or a local model hf:PATH "
                                                           "or testbed:NAME (paraphrases watermarked with the key's "
                                                           "green lists)."),
+             beacon_round: Optional[int] = BEACON_ROUND,
              json_out: bool = JSON) -> None:
     """Draw a 256-bit secret and commit to it and to the passages: publish commitment.json (or its
     sha256) now; after a public random value appears (a drand round later than the publication),
     run `keyed release` with it."""
     from trainspotter.data import load_passages
-    from trainspotter.twins.keyed import KeyedHFRewriter, commit_release, commitment_sha256
+    from trainspotter.twins.keyed import (
+        KeyedHFRewriter,
+        commit_release,
+        commitment_sha256,
+    )
     from trainspotter.twins.lexical import KeyedLexicalRewriter
 
+    beacon_round_option(beacon_round)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"option --out: {out}: exists and is not an empty folder; a release goes to a new folder")
     if rewriter == "lexical":
@@ -63,7 +85,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         raise InputError(f"option --rewriter {rewriter!r}: expected lexical, hf:PATH or testbed:NAME (a keyed "
                          f"release needs a watermark the tool computes: no openai: rewriter)")
     rows = [p for path in passages for p in load_passages(path)]
-    commitment = commit_release(rows, out, made)
+    commitment = commit_release(rows, out, made, beacon_round=beacon_round)
     digest = commitment_sha256(commitment)
     if json_out:
         return emit_json({"out": str(out.resolve()), "passages": len(rows), "commitment_sha256": digest,
@@ -72,20 +94,19 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
     for name in ("commitment.json", "secret.json", "originals.jsonl"):
         _say(f"{name}: {WHO[name]}")
     _say(f"commitment sha256:\n  {digest}")
-    _say("next, once a beacon round later than commitment.json's publication exists:\n"
-         f"  trainspotter keyed release {out} --beacon ROUND:HEX", path=True)
+    _say(f"next, once beacon round {beacon_round} exists (publish the commitment before it does):\n"
+         f"  trainspotter keyed release {out} --beacon {beacon_round}:HEX", path=True)
 
 
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")
 def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed make`."),
-                beacon: str = BEACON,
+                beacon: Optional[str] = BEACON,
                 json_out: bool = JSON) -> None:
     """Derive the release key from the committed secret and the beacon round, rewrite every passage
     under it, and write public.jsonl (release it) and manifest.json (publish it)."""
-    from trainspotter.twins.beacon import parse_beacon
     from trainspotter.twins.keyed import load_release, release
 
-    b = parse_beacon(beacon)
+    b = beacon_option(beacon)
     total = len(load_release(folder).originals or [])
     with count_progress("passages rewritten", total, transient=True) as progress:
         manifest = release(folder, b, progress)
@@ -125,8 +146,8 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
     probabilities on neutral passages (gray), score every unit of the release once under its key,
     and bet until the e-value reaches 1/α or the budget is spent."""
     from pydantic import ValidationError
-
     from trainspotter.flows.cli_common import edge_specs, input_error
+
     from trainspotter.keyed.audit import KeyedAuditConfig, open_release
 
     spec, _, more = edge_specs(model, None, reference)
@@ -175,6 +196,7 @@ def verify_keyed_cmd(paths: list[Path], loaded: list[dict], release: Path | None
     """`trainspotter verify` on keyed records (flows/cli_verify.py dispatches here)."""
     from trainspotter.flows.cli_common import folded_table
     from trainspotter.flows.cli_verify import NOT_VERIFIED_EXIT
+
     from trainspotter.keyed.record import load_keyed, verify_keyed
 
     records = [(str(p), load_keyed(p, r)) for p, r in zip(paths, loaded)]

@@ -11,10 +11,21 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from trainspotter.flows.cli_common import (
+    BEACON,
+    BEACON_ROUND,
+    COMMITMENT,
+    JSON,
+    Typer,
+    beacon_option,
+    beacon_round_option,
+    commitment_digest,
+    count_progress,
+    emit_json,
+    folded_table,
+)
 
 from trainspotter.errors import InputError
-from trainspotter.flows.cli_common import (COMMITMENT, JSON, Typer, commitment_digest, count_progress, emit_json,
-                                           folded_table)
 
 twins_app = Typer(help="Twins of passages not yet released: k rewrites of each, one drawn at random to "
                        "publish, the others kept, so that a later audit (audit --twins DIR) is exchangeable "
@@ -26,10 +37,6 @@ WHO = {"public.jsonl": "release", "manifest.json": "publish with it (no secrets)
        "private.jsonl": "keep secret", "keys.json": "keep secret"}
 WHO_COMMITTED = {"manifest.json": "publish it (or its commitment) now", "variants.jsonl": "keep secret",
                  "keys.json": "keep secret"}
-BEACON_ROUND = typer.Option(None, "--beacon-round", help="The beacon round whose random value will draw the public "
-                                                         "versions (twins release --beacon): one that comes after "
-                                                         "you publish the commitment, e.g. drand quicknet's round an "
-                                                         "hour from now.")
 
 
 @twins_app.command("make", short_help="Rewrite each passage k times and commit to the variants.")
@@ -78,10 +85,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     from trainspotter.twins.make import GATES, make_twins
 
     _check_options(k, rate, max_edit_rate, min_similarity, unit, out)
-    if beacon_round is None or beacon_round < 0:
-        raise InputError("option --beacon-round: " + ("missing" if beacon_round is None else f"{beacon_round} < 0")
-                         + "; the round of a public randomness beacon (e.g. drand) whose value will draw the public "
-                           "versions, one that comes after you publish the commitment")
+    beacon_round_option(beacon_round)
     try:
         rewriter_ = make_rewriter(rewriter, unit or DEFAULT_UNIT, rate=rate, senses=senses)
     except InputError as e:
@@ -179,23 +183,15 @@ def _print_made(m: dict, out: Path, k: int) -> None:
 
 @twins_app.command("release", short_help="Draw the public versions from a beacon round.")
 def release_cmd(folder: Path = typer.Argument(..., help="A folder made by twins make, not yet released."),
-                beacon: Optional[str] = typer.Option(None, help="The beacon round the commitment names, once it "
-                                                                "exists: ROUND:HEX (its 64 hex digits of randomness) "
-                                                                "or a drand round saved as JSON."),
+                beacon: Optional[str] = BEACON,
                 json_out: bool = JSON) -> None:
     """Draw each passage's public version from the folder's secret and the beacon round its
     commitment names, and write public.jsonl (release it with manifest.json, which now reveals the
     secret and the public versions' salts) and private.jsonl (keep it). Once per folder."""
-    from trainspotter.twins.beacon import TEST_BEACON, parse_beacon
     from trainspotter.twins.folder import prove_folder
     from trainspotter.twins.release import release_twins
 
-    if beacon is None:
-        raise InputError("option --beacon: missing; the beacon round the commitment names (ROUND:HEX, or a drand "
-                         "round as JSON), once it exists")
-    value = parse_beacon(beacon)
-    if (value.round, value.randomness) == (TEST_BEACON.round, TEST_BEACON.randomness):
-        value = TEST_BEACON  # named for what it is: a fixed test value, not a beacon's
+    value = beacon_option(beacon)
     twins = release_twins(folder, value)
     proof = prove_folder(folder)
     info = {"folder": str(folder), "passages": len(twins.ids), "k": twins.k, "beacon": value.to_dict(),

@@ -11,10 +11,11 @@ import re
 import pytest
 from cli_process import run_cli
 from tiny_lm import tiny_llama
+from trainspotter.flows.cli import app
+from trainspotter.flows.cli_common import own_command
 from typer.testing import CliRunner
 
 from trainspotter.assets import wikipedia_leads
-from trainspotter.flows.cli import app
 from trainspotter.twins.beacon import TEST_BEACON
 
 BEACON = "4242:" + "ab" * 32
@@ -54,7 +55,7 @@ def model(tmp_path_factory):
 def released(root, monkeypatch, beacon=BEACON, name="rel"):
     monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
     folder = root / name
-    out = cli("keyed", "make", root / "data.jsonl", "--out", folder)
+    out = cli("keyed", "make", root / "data.jsonl", "--out", folder, "--beacon-round", beacon.split(":")[0])
     assert out.exit_code == 0, out.output
     out = cli("keyed", "release", folder, "--beacon", beacon)
     assert out.exit_code == 0, out.output
@@ -64,13 +65,20 @@ def released(root, monkeypatch, beacon=BEACON, name="rel"):
 def test_make_and_release_say_what_to_publish_and_what_to_keep(data, monkeypatch):
     monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
     folder = data / "made"
-    out = cli("keyed", "make", data / "data.jsonl", "--out", folder)
+    assert one_error_line(run("keyed", "make", data / "data.jsonl", "--out", folder)).startswith(
+        "error: option --beacon-round: missing; the round of a public randomness beacon")
+    out = cli("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", 4242)
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[:4] == [f"committed 30 passages (keyed-lexical) in {folder}",
                          "commitment.json: publish now, before the beacon round", "secret.json: keep secret",
                          "originals.jsonl: keep secret"]
-    assert re.fullmatch(r"  [0-9a-f]{64}", lines[5]) and lines[6].startswith("next, once a beacon round")
+    assert re.fullmatch(r"  [0-9a-f]{64}", lines[5]) and lines[6] == (
+        "next, once beacon round 4242 exists (publish the commitment before it does):")
+    assert json.loads((folder / "commitment.json").read_text())["beacon_round"] == 4242
+    # a later round than the one committed to: refused (one could try rounds until a key suits a model)
+    assert one_error_line(run("keyed", "release", folder, "--beacon", "4243:" + "ab" * 32)).startswith(
+        "error: option --beacon: round 4243, but the commitment names round 4242")
     assert bytes(range(32)).hex() not in (folder / "commitment.json").read_text()
     out = cli("keyed", "release", folder, "--beacon", BEACON)
     assert out.stdout.splitlines() == [f"released 30 passages under one key (beacon round 4242) in {folder}",
@@ -105,7 +113,7 @@ def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data,
     assert lines[1] == "why: the e-value reached 1/α against the exact null of the key's randomness"
     assert lines[2] == "random-key rank: p = 0.00498 (0 of 200 random keys scored at least as high)"
     assert "rests on: the key derives from the committed secret" in out.output and "valid if the" in out.output
-    assert out.stdout.splitlines()[-1] == f"  trainspotter verify {record}"
+    assert out.stdout.splitlines()[-1] == f"  {own_command()} verify {record}"  # works when pasted
     assert all(len(line) <= 80 for line in lines[:-1])  # the last: the command with its path, never cut
     out = cli("verify", record, "--release", folder)
     assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
@@ -157,6 +165,6 @@ def test_bad_input_is_one_line(data, model, monkeypatch, tmp_path):
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--access", "both")) == (
         "error: option --access 'both': expected one of black, gray")
     (tmp_path / "unreleased").mkdir()
-    cli("keyed", "make", data / "data.jsonl", "--out", tmp_path / "unreleased" / "r")
+    cli("keyed", "make", data / "data.jsonl", "--out", tmp_path / "unreleased" / "r", "--beacon-round", 4242)
     line = one_error_line(run("keyed", "audit", tmp_path / "unreleased" / "r", "--model", f"hf:{model}"))
     assert "not released yet" in line

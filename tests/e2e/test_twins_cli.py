@@ -1,15 +1,14 @@
 """`trainspotter twins make` → `twins release` → `trainspotter audit --twins` as a user runs them
-(the fixed test beacon in place of a real beacon round)."""
+(a stand-in beacon round (tests/beacons.py) in place of a real beacon round)."""
 
 import json
 import os
 import re
 
+from beacons import STAND_IN
 from cli_process import run_cli
 
-from trainspotter.twins.beacon import TEST_BEACON
-
-ROUND = str(TEST_BEACON.round)
+ROUND = str(STAND_IN.round)
 
 
 def run(*args, env=None):
@@ -21,7 +20,7 @@ def make_and_release(data, folder, *args):
     with the test beacon; the JSON `twins make` printed."""
     out = run("twins", "make", str(data), "--out", str(folder), "--beacon-round", ROUND, *args, "--json")
     assert out.returncode == 0, out.stderr
-    released = run("twins", "release", str(folder), "--beacon", TEST_BEACON.text, "--json")
+    released = run("twins", "release", str(folder), "--beacon", STAND_IN.text, "--json")
     assert released.returncode == 0, released.stderr
     assert json.loads(released.stdout)["draw"] == "shown"
     return json.loads(out.stdout)
@@ -94,8 +93,8 @@ def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, 
     assert line == (f"error: {folder}: committed but not released yet: once beacon round 1 exists, run `trainspotter "
                     f"twins release {folder} --beacon ROUND:HEX`")
     assert one_error_line(run("twins", "release", str(folder))).startswith("error: option --beacon: missing")
-    assert run("twins", "release", str(folder), "--beacon", TEST_BEACON.text).returncode == 0
-    line = one_error_line(run("twins", "release", str(folder), "--beacon", TEST_BEACON.text))
+    assert run("twins", "release", str(folder), "--beacon", STAND_IN.text).returncode == 0
+    line = one_error_line(run("twins", "release", str(folder), "--beacon", STAND_IN.text))
     assert line == (f"error: {folder}: already released with beacon round 1; a folder is released once (a second draw "
                     f"could choose among rounds)")
     public = folder / "public.jsonl"
@@ -194,7 +193,7 @@ def _unproven_needs_your_word(twins, model, tmp_path):
     out = run("audit", "--twins", str(folder), "--model", f"hf:{model}", "--alpha", "0.01", "--assume-exchangeable",
               env=env)
     text = " ".join(re.sub("[│┃]", " ", out.stdout).split())
-    assert out.returncode == 0 and "reject H0: trained on" in text, out.stdout
+    assert out.returncode == 0 and re.search(r"│ trained on +│", out.stdout), out.stdout  # the decision cell
     assert ("you vouched for it (--assume-exchangeable), so the verdict rests on your word, not on a draw.") in text
 
 
@@ -278,7 +277,7 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     out = run_cli(["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter", f"hf:{model}", *gate],
                   env=env, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert run("twins", "release", str(tmp_path / "twins"), "--beacon", TEST_BEACON.text).returncode == 0
+    assert run("twins", "release", str(tmp_path / "twins"), "--beacon", STAND_IN.text).returncode == 0
     twins = load_twins(tmp_path / "twins")
     assert twins.manifest["rewriter"]["unit"] == "sentence" and twins.ids == ["p0", "p1", "p2"]
     for i, text in zip(twins.ids, texts):

@@ -16,9 +16,8 @@ import re
 import shutil
 
 import pytest
+from beacons import STAND_IN
 from test_twins_cli import ROUND, run
-
-from trainspotter.twins.beacon import TEST_BEACON
 
 MODEL, REFERENCE = "testbed:mini", "testbed:mini/reference"
 
@@ -37,8 +36,8 @@ def released(tmp_path_factory, mini_testbed):
     root = tmp_path_factory.mktemp("framing")
     passages = [json.loads(line) for s in ("heldout", "nonmember")
                 for line in (mini_testbed / f"{s}.jsonl").read_text().splitlines()]
-    twins = make_twins(passages, 2, PerPassageKeys(KeyedLexicalRewriter()), beacon_round=TEST_BEACON.round)
-    release_twins(write_twins(twins, root / "honest"), TEST_BEACON)
+    twins = make_twins(passages, 2, PerPassageKeys(KeyedLexicalRewriter()), beacon_round=STAND_IN.round)
+    release_twins(write_twins(twins, root / "honest"), STAND_IN)
     return root, {"commitment": twins.manifest["commitment"]["digest"]}
 
 
@@ -62,7 +61,7 @@ def _audit(folder, *extra) -> tuple[dict, str]:
     result = sealed["result"] | {"draw": sealed["inputs"]["twins"]["draw"]}
     text = " ".join(re.sub("[│┃]", " ", out.stdout).split())  # a table cell's wrapped lines read as one
     assert (out.returncode == 3) == (result["verdict"] == "inconclusive")
-    assert ("reject H0: trained on" in text) == (result["verdict"] == "trained on")
+    assert bool(re.search(r"│ trained on +│", out.stdout)) == (result["verdict"] == "trained on")  # the decision cell
     return result, text
 
 
@@ -134,7 +133,7 @@ def test_a_new_secret_tried_against_a_public_round_fails_against_the_published_c
     from trainspotter.evaluation.framing import regrind
 
     root, made = released
-    folder = regrind(root / "honest", TEST_BEACON, prefers["target over reference"], 200, root / "regrind")
+    folder = regrind(root / "honest", STAND_IN, prefers["target over reference"], 200, root / "regrind")
     assert json.loads((folder / "manifest.json").read_text())["commitment"]["round"] == int(ROUND)
     result, text = _audit(folder, "--reference", REFERENCE, "--commitment", made["commitment"])
     assert (result["verdict"], result["draw"]["status"]) == ("inconclusive", "failed"), text

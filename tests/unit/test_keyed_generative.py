@@ -30,7 +30,8 @@ def tiny(tmp_path_factory):
 def released(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("keyed-gen") / "release"
     rewriter = KeyedHFRewriter(parse_spec(f"hf:{tiny}"), bias=4.0)
-    commit_release([{"id": f"p{i}", "text": t} for i, t in enumerate(TEXTS * 3)], out, rewriter, secret=bytes(32) + b"x")
+    commit_release([{"id": f"p{i}", "text": t} for i, t in enumerate(TEXTS * 3)], out, rewriter,
+                   beacon_round=TEST_BEACON.round, secret=bytes(32) + b"x")
     release(out, TEST_BEACON)
     return out
 

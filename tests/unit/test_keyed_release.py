@@ -5,16 +5,28 @@ false-failure rate of 0.001)."""
 
 import json
 import secrets
+import shutil
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
 from trainspotter.errors import InputError
-from trainspotter.keyed.units import LexicalForms, Seen, lexical_outcomes, lexical_units, window_units
+from trainspotter.keyed.units import (
+    LexicalForms,
+    Seen,
+    lexical_outcomes,
+    lexical_units,
+    window_units,
+)
 from trainspotter.stats.units import unit_eprocess
 from trainspotter.twins.beacon import TEST_BEACON, derive
-from trainspotter.twins.keyed import commit_release, load_release, release, verify_release
+from trainspotter.twins.keyed import (
+    commit_release,
+    load_release,
+    release,
+    verify_release,
+)
 from trainspotter.twins.lexical import KeyedLexicalRewriter
 
 TEXTS = ["The city council often met in the large hall while the old market was being rebuilt, because the "
@@ -30,7 +42,7 @@ SECRET = bytes(range(32))
 def folder(tmp_path_factory):
     out = tmp_path_factory.mktemp("keyed") / "release"
     commit_release([{"id": f"p{i}", "text": t} for i, t in enumerate(TEXTS)], out, KeyedLexicalRewriter(),
-                   secret=SECRET)
+                   beacon_round=TEST_BEACON.round, secret=SECRET)
     release(out, TEST_BEACON)
     return out
 
@@ -59,7 +71,25 @@ def test_a_changed_file_or_a_second_commitment_is_refused(folder, tmp_path):
     with pytest.raises(InputError, match="public.jsonl: missing or changed"):
         load_release(copy)
     with pytest.raises(InputError, match="already holds a keyed release"):
-        commit_release([{"id": "a", "text": "x"}], folder, KeyedLexicalRewriter())
+        commit_release([{"id": "a", "text": "x"}], folder, KeyedLexicalRewriter(), beacon_round=1)
+
+
+def test_the_key_comes_only_from_the_round_the_commitment_names(folder, tmp_path):
+    """The commitment names its beacon round: a release from any other round is refused, and a
+    folder whose manifest was rewritten to another round (every other hash matching) does not
+    load (an owner could otherwise try later rounds until one's key suits a model)."""
+    assert json.loads((folder / "commitment.json").read_text())["beacon_round"] == TEST_BEACON.round
+    fresh = tmp_path / "fresh"
+    commit_release([{"id": "a", "text": TEXTS[0]}], fresh, KeyedLexicalRewriter(), beacon_round=7, secret=SECRET)
+    with pytest.raises(InputError, match="round 1, but the commitment names round 7"):
+        release(fresh, TEST_BEACON)
+    copy = tmp_path / "moved"
+    shutil.copytree(folder, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["beacon"]["round"] = 2
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="beacon round 2, but the commitment names round 1"):
+        load_release(copy)
 
 
 def test_windows_are_counted_once_ever_and_the_prompts_skipped():

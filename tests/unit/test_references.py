@@ -241,7 +241,9 @@ def test_cli_builds_references_and_reports_seconds_per_model(refs):
     bad = run("mini", "--references", "1")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: testbed 'mini': reference models are built for pre-training testbeds without twins only "
-        "(tiny-pretrain, tiny-pretrain-2k, tiny-pretrain-2k-x2, tiny-pretrain-2k-x4, mini-pretrain)")
+        "(tiny-pretrain, tiny-pretrain-2k, tiny-pretrain-2k-x2, tiny-pretrain-2k-x4, tiny-pretrain-keyed, "
+        "tiny-pretrain-keyed-3pct, tiny-pretrain-keyed-1pct, tiny-pretrain-keyed-0.3pct, tiny-pretrain-keyed-smollm2, "
+        "mini-pretrain, mini-pretrain-keyed)")
     twins = run("mini-pretrain-twins", "--references", "1")
     assert twins.returncode == 2 and "without twins only" in twins.stderr
 

@@ -2,11 +2,16 @@ import json
 
 import numpy as np
 import pytest
-from conftest import brief_training
+from brief_training import brief_training
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.data import load_passages
-from trainspotter.evaluation.testbed import PRESETS, SPLITS, build_testbed, load_manifest
+from trainspotter.evaluation.testbed import (
+    PRESETS,
+    SPLITS,
+    build_testbed,
+    load_manifest,
+)
 
 
 def test_splits_are_disjoint_sized_and_recorded(mini_testbed):

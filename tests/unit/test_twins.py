@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 import pytest
+from beacons import STAND_IN
 from pydantic import ValidationError
 from scipy.stats import binomtest, chisquare
 
@@ -19,9 +20,14 @@ from trainspotter.auditing.config import AuditConfig
 from trainspotter.data import make_pairs
 from trainspotter.errors import InputError
 from trainspotter.loop.run import audit
-from trainspotter.twins.beacon import TEST_BEACON
 from trainspotter.twins.draw import beacon_draw
-from trainspotter.twins.folder import commitment, load_twins, prove_folder, verify_commitment, write_twins
+from trainspotter.twins.folder import (
+    commitment,
+    load_twins,
+    prove_folder,
+    verify_commitment,
+    write_twins,
+)
 from trainspotter.twins.lexical import WORD as _WORD
 from trainspotter.twins.lexical import KeyedLexicalRewriter
 from trainspotter.twins.make import edit_rate, make_twins
@@ -147,9 +153,9 @@ def test_the_public_variant_is_drawn_uniformly():
     beacon: the counts of each public index fit the uniform distribution (chi-square test; false
     failure 0.001), and nothing is drawn before the release."""
     passages = [{"id": str(n), "text": f"passage {n}"} for n in range(3000)]
-    twins = make_twins(passages, k=3, rewriter=Tag(), beacon_round=TEST_BEACON.round)
+    twins = make_twins(passages, k=3, rewriter=Tag(), beacon_round=STAND_IN.round)
     assert twins.public == {} and "draw" not in twins.manifest
-    beacon_draw(twins, TEST_BEACON)
+    beacon_draw(twins, STAND_IN)
     counts = Counter(twins.public.values())
     assert chisquare([counts[j] for j in range(3)]).pvalue > 0.001, counts
     # and independently of the passage: the first and second halves draw alike
@@ -158,10 +164,10 @@ def test_the_public_variant_is_drawn_uniformly():
 
 
 def _write(tmp_path, passages, k=2, rewriter=None):
-    """twins make, then twins release with the fixed test beacon."""
-    twins = make_twins(passages, k=k, rewriter=rewriter or Tag(), beacon_round=TEST_BEACON.round)
+    """twins make, then twins release with a stand-in beacon round (tests/beacons.py)."""
+    twins = make_twins(passages, k=k, rewriter=rewriter or Tag(), beacon_round=STAND_IN.round)
     folder = write_twins(twins, tmp_path / "twins")
-    return folder, release_twins(folder, TEST_BEACON)
+    return folder, release_twins(folder, STAND_IN)
 
 
 def _rehash(folder):
@@ -304,7 +310,7 @@ def _fake_model(passages, batch_no):
 
 @pytest.fixture(scope="module")
 def variants(leads):
-    return make_twins(leads[:60], k=2, beacon_round=TEST_BEACON.round)
+    return make_twins(leads[:60], k=2, beacon_round=STAND_IN.round)
 
 
 def _twins_audit(twins, seed, **test):
@@ -325,7 +331,7 @@ def test_twins_audits_under_h0_reject_at_most_alpha(variants):
     trials, rejections = 40, 0
     for trial in range(trials):
         variants.secret = secrets.token_bytes(32)
-        beacon_draw(variants, TEST_BEACON)
+        beacon_draw(variants, STAND_IN)
         result = _twins_audit(variants, seed=trial)
         assert result.guard != "small"  # the small-audit rule does not apply to twins
         assert result.verdict != "trained on" and result.draw.status == "unproven"

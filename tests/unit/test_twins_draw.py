@@ -12,14 +12,20 @@ import os
 import shutil
 
 import pytest
+from beacons import STAND_IN
 
 from trainspotter.auditing.explain import explain
 from trainspotter.auditing.verdict import PlaceboResult, decide
 from trainspotter.errors import InputError
 from trainspotter.stats.blind import BlindResult
-from trainspotter.twins.beacon import TEST_BEACON, Beacon
+from trainspotter.twins.beacon import Beacon
 from trainspotter.twins.draw import DrawProof, beacon_draw, commit, prove, seeded_draw
-from trainspotter.twins.folder import load_twins, prove_folder, read_release, write_twins
+from trainspotter.twins.folder import (
+    load_twins,
+    prove_folder,
+    read_release,
+    write_twins,
+)
 from trainspotter.twins.make import make_twins
 from trainspotter.twins.release import release_twins
 from trainspotter.twins.rewriter import Rewriter
@@ -35,12 +41,12 @@ class Tag(Rewriter):
 
 def _made(n=12, k=2, **kwargs):
     passages = [{"id": f"p{i}", "text": f"text number {i}"} for i in range(n)]
-    return make_twins(passages, k, Tag(), beacon_round=TEST_BEACON.round, **kwargs)
+    return make_twins(passages, k, Tag(), beacon_round=STAND_IN.round, **kwargs)
 
 
-def _released(tmp_path, n=12, k=2):
+def _released(tmp_path, n=12, k=2, beacon=STAND_IN):
     folder = write_twins(_made(n, k), tmp_path / "twins")
-    return folder, release_twins(folder, TEST_BEACON)
+    return folder, release_twins(folder, beacon)
 
 
 def _rows(path):
@@ -69,7 +75,7 @@ def test_the_commitment_is_the_sha256_of_its_canonical_json_and_binds_every_vari
     assert c["variants"][0] == [i, [hashlib.sha256(b"trainspotter-variant\0" + twins.salts[i][j]
                                                    + twins.variants[i][j].encode()).hexdigest() for j in range(3)]]
     assert c["secret_digest"] == hashlib.sha256(b"trainspotter-secret\0" + twins.secret).hexdigest()
-    assert (c["k"], c["round"], c["rewriter"]["name"]) == (3, TEST_BEACON.round, "tag")
+    assert (c["k"], c["round"], c["rewriter"]["name"]) == (3, STAND_IN.round, "tag")
     assert twins.public == {} and "draw" not in twins.manifest  # committed, not drawn
     # the variants depend on the keys alone: the same keys and another secret give the same texts
     again = _made(k=3, keys=twins.keys)
@@ -77,23 +83,36 @@ def test_the_commitment_is_the_sha256_of_its_canonical_json_and_binds_every_vari
     assert again.manifest["commitment"]["digest"] != c["digest"]
 
 
+
+def test_a_draw_from_the_fixed_test_value_re_derives_but_is_not_shown_random(tmp_path):
+    """Anyone knew TEST_BEACON before any commitment: a secret could have been tried against it
+    until the draw suited a model, so the draw re-derives yet the folder is "unproven" (an audit
+    then cannot say "trained on" on the draw alone)."""
+    from trainspotter.twins.beacon import TEST_BEACON
+
+    folder, _ = _released(tmp_path / "test-value", beacon=TEST_BEACON)
+    proof = prove_folder(folder)
+    assert proof.status == "unproven" and proof.round == TEST_BEACON.round, proof
+    assert "which anyone knew before the commitment" in proof.reason
+    assert prove_folder(_released(tmp_path / "stand-in")[0]).status == "shown"  # the same, from a round's value
+
 def test_the_release_draws_each_public_version_from_the_secret_and_the_round_the_commitment_names(tmp_path):
     twins = _made(n=40)
     folder = write_twins(twins, tmp_path / "twins")
     assert sorted(os.listdir(folder)) == ["keys.json", "manifest.json", "variants.jsonl"]
     with pytest.raises(InputError, match="round 2, but the commitment names round 1"):
-        release_twins(folder, Beacon(2, TEST_BEACON.randomness))
-    released = release_twins(folder, TEST_BEACON)
+        release_twins(folder, Beacon(2, STAND_IN.randomness))
+    released = release_twins(folder, STAND_IN)
     for i in twins.ids:  # HMAC-SHA256 of the label, round and randomness; k = 2 divides 2^256: no rejection
         mac = hmac.new(twins.secret, b"trainspotter\0twins/draw/" + i.encode() + b"\0" + (1).to_bytes(8, "big")
-                       + TEST_BEACON.randomness, hashlib.sha256).digest()
+                       + STAND_IN.randomness, hashlib.sha256).digest()
         assert released.public[i] == int.from_bytes(mac, "big") % 2
     assert 5 < sum(released.public.values()) < 35  # both indices drawn (fails with probability < 1e-6)
     assert sorted(os.listdir(folder)) == ["keys.json", "manifest.json", "private.jsonl", "public.jsonl"]
     draw = json.loads((folder / "manifest.json").read_text())["draw"]
-    assert draw["beacon"] == TEST_BEACON.to_dict() and draw["secret"] == twins.secret.hex()
+    assert draw["beacon"] == STAND_IN.to_dict() and draw["secret"] == twins.secret.hex()
     with pytest.raises(InputError, match="already released with beacon round 1; a folder is released once"):
-        release_twins(folder, TEST_BEACON)
+        release_twins(folder, STAND_IN)
 
 
 def test_variants_changed_between_make_and_release_are_refused(tmp_path):
@@ -103,7 +122,7 @@ def test_variants_changed_between_make_and_release_are_refused(tmp_path):
     _write_rows(folder / "variants.jsonl", rows)
     _rehash(folder)
     with pytest.raises(InputError, match="do not open the commitment"):
-        release_twins(folder, TEST_BEACON)
+        release_twins(folder, STAND_IN)
 
 
 def test_a_third_party_re_derives_the_draw_from_public_jsonl_and_the_manifest_alone(tmp_path):
@@ -174,8 +193,8 @@ def test_a_new_secret_against_an_already_public_round_re_derives_but_not_against
     was published catches it."""
     folder, twins = _released(tmp_path)
     published = json.loads((folder / "manifest.json").read_text())["commitment"]["digest"]
-    twins.manifest["commitment"] = commit(twins, twins.manifest["rewriter"], TEST_BEACON.round)  # a new secret
-    beacon_draw(twins, TEST_BEACON)
+    twins.manifest["commitment"] = commit(twins, twins.manifest["rewriter"], STAND_IN.round)  # a new secret
+    beacon_draw(twins, STAND_IN)
     again = write_twins(twins, tmp_path / "again")
     assert prove_folder(again).status == "shown"
     proof = prove_folder(again, pinned=published)

@@ -40,7 +40,7 @@ def build_keyed(config: TestbedConfig, records: list[dict], encoded: list[list[i
         public, made = _table_release(config, records, members, folder)
     else:
         commit_release([{"id": records[i]["id"], "text": records[i]["text"]} for i in members], folder,
-                       KeyedLexicalRewriter(), secret=keyed_secret(config))
+                       KeyedLexicalRewriter(), beacon_round=TEST_BEACON.round, secret=keyed_secret(config))
         release(folder, TEST_BEACON)
         public = [p["text"] for p in load_release(folder).public]
         made = {"rewriter": "keyed-lexical (one key for every member)",

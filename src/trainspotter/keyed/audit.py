@@ -83,9 +83,7 @@ class Release:
 
     @property
     def test_beacon(self) -> bool:
-        from trainspotter.twins.beacon import TEST_BEACON
-
-        return self.beacon.randomness == TEST_BEACON.randomness
+        return self.beacon.known_in_advance
 
     def shows_release(self, text: str) -> bool:
         w = text.split()

@@ -50,6 +50,12 @@ class Beacon:
             raise ValueError(f"a beacon needs a round ≥ 0 and {RANDOMNESS_BYTES} random bytes")
 
     @property
+    def known_in_advance(self) -> bool:
+        """The fixed test value (``TEST_BEACON``): anyone knew it before any commitment, so a secret
+        could have been tried against it until the draw or key suited a model."""
+        return self.randomness == TEST_BEACON.randomness
+
+    @property
     def text(self) -> str:
         """``ROUND:HEX``, as ``parse_beacon`` reads it."""
         return f"{self.round}:{self.randomness.hex()}"

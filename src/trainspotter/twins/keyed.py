@@ -96,10 +96,14 @@ def commitment_sha256(commitment: dict) -> str:
     return _sha(_canonical(commitment))
 
 
-def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *, k: int = 1,
+def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *, beacon_round: int, k: int = 1,
                    secret: bytes | None = None) -> dict:
-    """Step 1 (module docstring): writes originals, secret and the commitment; returns the commitment."""
+    """Step 1 (module docstring): writes originals, secret and the commitment, which names the beacon
+    round that will derive the key (so that nobody can try later rounds until one suits a model);
+    returns the commitment."""
     out = Path(out)
+    if beacon_round < 0:
+        raise InputError(f"beacon round {beacon_round} < 0")
     if any((out / f).exists() for f in (COMMITMENT, SECRET, MANIFEST)):
         raise InputError(f"{out}: already holds a keyed release; choose a new --out (a second commitment over the "
                          f"same passages would let one choose between keys)")
@@ -119,10 +123,10 @@ def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *,
         tok.save_pretrained(out / TOKENIZER)
         tokenizer = {"name": rewriter.spec.base, "files": tokenizer_files(out / TOKENIZER)}
     commitment = {"format": FORMAT, "version": VERSION, "stage": "commitment", "passages": len(ids), "k": k,
-                  "originals_sha256": _sha(originals.encode("utf-8")), "secret_sha256": secret_digest(secret),
+                  "beacon_round": beacon_round, "originals_sha256": _sha(originals.encode("utf-8")), "secret_sha256": secret_digest(secret),
                   "rewriter": rewriter.describe(), "scoring": scoring(rewriter, tokenizer),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "publish": "now, before the beacon round whose randomness will derive the key"}
+                  "publish": f"now, before beacon round {beacon_round}, whose randomness will derive the key"}
     (out / SECRET).write_text(json.dumps({"secret": secret.hex(), "note": "never publish before an audit"}) + "\n")
     (out / SECRET).chmod(0o600)
     (out / ORIGINALS).chmod(0o600)
@@ -188,6 +192,10 @@ def load_release(folder: str | Path) -> KeyedRelease:
     manifest = _read_json(folder / MANIFEST) if (folder / MANIFEST).exists() else None
     if manifest and manifest["commitment_sha256"] != commitment_sha256(commitment):
         raise InputError(f"{folder / COMMITMENT}: differs from the commitment {MANIFEST} binds")
+    if manifest and manifest["beacon"]["round"] != commitment.get("beacon_round"):
+        raise InputError(f"{folder / MANIFEST}: the key comes from beacon round {manifest['beacon']['round']}, but "
+                         f"the commitment names round {commitment.get('beacon_round')}: a key from a round chosen "
+                         f"after the commitment could have been chosen")
     public = []
     if manifest:
         for name, digest in manifest["files"].items():
@@ -232,6 +240,10 @@ def release(folder: str | Path, beacon: Beacon, progress=None) -> dict:
                          "a second release would let one choose between keys")
     if kr.secret is None or kr.originals is None:
         raise InputError(f"{kr.folder}: releasing needs the owner's {SECRET} and {ORIGINALS}")
+    if beacon.round != kr.commitment.get("beacon_round"):
+        raise InputError(f"option --beacon: round {beacon.round}, but the commitment names round "
+                         f"{kr.commitment.get('beacon_round')}: the key must come from the round fixed before the "
+                         f"commitment was published")
     rewriter, k = rewriter_of(kr.commitment, kr.folder), int(kr.commitment["k"])
     keys = [derive(kr.secret, beacon, LABEL)] + [derive(kr.secret, beacon, f"{LABEL}/private-{j}") for j in range(1, k)]
     public, private = [], []
