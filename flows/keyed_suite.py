@@ -6,21 +6,17 @@ artifacts folder's benchmark-results/keyed/TESTBED/): keyed-suite.md, .json and 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-import mlflow
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter import __version__
-from trainspotter.config import flatten
 from trainspotter.evaluation.keyed_report import evidence_plot, render_markdown
 from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
 from trainspotter.evaluation.testbed import PRESETS
 from trainspotter.flows.benchmark import default_out
-from trainspotter.flows.tracking import git_commit, use_experiment
+from trainspotter.flows.tracking import log_suite_run, suite_header
 from trainspotter.tasks.benchmark import keyed_suite_task
 from trainspotter.tasks.testbed import build_testbed_task
 
@@ -44,20 +40,10 @@ def keyed_suite_flow(config: KeyedSuiteConfig, tracking_uri: str | None = None) 
                           res["gray"]["tpr"])
     out = Path(config.out) if config.out else default_out("keyed", config.testbed)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
-              f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")
+    header = suite_header(config)
     files = {"table": out / "keyed-suite.md", "summary": out / "keyed-suite.json", "plot": out / "evidence.png"}
     files["table"].write_text(render_markdown(res, config, header))
     paths = res.pop("paths")
     evidence_plot(paths, files["plot"], config.alpha, title=f"Evidence against the budget ({config.testbed}, "
                                                            f"{config.trials} trials)")
-    summary = {"header": header, "config": config.model_dump(mode="json")} | res
-    files["summary"].write_text(json.dumps(summary, indent=1))
-    experiment = use_experiment(f"benchmark/keyed-{config.testbed}", tracking_uri)
-    with mlflow.start_run(experiment_id=experiment, run_name="keyed") as run:
-        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
-        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit()})
-        mlflow.log_metrics(_metrics(res))
-        for path in files.values():
-            mlflow.log_artifact(str(path))
-    return summary | {"run_id": run.info.run_id, "files": {k: str(p) for k, p in files.items()}}
+    return log_suite_run(config, res, header, files, f"benchmark/keyed-{config.testbed}", "keyed", _metrics(res), tracking_uri)

@@ -21,7 +21,8 @@ import yaml
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from trainspotter.config import artifacts_root, fingerprint
+from trainspotter import __version__
+from trainspotter.config import artifacts_root, fingerprint, flatten
 from trainspotter.record.report import html_report, sets_html, sets_wealth_plot, wealth_plot
 
 BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
@@ -248,7 +249,6 @@ def audit_provenance(config, passages: dict[str, list]) -> dict:
     """What an audit's report must name to be checked or redone: the models (spec as given
     and fingerprint), each input file (sha256 and passage count), access, the feature set,
     the test settings, α, seed, trainspotter version and git commit."""
-    from trainspotter import __version__
     from trainspotter.backends import spec_fingerprint
     from trainspotter.config import file_sha256
     from trainspotter.features.features import FEATURE_SETS
@@ -275,3 +275,24 @@ def git_commit() -> str:
                               cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def suite_header(config) -> str:
+    """A suite's results header: the testbed, the code and the whole config (``out`` left out)."""
+    return (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
+            f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")
+
+
+def log_suite_run(config, res: dict, header: str, files: dict, experiment: str, run_name: str,
+                  metrics: dict[str, float], uri: str | None = None) -> dict:
+    """Write a suite's summary (``files["summary"]``) and log its config, metrics and every file
+    of ``files`` as one MLflow run; returns the summary with the run id and the files' paths."""
+    summary = {"header": header, "config": config.model_dump(mode="json")} | res
+    files["summary"].write_text(json.dumps(summary, indent=1))
+    with mlflow.start_run(experiment_id=use_experiment(experiment, uri), run_name=run_name) as run:
+        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
+        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit()})
+        mlflow.log_metrics(metrics)
+        for path in files.values():
+            mlflow.log_artifact(str(path))
+    return summary | {"run_id": run.info.run_id, "files": {k: str(p) for k, p in files.items()}}

@@ -12,19 +12,16 @@ import json
 import re
 from pathlib import Path
 
-import mlflow
 import numpy as np
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter import __version__
-from trainspotter.config import flatten
 from trainspotter.evaluation.plots import power_plot
 from trainspotter.evaluation.testbed import PRESETS
 from trainspotter.evaluation.twins_suite import LEAN, TwinsSuiteConfig, check_twins_testbed, render_markdown
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.flows.benchmark import _extract, default_out
-from trainspotter.flows.tracking import git_commit, use_experiment
+from trainspotter.flows.tracking import log_suite_run, suite_header
 from trainspotter.tasks.benchmark import twins_suite_task
 from trainspotter.tasks.testbed import build_testbed_task
 
@@ -89,20 +86,10 @@ def twins_suite_flow(config: TwinsSuiteConfig, tracking_uri: str | None = None) 
                 res["nonmembers"], res["k"])
     out = Path(config.out) if config.out else default_out("twins", config.testbed)
     out.mkdir(parents=True, exist_ok=True)
-    header = (f"testbed `{config.testbed}` · git {git_commit()[:12]} · trainspotter {__version__} · "
-              f"config {json.dumps(config.model_dump(mode='json', exclude={'out'}), separators=(',', ':'))}")
+    header = suite_header(config)
     files = {"table": out / "twins-suite.md", "summary": out / "twins-suite.json", "plot": out / "decided.png"}
     files["table"].write_text(render_markdown(res, f"Twins suite: testbed `{config.testbed}`", header))
     curves = res.pop("curves")
     power_plot(curves, files["plot"], title=f"Members' trials decided by t pairs ({config.testbed}, "
                                             f"k = {res['k']}, α = {config.alpha:g}, {config.trials} trials)")
-    summary = {"header": header, "config": config.model_dump(mode="json")} | res
-    files["summary"].write_text(json.dumps(summary, indent=1))
-    experiment = use_experiment(f"benchmark/twins-{config.testbed}", tracking_uri)
-    with mlflow.start_run(experiment_id=experiment, run_name="twins") as run:
-        mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
-        mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit()})
-        mlflow.log_metrics(_metrics(res))
-        for path in files.values():
-            mlflow.log_artifact(str(path))
-    return summary | {"run_id": run.info.run_id, "files": {k: str(p) for k, p in files.items()}}
+    return log_suite_run(config, res, header, files, f"benchmark/twins-{config.testbed}", "twins", _metrics(res), tracking_uri)
