@@ -135,6 +135,21 @@ def test_a_key_from_the_fixed_test_beacon_is_never_trained_on(data, model, monke
     assert result["verdict"] == "inconclusive" and result["reject"] and "fixed test value" in result["why"]
 
 
+def test_the_budget_is_never_overrun_and_prompts_that_run_out_are_said(data, model, monkeypatch):
+    """Black-box continuations are whole (64 tokens each): a budget of 100 tokens generates 64,
+    never 128; a budget larger than the prompts allow says the prompts ran out, and how far."""
+    folder, _ = released(data, monkeypatch, name="budget")
+    n_prompts = len((data / "neutral.jsonl").read_text().splitlines())
+    for budget, spent, why in [
+            (100, 64, "the e-value stayed below 1/α within the budget"),
+            (10**6, 64 * n_prompts, f"the e-value stayed below 1/α when the prompts ran out ({64 * n_prompts} of "
+                                    f"the budget's 1000000 generated tokens)")]:
+        out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+                  "--max-tokens", budget, "--random-keys", 0, "--json")
+        result = json.loads(out.stdout)
+        assert (result["spent_this_run"], result["verdict"], result["why"]) == (spent, "no evidence", why), result
+
+
 def test_a_ledger_counts_units_once_and_multiplies_on(data, model, monkeypatch):
     folder, _ = released(data, monkeypatch, name="ledger")
     monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))

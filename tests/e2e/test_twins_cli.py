@@ -102,7 +102,8 @@ def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, 
     edited = json.loads(first)
     public.write_text(json.dumps(edited | {"text": edited["text"] + " (edited)"}) + "\n" + "".join(rest))
     line = one_error_line(run("audit", "--twins", str(folder), "--model", "testbed:mini"))
-    assert line.startswith(f"error: {public}: sha256 differs")
+    assert line == (f"error: {public}: sha256 differs from the one in manifest.json: the file was changed after "
+                    f"`trainspotter twins release` wrote it")  # the step that wrote it, not twins make
     (folder / "private.jsonl").unlink()  # a third party's copy: what was published, and a changed text
     out = run("twins", "verify", str(folder))
     assert out.returncode == 1, out.stdout + out.stderr

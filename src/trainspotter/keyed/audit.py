@@ -159,8 +159,10 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
     budget = config.max_tokens if config.access == "black" else config.max_passages
     batches, spent, start = [], 0, 0
-    while start < len(texts) and spent < budget and not proc.rejected:
-        left = budget - spent if config.access == "gray" else -(-(budget - spent) // config.new_tokens)
+    # black: whole continuations only, so that the tokens generated never exceed the budget
+    per_text = 1 if config.access == "gray" else config.new_tokens
+    while start < len(texts) and (budget - spent) // per_text and not proc.rejected:
+        left = (budget - spent) // per_text
         chunk = texts[start:start + min(config.batch, left)]
         start += len(chunk)
         answers, records, cost = _units(config, release, backend, chunk, seen, config.seed * 1_000_003 + start,

@@ -36,9 +36,11 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
             "seed": config.seed}
 
 
-def _verdict(reject: bool, release) -> tuple[str, str]:
+def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, str]:
+    """``ran_out``: the texts ran out before the budget was spent (how far it got, in words)."""
     if not reject:
-        return "no evidence", "the e-value stayed below 1/α within the budget"
+        return "no evidence", ("the e-value stayed below 1/α within the budget" if ran_out is None else
+                               f"the e-value stayed below 1/α when the prompts ran out ({ran_out})")
     if release.test_beacon:
         return "inconclusive", ("the e-value reached 1/α, but the key derives from a fixed test value, not a public "
                                 "random value that appeared after the commitment: nothing shows nobody chose it")
@@ -69,12 +71,16 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
                           reference)
         proc = run["eprocess"]
         records = stored["records"] + [u for b in run["batches"] for u in b["units"]]
-        verdict, why = _verdict(bool(proc.rejected), release)
+        unit = "generated tokens" if config.access == "black" else "passages"
+        budget = config.max_tokens if config.access == "black" else config.max_passages
+        ran_out = (f"{run['spent']} of the budget's {budget} {unit}"
+                   if run["texts_used"] + stored["texts_used"] >= len(texts) and run["spent"] < budget else None)
+        verdict, why = _verdict(bool(proc.rejected), release, ran_out)
         result = {"verdict": verdict, "why": why, "reject": bool(proc.rejected), "e_value": float(proc.e_value),
                   "p_value": float(proc.p_value), "units_total": len(records),
                   "units_this_run": len(records) - len(stored["records"]),
                   "spent_this_run": run["spent"], "spent_total": stored["spent"] + run["spent"],
-                  "budget_unit": "generated tokens" if config.access == "black" else "passages",
+                  "budget_unit": unit,
                   "rank": rank(config, release, records, float(np.log(proc.wealth))),
                   "rests_on": rests_on(release), "alpha": config.alpha}
         b = release.beacon

@@ -235,8 +235,10 @@ def _check_files(folder: Path, manifest: dict, files, required, check_hashes: bo
                 continue
             raise InputError(f"{path}: missing from the twins folder (manifest.json lists it)")
         if check_hashes and _file_sha256(path) != manifest["files"].get(f):
+            released = f in ("public.jsonl", "private.jsonl") and manifest.get("version", 1) >= 2
+            writer = "twins release" if released else "twins make"
             raise InputError(f"{path}: sha256 differs from the one in {MANIFEST}: the file was changed after "
-                             f"`trainspotter twins make` wrote it")
+                             f"`trainspotter {writer}` wrote it")
 
 
 def _released(folder: Path, manifest: dict) -> None:
