@@ -154,8 +154,9 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 
 def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
                 state: dict | None, progress=None, reference=None) -> dict:
-    """Batches until W ≥ 1/α (or already above it), the budget or the texts run out. Each batch:
-    the answers, the units, their (x, p) and the log-wealth after each unit."""
+    """Batches until W ≥ 1/α (or already above it), the budget or the texts run out (``ran_out``:
+    the texts did, before W ≥ 1/α or the budget). Each batch: the answers, the units, their (x, p)
+    and the log-wealth after each unit."""
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
     budget = config.max_tokens if config.access == "black" else config.max_passages
     batches, spent, start = [], 0, 0
@@ -176,7 +177,9 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
         batches.append({"answers": answers, "units": records, "x": x.tolist(), "p": p.tolist(), "log_wealth": logw})
         if progress:
             progress(spent, budget)
-    return {"batches": batches, "spent": spent, "texts_used": start, "eprocess": proc}
+    ran_out = start >= len(texts) and spent < budget and not proc.rejected
+    return {"batches": batches, "spent": spent, "budget": budget, "ran_out": ran_out, "texts_used": start,
+            "eprocess": proc}
 
 
 def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_wealth: float) -> dict | None:

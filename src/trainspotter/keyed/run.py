@@ -72,10 +72,8 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         proc = run["eprocess"]
         records = stored["records"] + [u for b in run["batches"] for u in b["units"]]
         unit = "generated tokens" if config.access == "black" else "passages"
-        budget = config.max_tokens if config.access == "black" else config.max_passages
-        ran_out = (f"{run['spent']} of the budget's {budget} {unit}"
-                   if run["texts_used"] + stored["texts_used"] >= len(texts) and run["spent"] < budget else None)
-        verdict, why = _verdict(bool(proc.rejected), release, ran_out)
+        verdict, why = _verdict(bool(proc.rejected), release,
+                                f"{run['spent']} of the budget's {run['budget']} {unit}" if run["ran_out"] else None)
         result = {"verdict": verdict, "why": why, "reject": bool(proc.rejected), "e_value": float(proc.e_value),
                   "p_value": float(proc.p_value), "units_total": len(records),
                   "units_this_run": len(records) - len(stored["records"]),
