@@ -214,7 +214,11 @@ def _sha256(path: Path) -> str:
 
 
 def _print_rests_on(out: Console, proof) -> None:
-    """The one fact a shown draw rests on, on a line of its own that pastes whole."""
+    """The one fact a shown draw rests on, on a line of its own that pastes whole (or why the draw
+    is not shown random)."""
+    if proof.status != "shown":
+        out.print(f"The draw is not shown random: {proof.reason}", markup=False, highlight=False)
+        return
     out.print("The draw is random if the commitment was public before the beacon round:", markup=False,
               highlight=False)
     out.print(f"rests on: {proof.rests_on}", markup=False, highlight=False, soft_wrap=True)
@@ -257,8 +261,11 @@ def _print_verified(folder: Path, proof, passages: int, k: int, private: bool) -
     out = Console()
     say = lambda text: out.print(text, markup=False, highlight=False)  # noqa: E731
     say(f"{folder}: {passages} passages, k = {k}")
-    if proof.status != "shown":
+    if proof.status == "failed":
         say(f"the draw DOES NOT hold: {proof.reason}")
+        return
+    if proof.status != "shown":  # it re-derives, but nothing shows that nobody chose it (exit 1 all the same)
+        _print_rests_on(out, proof)
         return
     files = "public.jsonl, manifest.json and private.jsonl" if private else "public.jsonl and manifest.json"
     say(f"checked from {files}: {proof.reason}"

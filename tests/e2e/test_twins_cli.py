@@ -295,3 +295,27 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
                               "--unit", "word", "--beacon-round", ROUND))
     assert line == "error: option --unit: 'word'; expected passage or sentence"
     assert not any((tmp_path / d).exists() for d in ("lex", "w"))
+
+
+def test_a_draw_from_the_fixed_test_value_is_said_not_shown_random(tmp_path):
+    """Released from TEST_BEACON (known to all in advance), the draw re-derives but nothing shows
+    nobody chose it: `twins release` and `twins verify` say so in those words, name no fact it
+    "rests on", and verify exits 1 without claiming the draw fails."""
+    from trainspotter.assets import wikipedia_leads
+    from trainspotter.twins.beacon import TEST_BEACON
+
+    data, folder = tmp_path / "passages.jsonl", tmp_path / "twins"
+    data.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in wikipedia_leads()[:8]))
+    env = os.environ | {"COLUMNS": "80"}
+    made = run("twins", "make", str(data), "--out", str(folder), "--no-similarity", "--beacon-round",
+               str(TEST_BEACON.round), env=env)
+    assert made.returncode == 0, made.stderr
+    said = ("The draw is not shown random: the draw re-derives, but from fixed test value (tests and built-in "
+            "testbeds; not a real beacon round), which anyone knew before the commitment: a secret could have "
+            "been tried against it until the draw suited a model")
+    released = run("twins", "release", str(folder), "--beacon", TEST_BEACON.text, env=env)
+    assert released.returncode == 0 and said in " ".join(released.stdout.split()), released.stdout
+    assert "rests on:" not in released.stdout
+    checked = run("twins", "verify", str(folder), env=env)
+    text = " ".join(checked.stdout.split())
+    assert checked.returncode == 1 and said in text and "DOES NOT hold" not in text, checked.stdout
