@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from trainspotter.evaluation.method_index import method_help
-from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices, count_progress,
+from trainspotter.flows.cli_common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices,
                                            emit_json, folded_table, input_error, progress_lines)
 from trainspotter.errors import InputError
 from trainspotter.features.perturb import KINDS
@@ -201,18 +201,37 @@ def _keyed(o: BenchmarkOptions) -> None:
 
         resolve_spec(parse_spec(cfg.original))
     from trainspotter.flows.keyed_suite import keyed_suite_flow
-    from trainspotter.tasks.benchmark import KEYED_PROGRESS
 
-    with count_progress("keyed suite", 1, transient=True) as bar:
-        token = KEYED_PROGRESS.set(lambda stage, done, total: bar(done / total, 1))
-        try:
-            res = _run_flow(keyed_suite_flow, cfg, o.tracking_uri, o.refresh)
-        finally:
-            KEYED_PROGRESS.reset(token)
+    res = _run_flow(keyed_suite_flow, cfg, o.tracking_uri, o.refresh, o.json_out)
     if o.json_out:
         return emit_json(res)
-    _console.print(Path(res["files"]["table"]).read_text(), markup=False, highlight=False)
-    _console.print(f"report {res['files']['table']}, plot {res['files']['plot']}, MLflow run {res['run_id']}")
+    _print_keyed(res)
+
+
+def _print_keyed(res: dict) -> None:
+    """The keyed suite's tables (keyed-suite.md has them whole): power on the members' release,
+    then each test's "trained on" rate over fresh keys on models that never saw a release."""
+    cfg = res["config"]
+    t = folded_table(f"{res['testbed']}: {res['members']} members, {100 * res['member_fraction']:.1f}% of the "
+                     f"tokens, {cfg['trials']} trials, α = {cfg['alpha']:g}",
+                     ("access", "budget", "TPR", "median to decision", "fixed-n", "STAMP", "key rank"))
+    for access, unit in (("black", "tokens"), ("gray", "passages")):
+        r = res[access]
+        if r is None:
+            t.add_row(access, "–", "not measured: the models lack the watermark's tokenizer", "", "", "", "")
+            continue
+        t.add_row(access, f"{r['budget']} {unit}", f"{r['tpr']:.2f}", f"{r['median_to_decision']:.0f}",
+                  f"{r['fixed_power']:.2f}", f"{r['stamp_power']:.2f}", f"{r['rank_power']:.2f}")
+    _console.print(t)
+    h = folded_table(f"H0: \"trained on\" rate over {cfg['random_keys']} fresh keys (never seen)",
+                     ("model", "access", "e-process", "fixed-n", "STAMP", "key rank"))
+    for model, rows in res["h0"].items():
+        for access, row in rows.items():
+            h.add_row(model, access, *(f"{row[k]['rate']:.3f}" if k in row else "–"
+                                       for k in ("eprocess", "fixed_n", "stamp", "rank")))
+    _console.print(h)
+    _console.print(f"report {res['files']['table']}, plot {res['files']['plot']}")
+    _console.print(f"MLflow run {res['run_id']}")
 
 
 def _print_twins(res: dict) -> None:

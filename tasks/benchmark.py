@@ -3,7 +3,6 @@ cost (in this process, or in a fresh one per method), the fixed-n p-value baseli
 (Extraction reuses tasks.extract.extract_chunk, the DI Monte Carlo tasks.simulate.simulate_task.)"""
 
 import hashlib
-from contextvars import ContextVar
 from pathlib import Path
 
 import pandas as pd
@@ -82,12 +81,9 @@ def twins_suite_task(V1, V0, H, public1, public0, columns: list[str], trials: in
     return run_suite(V1, V0, H, public1, public0, columns, trials, alpha, seed)
 
 
-# ``progress(stage, done, total)`` of the keyed suite, set by the caller (not a task parameter)
-KEYED_PROGRESS: ContextVar = ContextVar("keyed_suite_progress", default=None)
-
-
 @task(cache_policy=NONE, task_run_name="keyed-suite[{config.testbed}]")  # model answers sampled anew: no cache
 def keyed_suite_task(config, folder: str) -> dict:
     from trainspotter.evaluation.keyed_report import run_suite
+    from trainspotter.tasks.progress import step
 
-    return run_suite(config, Path(folder), progress=KEYED_PROGRESS.get())
+    return run_suite(config, Path(folder), progress=step)
