@@ -32,7 +32,10 @@ SKIPPED = {("audit", "--dask-address"): "tests/e2e/test_dask_cli.py (needs a Das
            ("testbed build", "--references"): "tests/unit/test_references.py (mini-pretrain, through the CLI)",
            ("benchmark", "--reference"): "tests/flows/test_benchmark_references.py (mini-pretrain)",
            ("benchmark", "--reference-models"): "tests/flows/test_benchmark_references.py (mini-pretrain)",
-           ("benchmark", "--partitions"): "tests/flows/test_tddbench_flow.py (mini-pretrain)"}
+           ("benchmark", "--partitions"): "tests/flows/test_tddbench_flow.py (mini-pretrain)",
+           ("benchmark", "--suite"): "tests/e2e/test_shift_cli.py, test_twins_suite_cli.py, test_keyed_suite_cli.py "
+                                     "(each suite from the command line, its report read)",
+           ("benchmark", "--config"): "tests/e2e/test_keyed_suite_cli.py (the keyed suite's settings)"}
 
 
 def documented() -> list[tuple[str, list[tuple[str, str]]]]:
@@ -143,8 +146,6 @@ def runs(mini_testbed, tmp_path_factory) -> dict[str, list[list[str]]]:
     go("benchmark", "--testbed", "mini", "--methods", "loss,ez_mia", "--trials", "8", "--null-trials", "8",
        "--n-max", "10", "--di-access", "gray,black", "--limit", "12", "--perturbation-kinds", "deletion",
        "--cost-samples", "0", "--n-boot", "50", "--alphas", "0.05", "--out", bench, "--json")
-    go("benchmark", "--suite", "shift", "--testbed", "mini", "--trials", "4", "--null-trials", "4",
-       "--out", tmp / "shift", "--json")
     go("cache", "stats", "--json")
     go("cache", "clear", "--json")
     shown = json.loads(go("ledger show", "readme", "--json").stdout)
