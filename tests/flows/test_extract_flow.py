@@ -57,11 +57,11 @@ def test_sigkill_midway_then_rerun_recomputes_no_finished_chunk(mini_testbed, tm
     import json
 
     data = tmp_path / "passages.jsonl"
-    rows = [json.loads(line) for line in split_path("mini", "member").read_text().splitlines()[:24]]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))  # 24 passages = 6 chunks of 4
+    rows = [json.loads(line) for line in split_path("mini", "member").read_text().splitlines()[:12]]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))  # 12 passages = 6 chunks of 2
     storage = tmp_path / "results"
 
-    proc = _start(data, tmp_path / "killed.parquet", storage, chunk=4)
+    proc = _start(data, tmp_path / "killed.parquet", storage, chunk=2)
     deadline = time.time() + 300
     while _chunks_stored(storage) < 2 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -70,21 +70,21 @@ def test_sigkill_midway_then_rerun_recomputes_no_finished_chunk(mini_testbed, tm
     finished = _chunks_stored(storage)
     assert 2 <= finished < 6, "the kill must land midway"
 
-    resumed = _finish(_start(data, tmp_path / "resumed.parquet", storage, chunk=4))
+    resumed = _finish(_start(data, tmp_path / "resumed.parquet", storage, chunk=2))
     assert resumed["chunks"] == 6
     assert resumed["chunks_cached"] == finished and resumed["chunks_computed"] == 6 - finished
 
-    clean = _finish(_start(data, tmp_path / "clean.parquet", tmp_path / "other-results", chunk=4))
+    clean = _finish(_start(data, tmp_path / "clean.parquet", tmp_path / "other-results", chunk=2))
     assert clean["chunks_computed"] == 6
     pd.testing.assert_frame_equal(pd.read_parquet(resumed["out"]), pd.read_parquet(clean["out"]))
 
 
 @pytest.mark.slow
 def test_dask_runner_gives_the_same_features(mini_testbed, tmp_path):
-    data = tmp_path / "passages.jsonl"  # 32 passages = 4 chunks, spread over the cluster's workers
-    data.write_text("".join(line + "\n" for line in split_path("mini", "heldout").read_text().splitlines()[:32]))
-    local = _finish(_start(data, tmp_path / "local.parquet", tmp_path / "local-results"))
-    dask = _finish(_start(data, tmp_path / "dask.parquet", tmp_path / "dask-results", "dask"))
+    data = tmp_path / "passages.jsonl"  # 16 passages = 4 chunks, spread over the cluster's workers
+    data.write_text("".join(line + "\n" for line in split_path("mini", "heldout").read_text().splitlines()[:16]))
+    local = _finish(_start(data, tmp_path / "local.parquet", tmp_path / "local-results", chunk=4))
+    dask = _finish(_start(data, tmp_path / "dask.parquet", tmp_path / "dask-results", "dask", chunk=4))
     assert local["chunks_computed"] == dask["chunks_computed"] == 4
     a, b = pd.read_parquet(local["out"]), pd.read_parquet(dask["out"])
     assert list(a["id"]) == list(b["id"]) and list(a.columns) == list(b.columns)
