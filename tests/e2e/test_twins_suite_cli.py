@@ -1,7 +1,8 @@
 """`trainspotter benchmark --suite twins` (issue 35 item 5) on `mini-pretrain-twins`: the table at
 80 columns, the JSON report (the paired AUROC, every e-process row with its H0 control), the plot,
 and the MLflow run holding them; a testbed without twins is one error line. Nothing here asserts
-the power of the seconds-scale models: only that every row is there and well-formed."""
+the power of the seconds-scale models, which train three batches here (tests/brief_training.py, in
+an artifacts root of this module's own): only that every row is there and well-formed."""
 
 import json
 import os
@@ -9,27 +10,34 @@ import re
 
 import pytest
 
-from trainspotter.evaluation.twins_suite import SUBSETS
+from brief_training import brief_training
 from cli_process import run_cli
+
+from trainspotter.evaluation.twins_suite import SUBSETS
 
 TABLE = set("│┃━─┏┗┡└")
 
 
-def run(*args):
-    return run_cli([*args], env=os.environ | {"COLUMNS": "80"}, timeout=1800)
+def run(*args, root=None):
+    env = os.environ | {"COLUMNS": "80"} | ({"TRAINSPOTTER_ARTIFACTS": str(root)} if root else {})
+    return run_cli([*args], env=env, timeout=1800)
 
 
 @pytest.fixture(scope="module")
-def twins_testbed(artifacts):
-    """`mini-pretrain-twins` (k = 2), built once (about 2 CPU minutes) under its build lock."""
+def twins_root(tmp_path_factory):
+    """`mini-pretrain-twins` (k = 2) built, briefly trained, in an artifacts root of its own."""
     from trainspotter.evaluation.testbed import PRESETS, build_testbed
 
-    return build_testbed(PRESETS["mini-pretrain-twins"])
+    root = tmp_path_factory.mktemp("twins-suite")
+    with pytest.MonkeyPatch.context() as mp:
+        brief_training(mp)
+        build_testbed(PRESETS["mini-pretrain-twins"], root=root)
+    return root
 
 
-def test_twins_suite_from_the_command_line(tmp_path, twins_testbed):
+def test_twins_suite_from_the_command_line(tmp_path, twins_root):
     out = run("benchmark", "--suite", "twins", "--testbed", "mini-pretrain-twins", "--trials", "20", "--out",
-              str(tmp_path))
+              str(tmp_path), root=twins_root)
     assert out.returncode == 0, out.stderr[-3000:]
     table = [line for line in out.stdout.splitlines() if set(line) & TABLE]
     assert table and max(len(line) for line in table) <= 80
@@ -59,9 +67,7 @@ def test_twins_suite_from_the_command_line(tmp_path, twins_testbed):
 
     from mlflow.tracking import MlflowClient
 
-    from trainspotter.flows.tracking import tracking_uri
-
-    client = MlflowClient(tracking_uri())
+    client = MlflowClient(f"sqlite:///{twins_root / 'mlflow.db'}")
     assert {a.path for a in client.list_artifacts(run_id)} >= {"twins-suite.md", "twins-suite.json", "decided.png"}
     metrics = client.get_run(run_id).data.metrics
     assert metrics["auroc.gray_ref_diff.paired"] == res["auroc"]["gray_ref_diff"]["paired"]
