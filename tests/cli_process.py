@@ -35,7 +35,9 @@ PRELOAD_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_P
 PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "scipy.sparse", "pandas", "pyarrow.parquet", "sklearn.metrics",
            "sklearn.linear_model", "sklearn.feature_extraction.text", "torch", "transformers",
            "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2", "tokenizers",
-           "pydantic", "typer", "rich.console", "rich.progress", "httpx", "sqlalchemy", "matplotlib.pyplot")
+           "pydantic", "typer", "rich.console", "rich.progress", "httpx", "sqlalchemy", "matplotlib.pyplot",
+           # what Prefect and MLflow import that reads none of their settings (~1.5 s a command)
+           "fastapi", "sqlalchemy.orm", "alembic")
 
 
 class Zygote:

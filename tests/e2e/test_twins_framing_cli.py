@@ -43,11 +43,18 @@ def released(tmp_path_factory, mini_testbed):
 
 @pytest.fixture(scope="module")
 def prefers(released):
-    """Each variant's preference by the target, and by the target over its reference."""
-    from trainspotter.evaluation.framing import preference
+    """Each variant's preference by the target, and by the target over its reference (each model
+    scores the release's variants once; every folder below holds the same texts)."""
+    import numpy as np
 
-    return {"target": lambda texts: preference(MODEL, texts),
-            "target over reference": lambda texts: preference(MODEL, texts) - preference(REFERENCE, texts)}
+    from trainspotter.evaluation.framing import preference
+    from trainspotter.twins.folder import load_twins
+
+    twins = load_twins(released[0] / "honest")
+    texts = sorted({t for i in twins.ids for t in twins.variants[i].values()})
+    target, reference = (dict(zip(texts, preference(spec, texts))) for spec in (MODEL, REFERENCE))
+    return {"target": lambda ts: np.array([target[t] for t in ts]),
+            "target over reference": lambda ts: np.array([target[t] - reference[t] for t in ts])}
 
 
 def _audit(folder, *extra) -> tuple[dict, str]:
