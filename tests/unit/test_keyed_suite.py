@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_1samp
 
-from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteConfig, _stamp_p, evaluate, fresh_keys,
-                                                 h0_rates, summarise)
+from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteConfig, _fixed_p, _stamp_p, evaluate,
+                                                 fresh_keys, h0_rates, summarise)
 from trainspotter.keyed.score import LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units
 from trainspotter.twins.lexical import KeyedLexicalRewriter
@@ -44,6 +44,24 @@ def test_stamp_is_a_paired_t_test_over_documents():
     doc = np.array([0, 0, 1, 1, 2, 2])
     d = [x[0, doc == k].mean() - x[1:, doc == k].mean() for k in range(3)]
     assert _stamp_p(x, doc) == pytest.approx(ttest_1samp(d, 0.0, alternative="greater").pvalue)
+
+
+def test_the_fixed_n_test_of_shares_at_the_null_rounded_two_ways_is_no_evidence():
+    """Gray-box shares where every form scores alike (a model relative to itself): x = h[k] and
+    p = mean(h) differ by a rounding error of one sign for every unit with seven forms (1/7 and the
+    mean of seven sevenths). Measured on tiny-pretrain-keyed-3pct's reference before this rule: the
+    t-test, with no variance but that, rejected under all 1000 fresh keys."""
+    def shares(m):  # as form_probabilities gives them
+        h = np.exp(np.zeros(m))
+        return h / h.sum()
+
+    forms = [shares(m) for m in (7, 2, 5, 7, 3, 2) * 5]
+    x, p = np.array([h[0] for h in forms]), np.array([h.mean() for h in forms])
+    assert len(set(x - p)) == 2 and min(x - p) == 0 < max(x - p) < 1e-16  # the rounding, one sign
+    assert ttest_1samp(x - p, 0.0, alternative="greater").pvalue < 0.05  # which the t-test calls certain
+    assert _fixed_p(x, p) == 1.0
+    shares = np.array([0.6, 0.55, 0.7, 0.5, 0.65])  # a real preference above 1/2 is still a t-test
+    assert _fixed_p(shares, np.full(5, 0.5)) == pytest.approx(ttest_1samp(shares - 0.5, 0.0, alternative="greater").pvalue)
 
 
 def test_summary_by_hand():
