@@ -117,9 +117,15 @@ def dask_runner(address: str | None = None, workers: int = 2):
 def check_scheduler(address: str, timeout: float = 5) -> None:
     """Raise InputError unless a Dask scheduler answers at ``address`` with at least one
     worker (tasks sent to a scheduler without workers would wait forever)."""
+    import socket
+
     from distributed import Client
+    from distributed.comm import parse_address, parse_host_port
 
     try:
+        scheme, location = parse_address(address)
+        if scheme == "tcp":  # nothing listening is known at once; the Client would retry until its timeout
+            socket.create_connection(parse_host_port(location), timeout=timeout).close()
         with Client(address, timeout=timeout, set_as_default=False) as client:
             workers = len(client.scheduler_info().get("workers", {}))
     except (OSError, TimeoutError, ValueError, TypeError) as e:
