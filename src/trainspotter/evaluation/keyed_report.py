@@ -136,6 +136,7 @@ def evidence_plot(paths: dict[str, list], path: Path, alpha: float, title: str =
     """log W against the budget: the members' trials (median and 10-90% band) and the public key on
     models that never saw the release, black-box and gray-box side by side."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from trainspotter.evaluation.plots import save_figure
 
@@ -153,6 +154,7 @@ def evidence_plot(paths: dict[str, list], path: Path, alpha: float, title: str =
                 ax.plot(run[:, 0], run[:, 1], ls="--", lw=1, label=label.removeprefix(f"{access} ") + " (public key)")
         ax.axhline(math.log(1 / alpha), color="grey", lw=0.8, ls=":", label="log 1/α")
         ax.set_xlabel(unit)
+        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))  # 20,000 tokens: labels that do not run together
         ax.set_ylabel("log W")
         ax.set_title(f"{access}-box", fontsize=9)
         ax.legend(fontsize=7, loc="best")
