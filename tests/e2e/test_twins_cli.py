@@ -59,6 +59,7 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     assert out.returncode == 0, out.stdout + out.stderr
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # re-derived from the record
+    assert f"({made['passages']} public, " in checks["passages"]["detail"]  # a twins audit's sides, named as such
     assert f"it rests on: commitment {made['commitment']} was public before beacon round 1" in checks["twins"]["detail"]
     # the changed-position features too were computed again from the recorded answers (twin token ids included)
     assert "twin_ids" in pairs[0]["suspect"]["answers"] and "matches bit-for-bit" in checks["features"]["detail"]

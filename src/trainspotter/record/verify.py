@@ -40,8 +40,9 @@ def _check_passages(record: dict) -> Check:
             if text_sha256(p["text"]) != p["sha256"]:
                 return Check("passages", False, f"passage {side} {p['id']!r}: its text does not match its sha256")
     n = [len(record["passages"][s]) for s in SIDES]
-    return Check("passages", True, f"the texts of {sum(n)} passages ({n[0]} suspect, {n[1]} held-out) match their "
-                                   f"sha256")
+    names = ("public", "private") if record.get("inputs", {}).get("twins") else ("suspect", "held-out")
+    return Check("passages", True, f"the texts of {sum(n)} passages ({n[0]} {names[0]}, {n[1]} {names[1]}) match "
+                                   f"their sha256")
 
 
 def _check_twins(record: dict):
