@@ -15,7 +15,7 @@ import numpy as np
 from trainspotter.evaluation.keyed_suite import (KeyedBed, KeyedSuiteConfig, black_answers, evaluate, fresh_keys,
                                                  gray_answers, h0_rates, keyed_bed, opening, summarise)
 
-__all__ = ["evidence_plot", "render_markdown", "run_suite"]
+__all__ = ["evidence_plot", "render_effect", "render_markdown", "run_suite", "unit_effect"]
 
 
 def _prompts(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
@@ -96,6 +96,60 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
         res["h0"]["reference, release prompts"] = {"black": _release_prompts_h0(models["reference"], bed, keys, cfg,
                                                                                  progress)}
     return res | {"paths": paths}
+
+
+def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int = 50) -> dict:
+    """Why a budget does or does not suffice: on the members' target, over ``trials`` of the suite's
+    own trials (its prompts and passages), each unit's excess x − p under the public key, pooled:
+    its mean δ and standard error, the same mean under ``null_keys`` fresh keys (their mean and
+    spread: the null's), the units per trial, and the units a one-sided fixed-n z-test at α would
+    need for power 0.95, n = ((z_α + z_0.05)·sd/δ)², where δ > 0."""
+    from scipy.stats import norm
+
+    from trainspotter.backends.hf import HFBackend
+
+    bed = keyed_bed(folder)
+    target, ref = (HFBackend(folder / m, device="cpu") for m in ("target", "reference"))
+    keys = fresh_keys(null_keys, cfg.seed + 1)
+    out = {}
+    for access in ("black", "gray") if bed.tokenizer is None else ("black",):
+        d, null, units = [], [], []
+        for t in range(trials):
+            ans = (black_answers(target, bed, _prompts(target, bed, cfg, t), cfg.new_tokens, seed=cfg.seed * 100_003 + t)
+                   if access == "black" else
+                   gray_answers(target, bed.scoring.forms, _passages(bed, cfg, t), ref if cfg.calibrate else None))
+            x, p = bed.scoring.outcomes(ans.records, bed.key)
+            xs, ps = bed.scoring.outcomes_many(ans.records, keys)
+            d.append(x - p)
+            null.append(xs - ps)
+            units.append(len(x))
+        d, null = np.concatenate(d), np.concatenate(null, axis=1).mean(axis=1)
+        delta, sd = float(d.mean()), float(d.std(ddof=1))
+        z = norm.ppf(1 - cfg.alpha) + norm.ppf(0.95)
+        out[access] = {"trials": trials, "units_per_trial": float(np.mean(units)), "delta": delta,
+                       "se": sd / math.sqrt(len(d)), "sd": sd, "null_delta_mean": float(null.mean()),
+                       "null_delta_sd": float(null.std(ddof=1)), "null_keys": null_keys,
+                       "units_for_power_95": math.ceil((z * sd / delta) ** 2) if delta > 0 else None}
+    return out
+
+
+def render_effect(report: dict) -> str:
+    """effect.md from effect.json (``benchmarks/bench_keyed_effect.py``): ``unit_effect`` per testbed."""
+    lines = ["# Keyed releases: the key's effect per unit", "",
+             f"`python benchmarks/bench_keyed_effect.py --trials {report['trials']}` ({report['date']}, "
+             f"{report['seconds']:.0f} s): per testbed and access, over the keyed suite's first {report['trials']} "
+             "trials (its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
+             "x − p over every unit scored (x: the key's form written, or its share among the forms; p: the null "
+             "1/(m + 1)) with its standard error; the same mean under fresh keys (the null's spread); and n, the units "
+             "a one-sided fixed-n z-test at α = 0.05 needs for power 0.95 (none where δ ≤ 0).", "",
+             "| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 |",
+             "|---|---|---|---|---|---|"]
+    for testbed, rows in report["results"].items():
+        for access, r in rows.items():
+            need = "–" if r["units_for_power_95"] is None else f"{r['units_for_power_95']:,}"
+            lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
+                         f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need} |")
+    return "\n".join(lines) + "\n"
 
 
 def _cell(row: dict, key: str) -> str:
