@@ -160,3 +160,10 @@ def test_twins_gate_table_renders_from_its_json():
     from trainspotter.evaluation.twins_gate_bench import render_gate
 
     assert render_gate(json.loads((RESULTS / "twins_gate.json").read_text())) == (RESULTS / "twins_gate.md").read_text()
+
+
+def test_keyed_effect_table_renders_from_its_json():
+    from trainspotter.evaluation.keyed_report import render_effect
+
+    report = json.loads((RESULTS / "keyed" / "effect.json").read_text())
+    assert render_effect(report) == (RESULTS / "keyed" / "effect.md").read_text()
