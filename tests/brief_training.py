@@ -21,3 +21,13 @@ def brief_training(mp: pytest.MonkeyPatch, batches: int = 3) -> None:
         return real(model, blocks, **kw)
 
     mp.setattr(testbed, "train_causal_lm", brief)
+
+
+def built_briefly(name: str, root):
+    """The preset testbed ``name`` built under ``root`` (a test's own artifacts root) with
+    :func:`brief_training`: for tests that read its rows and files, not its power."""
+    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+
+    with pytest.MonkeyPatch.context() as mp:
+        brief_training(mp)
+        return build_testbed(PRESETS[name], root=root)

@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from brief_training import brief_training
+from brief_training import built_briefly
 from cli_process import run_cli
 
 TABLE = set("│┃━─┏┗┡└")
@@ -30,12 +30,8 @@ def one_error_line(out) -> str:
 @pytest.fixture(scope="module")
 def keyed_root(tmp_path_factory):
     """`mini-pretrain-keyed` built, briefly trained, in an artifacts root of this module's own."""
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
-
     root = tmp_path_factory.mktemp("keyed-suite")
-    with pytest.MonkeyPatch.context() as mp:
-        brief_training(mp)
-        build_testbed(PRESETS["mini-pretrain-keyed"], root=root)
+    built_briefly("mini-pretrain-keyed", root)
     return root
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from brief_training import brief_training
+from brief_training import built_briefly
 from cli_process import run_cli
 
 from trainspotter.evaluation.twins_suite import SUBSETS
@@ -26,12 +26,8 @@ def run(*args, root=None):
 @pytest.fixture(scope="module")
 def twins_root(tmp_path_factory):
     """`mini-pretrain-twins` (k = 2) built, briefly trained, in an artifacts root of its own."""
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
-
     root = tmp_path_factory.mktemp("twins-suite")
-    with pytest.MonkeyPatch.context() as mp:
-        brief_training(mp)
-        build_testbed(PRESETS["mini-pretrain-twins"], root=root)
+    built_briefly("mini-pretrain-twins", root)
     return root
 
 
