@@ -117,11 +117,40 @@ def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data,
     assert all(len(line) <= 80 for line in lines[:-1])  # the last: the command with its path, never cut
     out = cli("verify", record, "--release", folder)
     assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
+    _forged_weight_fails(json.loads(record.read_text()), folder, tmp_path / "forged.json")
     sealed = json.loads(record.read_text())
     sealed["batches"][0]["x"][0] = 1 - sealed["batches"][0]["x"][0]
     record.write_text(json.dumps(sealed))
     out = cli("verify", record)
     assert out.exit_code == 1 and "does not verify: batch 1: its digest does not continue the chain" in out.output
+
+
+def _forged_weight_fails(sealed: dict, folder, path):
+    """Each unit's weight is the release's min(1, n_u / n_95); one unit weighed higher, its wealth
+    recomputed and every digest sealed again (all a forger can do without the release), replays
+    but does not recompute from the owner's release."""
+    from trainspotter.keyed.audit import open_release
+    from trainspotter.keyed.record import SECTIONS, seal
+    from trainspotter.stats.eprocess import EProcess
+    from trainspotter.stats.units import unit_payoffs
+
+    release = open_release(folder)
+    b = sealed["batches"][0]
+    assert b["w"] == release.scoring.weights(b["units"]).tolist() and 0 < min(b["w"]) < 1 <= max(b["w"])
+    i = b["w"].index(min(b["w"]))
+    b["w"][i] = 1.0
+    proc = EProcess(sealed["config"]["strategy"], 0.8, sealed["config"]["alpha"])
+    b["log_wealth"] = []
+    for u in unit_payoffs(b["x"], b["p"], b["w"]):
+        proc.update(u)
+        b["log_wealth"].append(float(proc.log_wealth[0]))
+    sealed["result"] |= {"e_value": float(proc.e_value), "reject": bool(proc.rejected)}
+    parts = {s: sealed[s] for s in SECTIONS if s != "end"} | {"end": {"state": proc.to_dict()}}
+    path.write_text(json.dumps(seal(parts, [{k: v for k, v in b.items() if k != "digest"}], sealed["start"]["chain"])))
+    out = cli("verify", path)
+    assert out.exit_code == 0, out.output  # digests and the replay hold
+    out = cli("verify", path, "--release", folder)
+    assert out.exit_code == 1 and "batch 1: a unit's weight differs from the release's counts" in out.output
 
 
 def test_a_key_from_the_fixed_test_beacon_is_never_trained_on(data, model, monkeypatch):

@@ -42,6 +42,20 @@ def test_payoffs_and_wealth_by_hand():
         unit_payoffs([1.2], [0.5])
 
 
+def test_weighted_payoffs_and_wealth_by_hand():
+    """w = (1/2, 1, 0): u = (1/2 · 1, 1 · (−1), 0); the mixture's wealth is the mean over its stakes
+    of (1 + λ/2)(1 − λ); a weight outside [0, 1] could stake more than the wealth and is refused."""
+    x, p, w = [1, 0, 1], [0.25, 0.5, 0.25], [0.5, 1.0, 0.0]
+    np.testing.assert_allclose(unit_payoffs(x, p, w), [0.5, -1.0, 0.0])
+    lam = 0.08 * np.arange(1, 11)
+    assert unit_eprocess(x, p, w=w).wealth == pytest.approx(np.mean((1 + lam / 2) * (1 - lam)), rel=1e-12)
+    many = unit_eprocess(np.array([x, [0, 1, 1]]), np.tile(p, (2, 1)), w=w)  # one weight per unit, every key
+    assert many.wealth[1] == pytest.approx(np.mean((1 - lam / 6) * (1 + lam)), rel=1e-12)
+    for bad in ([1.5, 1, 1], [-0.1, 1, 1]):
+        with pytest.raises(ValueError):
+            unit_payoffs(x, p, bad)
+
+
 def test_hypergeometric_null_against_every_green_list_of_a_small_vocabulary():
     """V = 6, a list of 2: for every colouring the windows after one token could show, the
     probability that the next is green given the earlier ones, by counting the lists that agree."""

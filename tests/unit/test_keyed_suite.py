@@ -66,11 +66,12 @@ def test_the_fixed_n_test_of_shares_at_the_null_rounded_two_ways_is_no_evidence(
 
 def test_summary_by_hand():
     trials = [{"rejected": True, "spent": 100, "units": 10, "fixed_p": 0.01, "stamp_p": 0.2, "rank_p": 0.05,
-               "log_wealth": 3.5},
+               "log_wealth": 3.5, "flat_rejected": False, "flat_spent": None},
               {"rejected": False, "spent": None, "units": 20, "fixed_p": 0.07, "stamp_p": 0.01, "rank_p": 0.5,
-               "log_wealth": -1.0}]
+               "log_wealth": -1.0, "flat_rejected": True, "flat_spent": 300}]
     s = summarise(trials, 0.05, 400)
     assert (s["tpr"], s["mean_to_decision"], s["median_to_decision"], s["mean_units"]) == (0.5, 250.0, 250.0, 15.0)
+    assert (s["flat_tpr"], s["flat_median_to_decision"]) == (0.5, 350.0)
     assert (s["fixed_power"], s["stamp_power"], s["rank_power"]) == (0.5, 0.5, 0.5)
 
 
@@ -83,6 +84,21 @@ def test_fresh_keys_on_answers_that_never_saw_them_reject_at_most_alpha(bed):
     for test in ("eprocess", "fixed_n", "stamp", "rank"):
         k = res[test]["rejected"]
         assert binomtest(k, 1000, 0.05, alternative="greater").pvalue > 0.001, (test, k)
+
+
+def test_each_unit_weighs_by_how_often_the_release_shows_it(bed):
+    """n_u counted by hand in TEXTS: the unit itself, not its other forms ("frequently" twice, not
+    its alternative "often"; "hall" twice; "city" once); w = min(1, n_u / n_95), n_95 the 95th
+    percentile of n_u over the 31 units (26 seen once, 5 twice): 2."""
+    forms = bed.scoring.forms
+    assert sorted(forms.count[u] for u in forms.forms) == [1] * 26 + [2] * 5
+    want = {u: sum(t.replace(",", " ").split().count(u) for t in TEXTS) for u in
+            ("large", "frequently", "often", "hall", "city")}
+    assert want == {"large": 2, "frequently": 2, "often": 1, "hall": 2, "city": 1}
+    assert {u: forms.count[u] for u in want} == want
+    records = [{"unit": u, "form": 0} for u in want]
+    assert bed.scoring.n_95 == 2.0
+    np.testing.assert_allclose(bed.scoring.weights(records), [1.0, 1.0, 0.5, 1.0, 0.5])
 
 
 def test_answers_written_under_the_key_are_found(bed):

@@ -41,7 +41,8 @@ def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSui
         prompts = [opening(backend, rewriter.rewrite(t, key), cfg.prompt_tokens) for t in texts]
         ans: Answers = black_answers(backend, bed, prompts, cfg.new_tokens, seed=cfg.seed + 7919 * m)
         x, p = bed.scoring.outcomes(ans.records, key)
-        hits.append(bool(len(x)) and bool(unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha).rejected))
+        w = bed.scoring.weights(ans.records)
+        hits.append(bool(len(x)) and bool(unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha, w=w).rejected))
         fixed.append(_fixed_p(x, p) < cfg.alpha)
         units.append(len(x))
         if progress:
@@ -65,6 +66,7 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
         models["original"] = load_backend(cfg.original)
     res = {"testbed": bed.name, "member_fraction": manifest["member_fraction"], "members": manifest["keyed"]["members"],
            "release_units": len(bed.scoring.forms.forms) if bed.tokenizer is None else None,
+           "n_95": getattr(bed.scoring, "n_95", None),
            "unit": "word type" if bed.tokenizer is None else "window (SmolLM2 tokens)", "black": {}, "gray": {}, "h0": {}}
     black, gray = [], []
     ref = models["reference"] if cfg.calibrate else None
@@ -103,17 +105,18 @@ def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int
     own trials (its prompts and passages), each unit's excess x − p under the public key, pooled:
     its mean δ and standard error, the same mean under ``null_keys`` fresh keys (their mean and
     spread: the null's), the units per trial, and the units a one-sided fixed-n z-test at α would
-    need for power 0.95, n = ((z_α + z_0.05)·sd/δ)², where δ > 0."""
-    from scipy.stats import norm
-
+    need for power 0.95, n = ((z_α + z_0.05)·sd/δ)², where δ > 0; the same n for the weighted
+    payoffs w·u that the e-process bets on (``keyed.score``); and ``by_count``: the mean payoff u
+    per unit by how often the release shows it (n_u), the dose-response the weights rest on."""
     from trainspotter.backends.hf import HFBackend
+    from trainspotter.stats.units import unit_payoffs
 
     bed = keyed_bed(folder)
     target, ref = (HFBackend(folder / m, device="cpu") for m in ("target", "reference"))
     keys = fresh_keys(null_keys, cfg.seed + 1)
     out = {}
     for access in ("black", "gray") if bed.tokenizer is None else ("black",):
-        d, null, units = [], [], []
+        d, null, units, pay, w, n_u = [], [], [], [], [], []
         for t in range(trials):
             ans = (black_answers(target, bed, _prompts(target, bed, cfg, t), cfg.new_tokens, seed=cfg.seed * 100_003 + t)
                    if access == "black" else
@@ -123,14 +126,38 @@ def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int
             d.append(x - p)
             null.append(xs - ps)
             units.append(len(x))
+            pay.append(unit_payoffs(x, p))
+            w.append(bed.scoring.weights(ans.records))
+            if bed.tokenizer is None:  # lexical units: how often the release shows each
+                n_u.append([bed.scoring.forms.count[r["unit"]] for r in ans.records])
         d, null = np.concatenate(d), np.concatenate(null, axis=1).mean(axis=1)
+        pay, w, n_u = np.concatenate(pay), np.concatenate(w), np.concatenate(n_u or [np.zeros(0)])
         delta, sd = float(d.mean()), float(d.std(ddof=1))
-        z = norm.ppf(1 - cfg.alpha) + norm.ppf(0.95)
         out[access] = {"trials": trials, "units_per_trial": float(np.mean(units)), "delta": delta,
                        "se": sd / math.sqrt(len(d)), "sd": sd, "null_delta_mean": float(null.mean()),
                        "null_delta_sd": float(null.std(ddof=1)), "null_keys": null_keys,
-                       "units_for_power_95": math.ceil((z * sd / delta) ** 2) if delta > 0 else None}
+                       "units_for_power_95": _units_needed(d, cfg.alpha),
+                       "weighted_units_for_power_95": _units_needed(w * pay, cfg.alpha),
+                       "by_count": [{"n_u": _bin(lo, hi), "units": int(s.sum()),
+                                     "mean_payoff": float(pay[s].mean()),
+                                     "se": float(pay[s].std(ddof=1) / math.sqrt(s.sum()))}
+                                    for lo, hi in COUNT_BINS if (s := (n_u >= lo) & (n_u <= hi)).sum() > 1]}
     return out
+
+
+COUNT_BINS = ((1, 1), (2, 3), (4, 9), (10, 29), (30, math.inf))
+
+
+def _bin(lo, hi) -> str:
+    return str(lo) if hi == lo else f"{lo}+" if hi == math.inf else f"{lo}–{hi}"
+
+
+def _units_needed(d: np.ndarray, alpha: float) -> int | None:
+    """Units a one-sided fixed-n z-test at ``alpha`` needs for power 0.95 on outcomes like ``d``."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1 - alpha) + norm.ppf(0.95)
+    return math.ceil((z * d.std(ddof=1) / d.mean()) ** 2) if d.mean() > 0 else None
 
 
 def render_effect(report: dict) -> str:
@@ -144,11 +171,29 @@ def render_effect(report: dict) -> str:
              "a one-sided fixed-n z-test at α = 0.05 needs for power 0.95 (none where δ ≤ 0).", "",
              "| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 |",
              "|---|---|---|---|---|---|"]
+    def need(n):
+        return "–" if n is None else f"{n:,}"
+
+    weighted = any("by_count" in r for rows in report["results"].values() for r in rows.values())
+    if weighted:
+        lines[-2:] = ["| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 | "
+                      "weighted: units for power 0.95 |", "|---|---|---|---|---|---|---|"]
     for testbed, rows in report["results"].items():
         for access, r in rows.items():
-            need = "–" if r["units_for_power_95"] is None else f"{r['units_for_power_95']:,}"
             lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
-                         f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need} |")
+                         f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need(r['units_for_power_95'])} |"
+                         + (f" {need(r.get('weighted_units_for_power_95'))} |" if weighted else ""))
+    if weighted:
+        lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
+                  "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
+                  "per unit by n_u (its standard error):", "",
+                  "| testbed | access | " + " | ".join(f"n_u {_bin(lo, hi)}" for lo, hi in COUNT_BINS) + " |",
+                  "|---|---|" + "---|" * len(COUNT_BINS)]
+        for testbed, rows in report["results"].items():
+            for access, r in rows.items():
+                cells = {b["n_u"]: f"{b['mean_payoff']:+.3f} ({b['se']:.3f}), {b['units']}" for b in r["by_count"]}
+                lines.append(f"| {testbed} | {access} | " + " | ".join(
+                    cells.get(_bin(lo, hi), "–") for lo, hi in COUNT_BINS) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -163,17 +208,21 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
              f"Release: {res['members']} members, {100 * res['member_fraction']:.2f}% of the training tokens, "
              f"seen once; unit: {res['unit']}" + (f", {res['release_units']} rewritable units" if res["release_units"]
                                                   else "") + f". α = {cfg.alpha:g}, {cfg.trials} trials, "
-             f"{cfg.random_keys} random keys.", "",
-             "| access | budget | e-process TPR | mean / median / 95% to decision | fixed-n (Sander) | STAMP t-test | "
-             "key rank | units |", "|---|---|---|---|---|---|---|---|"]
+             f"{cfg.random_keys} random keys. The e-process weighs each unit by how often the release shows it, "
+             "min(1, n/n_95) with n_95" + (f" = {res['n_95']:g}" if res.get("n_95") else "") + " the 95th percentile "
+             "of n over the release's units (`keyed.score`); \"unweighted\": the same e-process on the same units, "
+             "every weight 1.", "",
+             "| access | budget | e-process TPR | mean / median / 95% to decision | unweighted: TPR, median | "
+             "fixed-n (Sander) | STAMP t-test | key rank | units |", "|---|---|---|---|---|---|---|---|---|"]
     for access, unit in (("black", "generated tokens"), ("gray", "neutral passages")):
         r = res[access]
         if r is None:
             lines.append(f"| {access} | – | not measured: the testbed's models do not share the watermark's tokenizer "
-                         "| | | | | |")
+                         "| | | | | | |")
             continue
         lines.append(f"| {access} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
-                     f"{r['median_to_decision']:.0f} / {r['q95_to_decision']:.0f} | {r['fixed_power']:.2f} | "
+                     f"{r['median_to_decision']:.0f} / {r['q95_to_decision']:.0f} | "
+                     f"{r['flat_tpr']:.2f}, {r['flat_median_to_decision']:.0f} | {r['fixed_power']:.2f} | "
                      f"{r['stamp_power']:.2f} | {r['rank_power']:.2f} | {r['mean_units']:.0f} |")
     lines += ["", "H0: each fresh key public in turn on answers of a model that never saw a release under it "
                   "(rate of \"trained on\", rejected/keys, one-sided binomial p of rate > α):", "",

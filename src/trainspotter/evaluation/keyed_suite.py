@@ -9,7 +9,9 @@ never trained on, not the release), samples ``new_tokens`` continuation tokens f
 (whole) and scores the key's form of each unit against its others in its first context
 (``form_probabilities``; with ``calibrate``, relative to the testbed's reference model, which never
 saw the release).
-Per trial, on the same units: the e-process (rejected, and the tokens or passages it needed),
+Per trial, on the same units: the e-process with the units weighted by how often the release
+shows them (``keyed.score``; rejected, and the tokens or passages it needed) and, beside it, with
+every weight 1,
 Sander et al.'s fixed-n test at the whole budget (exact binomial tail; gray: a one-sided t-test of
 x − p), STAMP's paired t-test over prompts or passages (the public key against the mean of
 ``PRIVATE`` private keys), and the public key's rank among ``keys`` random keys (``key_rank``).
@@ -38,7 +40,8 @@ from scipy.stats import binomtest, ttest_1samp
 
 from trainspotter.keyed.score import GreenScoring, LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_units
-from trainspotter.stats.units import fixed_n_pvalue, key_rank, unit_eprocess
+from trainspotter.stats.eprocess import wealth_path
+from trainspotter.stats.units import fixed_n_pvalue, key_rank, unit_eprocess, unit_payoffs
 
 __all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "gray_answers", "evaluate",
            "h0_rates"]
@@ -198,27 +201,24 @@ def evaluate(bed: KeyedBed, ans: Answers, key: bytes, null_keys: list[bytes], cf
     """One trial's tests on the same units (module docstring): the e-process (rejected, budget at
     decision, final log-wealth and its path), the fixed-n test, STAMP's t-test and the key's rank."""
     if not ans.records:
-        return {"units": 0, "rejected": False, "spent": None, "fixed_p": 1.0, "stamp_p": 1.0, "rank_p": 1.0,
-                "log_wealth": 0.0, "path": []}
+        return {"units": 0, "rejected": False, "spent": None, "flat_rejected": False, "flat_spent": None,
+                "fixed_p": 1.0, "stamp_p": 1.0, "rank_p": 1.0, "log_wealth": 0.0, "path": []}
     x, p = bed.scoring.outcomes(ans.records, key)
-    proc = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha)
-    path = np.log(np.maximum(_wealth_path(x, p, cfg), 1e-300))
+    w = bed.scoring.weights(ans.records)
+    proc = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
+    flat = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha)  # every weight 1: what the weights add
+    path = np.log(np.maximum(wealth_path(unit_payoffs(x, p, w), cfg.strategy, 0.8), 1e-300))
     xs, ps = bed.scoring.outcomes_many(ans.records, null_keys)
-    null = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha)
+    null = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
     privates = xs[:PRIVATE]
     stamp = _stamp_p(np.concatenate([x[None], privates]), np.asarray(ans.doc))
     return {"units": len(x), "rejected": bool(proc.rejected),
             "spent": int(ans.spent[proc.stop_time - 1]) if proc.rejected else None,
+            "flat_rejected": bool(flat.rejected), "flat_spent": int(ans.spent[flat.stop_time - 1]) if flat.rejected
+            else None,
             "fixed_p": _fixed_p(x, p), "stamp_p": float(stamp), "log_wealth": float(np.log(proc.wealth)),
             "rank_p": key_rank(float(np.log(proc.wealth)), np.log(null.wealth))["p_value"],
             "path": [[int(s), float(w)] for s, w in zip(ans.spent, path)]}
-
-
-def _wealth_path(x, p, cfg) -> np.ndarray:
-    from trainspotter.stats.units import unit_payoffs
-    from trainspotter.stats.eprocess import wealth_path
-
-    return wealth_path(unit_payoffs(x, p), cfg.strategy, 0.8)
 
 
 def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConfig) -> dict:
@@ -229,7 +229,7 @@ def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConf
     if not ans.records:
         return {"keys": M, "units": 0}
     xs, ps = bed.scoring.outcomes_many(ans.records, keys)
-    proc = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha)
+    proc = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha, w=bed.scoring.weights(ans.records))
     logw = np.log(proc.wealth)
     fixed = np.array([_fixed_p(xs[m], ps[m]) for m in range(M)]) < cfg.alpha
     order = np.array([[(m + j) % M for j in range(PRIVATE + 1)] for m in range(M)])
@@ -258,7 +258,10 @@ def summarise(trials: list[dict], alpha: float, budget: int) -> dict:
     out = {"trials": len(trials), "tpr": float(np.mean([t["rejected"] for t in trials])),
            "mean_to_decision": float(spent.mean()), "median_to_decision": float(np.median(spent)),
            "q95_to_decision": float(np.quantile(spent, 0.95)),
-           "mean_units": float(np.mean([t["units"] for t in trials]))}
+           "mean_units": float(np.mean([t["units"] for t in trials])),
+           "flat_tpr": float(np.mean([t["flat_rejected"] for t in trials])),
+           "flat_median_to_decision": float(np.median([t["flat_spent"] if t["flat_rejected"] else budget
+                                                       for t in trials]))}
     for name in ("fixed_p", "stamp_p", "rank_p"):
         out[name.replace("_p", "_power")] = float(np.mean([t[name] <= alpha if name == "rank_p" else t[name] < alpha
                                                           for t in trials]))

@@ -155,8 +155,8 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
                 state: dict | None, progress=None, reference=None) -> dict:
     """Batches until W ≥ 1/α (or already above it), the budget or the texts run out (``ran_out``:
-    the texts did, before W ≥ 1/α or the budget). Each batch: the answers, the units, their (x, p)
-    and the log-wealth after each unit."""
+    the texts did, before W ≥ 1/α or the budget). Each batch: the answers, the units, their (x, p),
+    the units' weights (``keyed.score``) and the log-wealth after each unit."""
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
     budget = config.max_tokens if config.access == "black" else config.max_passages
     batches, spent, start = [], 0, 0
@@ -170,11 +170,13 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
                                         reference)
         spent += cost
         x, p = release.scoring.outcomes(records, release.key, seen)
+        w = release.scoring.weights(records)
         logw = []
-        for u in unit_payoffs(x, p):
+        for u in unit_payoffs(x, p, w):
             proc.update(u)
             logw.append(float(proc.log_wealth[0]))
-        batches.append({"answers": answers, "units": records, "x": x.tolist(), "p": p.tolist(), "log_wealth": logw})
+        batches.append({"answers": answers, "units": records, "x": x.tolist(), "p": p.tolist(), "w": w.tolist(),
+                        "log_wealth": logw})
         if progress:
             progress(spent, budget)
     ran_out = start >= len(texts) and spent < budget and not proc.rejected
@@ -188,7 +190,7 @@ def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_we
     if not config.random_keys or not records:
         return None
     xs, ps = release.scoring.outcomes_many(records, random_keys(config.random_keys, config.seed))
-    null = unit_eprocess(xs, ps, strategy=config.strategy, alpha=config.alpha)
+    null = unit_eprocess(xs, ps, strategy=config.strategy, alpha=config.alpha, w=release.scoring.weights(records))
     return key_rank(log_wealth, np.log(null.wealth))
 
 

@@ -3,12 +3,13 @@ record; ``trainspotter.record.format`` for the digests).
 
 A record holds ``SECTIONS`` (each with its sha256 in ``sections``) and ``batches``: per batch, the
 model's answers (prompts and continuations, or the neutral passages), the units read from them,
-each unit's outcome x and null mean p under the release key and the log-wealth after it;
+each unit's outcome x and null mean p under the release key, its weight w and the log-wealth
+after it;
 hash-chained (batch k: sha256(digest of batch k−1 ‖ its content)), the first batch continuing the
 chain head a named audit's ledger stored for its run before. ``digest`` binds the sections and
 the chain head. ``verify_keyed`` checks every digest and the chain, replays the e-process from the
 recorded outcomes, and, given the release folder with the owner's secret, re-derives the key,
-reads the units again from the recorded answers and recomputes every outcome and null mean.
+reads the units again from the recorded answers and recomputes every outcome, null mean and weight.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def _replay(record: dict) -> tuple[bool, str]:
     state, cfg = record["start"]["state"], record["config"]
     proc = EProcess.from_dict(state) if state else EProcess(cfg["strategy"], 0.8, cfg["alpha"])
     for n, b in enumerate(record["batches"], start=1):
-        for i, u in enumerate(unit_payoffs(np.asarray(b["x"], dtype=float), np.asarray(b["p"], dtype=float))):
+        # a record sealed before units were weighted has no "w": every weight was 1
+        for i, u in enumerate(unit_payoffs(np.asarray(b["x"], dtype=float), np.asarray(b["p"], dtype=float),
+                                           b.get("w"))):
             proc.update(u)
             if not math.isclose(float(proc.log_wealth[0]), b["log_wealth"][i], rel_tol=1e-9, abs_tol=1e-9):
                 return False, f"batch {n}, unit {i + 1}: log-wealth {proc.log_wealth[0]:.6g} replayed, " \
@@ -106,7 +109,11 @@ def _recompute(record: dict, folder: Path) -> list[tuple[str, bool, str]]:
         x, p = release.scoring.outcomes(units, release.key, seen)
         if not (np.allclose(x, b["x"], atol=1e-12) and np.allclose(p, b["p"], atol=1e-12)):
             return checks + [("outcomes", False, f"batch {n}: an outcome or null mean differs under the derived key")]
-    return checks + [("outcomes", True, "every unit read again from the answers and scored under the re-derived key")]
+        if "w" in b and not np.allclose(release.scoring.weights(units), b["w"], atol=1e-12):
+            return checks + [("outcomes", False, f"batch {n}: a unit's weight differs from the release's counts")]
+    weighed = " and weighed by the release's counts" if any("w" in b for b in record["batches"]) else ""
+    return checks + [("outcomes", True, "every unit read again from the answers and scored under the re-derived key"
+                                        + weighed)]
 
 
 def _units_again(config, release, answers: list[dict], seen) -> list[dict]:

@@ -13,7 +13,13 @@ most likely next tokens and their probabilities). ``outcomes(records, key)`` tur
 - gray window: x = the share of the top answers' probability q on green entries, p = γ' (the
   answers and their q are the model's, so each is green with probability γ' for a random key).
 
-``outcomes_many`` does the same under M keys at once (the random-key null, ``stats.units.key_rank``).
+``outcomes_many`` does the same under M keys at once (the random-key null, ``stats.units.key_rank``);
+``weights`` gives each unit's weight w ∈ [0, 1] in the payoff (``stats.units``), a function of the
+unit and the release alone: lexical, w_u = min(1, n_u / n_95) with n_u the times the release shows
+the unit (its originals' occurrences of it, each written in the key's form) and n_95 the 95th
+percentile of n over the release's units. A model learns the key's form of a unit from those n_u
+sightings, so a unit shown once carries almost none of the effect but all of the noise (measured,
+``benchmarks/bench_keyed_effect.py``: the effect per unit grows with n_u); windows: 1.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from trainspotter.keyed.units import LexicalForms, Seen
 from trainspotter.stats.units import hypergeometric_null
 from trainspotter.twins.watermark import KeyedGreenList, green_many
 
-__all__ = ["TOP", "GreenScoring", "LexicalScoring"]
+__all__ = ["SATURATION", "TOP", "GreenScoring", "LexicalScoring"]
 
 TOP = 256  # gray-box windows: the model's most likely next tokens read (fixed in advance, key-blind)
+SATURATION = 0.95  # lexical: a unit shown n times weighs min(1, n / this quantile of n) (module docstring)
 
 
 class LexicalScoring:
@@ -36,6 +43,8 @@ class LexicalScoring:
 
     def __init__(self, forms: LexicalForms):
         self.forms = forms
+        n = [forms.count[u] for u in forms.forms]
+        self.n_95 = max(1.0, float(np.quantile(n, SATURATION))) if n else 1.0
 
     def _h(self, records: list[dict]) -> list[np.ndarray]:
         out = []
@@ -53,6 +62,9 @@ class LexicalScoring:
         x = np.array([h[self.forms.key_form(key, r["unit"])] for r, h in zip(records, hs)])
         return x, np.array([h.mean() for h in hs])
 
+    def weights(self, records: list[dict]) -> np.ndarray:
+        return np.array([min(1.0, self.forms.count[r["unit"]] / self.n_95) for r in records])
+
     def outcomes_many(self, records: list[dict], keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         hs = self._h(records)
         x = np.array([[h[self.forms.key_form(k, r["unit"])] for r, h in zip(records, hs)] for k in keys])
@@ -69,6 +81,10 @@ class GreenScoring:
     def __init__(self, vocab_size: int, gamma: float = 0.25, green=None):
         self.vocab_size, self.gamma = vocab_size, gamma
         self.green = green or (lambda key: KeyedGreenList(key, vocab_size, gamma))
+
+    @staticmethod
+    def weights(records: list[dict]) -> np.ndarray:
+        return np.ones(len(records))
 
     def outcomes(self, records: list[dict], key: bytes, seen: Seen | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``seen``: where a fixed-size list's counts per previous token are kept (a ledger's);

@@ -24,6 +24,7 @@ model's next-token mass on the green list after each distinct previous token onc
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -102,6 +103,10 @@ class LexicalForms:
                     pattern = self._phrases.get(key, (re.compile(_EDGE_L + re.escape(form) + look + _EDGE_R), []))
                     pattern[1].append(unit)
                     self._phrases[key] = pattern
+        # n_u: how often the release shows each unit (the unit itself in the originals, which the
+        # release writes in the key's form), for ``keyed.score``'s weights; key-blind like the units
+        self.count = Counter(unit for text in originals for _, unit, form in self.occurrences(text)
+                             if form == self.forms[unit][0])
 
     def key_form(self, key: bytes, unit: str) -> int:
         """The index of the key's form of ``unit`` in ``forms[unit]``."""

@@ -8,9 +8,11 @@ was drawn independently of the model, so whatever the model does, the key's choi
 at the rate the key's distribution says (γ for a window, 1/(m+1) for a word with m alternatives,
 the hypergeometric (G − g)/(V − n) for a later window of a fixed-size list). The payoff
 
-    u_t = (x_t − p_t) / max(p_t, 1 − p_t) ∈ [−1, 1]
+    u_t = w_t (x_t − p_t) / max(p_t, 1 − p_t) ∈ [−1, 1],
 
-then has E[u_t | F_{t−1}] = 0 under H0, and the wealth W_t = Π_{s≤t} (1 + λ_s u_s) with a stake
+with a weight w_t ∈ [0, 1] that is a function of which unit t is (never of the key), then has
+E[u_t | F_{t−1}] = 0 under H0 (the units a model's answers hold do not depend on the key, so
+given them x_t still has mean p_t: a weight moves where the stake goes, not the null), and the wealth W_t = Π_{s≤t} (1 + λ_s u_s) with a stake
 λ_s ∈ [0, λ_max] chosen from units < s (BADI Sec. 4, App. C: testing by betting;
 ``stats.strategies``) is a test martingale: E[W_t | F_{t−1}] = W_{t−1}(1 + λ_t E[u_t | F_{t−1}]) =
 W_{t−1} and W_t > 0, so by Ville's inequality P(sup_t W_t ≥ 1/α) ≤ α (``unit_eprocess``).
@@ -33,12 +35,19 @@ from trainspotter.stats.eprocess import EProcess
 __all__ = ["fixed_n_pvalue", "hypergeometric_null", "key_rank", "unit_eprocess", "unit_payoffs"]
 
 
-def unit_payoffs(x, p) -> np.ndarray:
-    """u_t = (x_t − p_t) / max(p_t, 1 − p_t) (module docstring); x in [0, 1], p in (0, 1)."""
+def unit_payoffs(x, p, w=None) -> np.ndarray:
+    """u_t = w_t (x_t − p_t) / max(p_t, 1 − p_t) (module docstring); x in [0, 1], p in (0, 1),
+    key-blind weights w in [0, 1] (default 1)."""
     x, p = np.asarray(x, dtype=float), np.asarray(p, dtype=float)
     if np.any((p <= 0) | (p >= 1)) or np.any((x < 0) | (x > 1)) or not np.all(np.isfinite(x)):
         raise ValueError("outcomes must lie in [0, 1] and null probabilities in (0, 1)")
-    return (x - p) / np.maximum(p, 1.0 - p)
+    u = (x - p) / np.maximum(p, 1.0 - p)
+    if w is None:
+        return u
+    w = np.asarray(w, dtype=float)
+    if np.any((w < 0) | (w > 1)) or not np.all(np.isfinite(w)):
+        raise ValueError("unit weights must lie in [0, 1]")
+    return w * u
 
 
 def hypergeometric_null(prev, green, size: int, vocab_size: int, counts: dict | None = None) -> np.ndarray:
@@ -59,11 +68,12 @@ def hypergeometric_null(prev, green, size: int, vocab_size: int, counts: dict | 
 
 
 def unit_eprocess(x, p, strategy: str = "mixture", lambda_max: float = 0.8, alpha: float = 0.05,
-                  state: dict | None = None) -> EProcess:
+                  state: dict | None = None, w=None) -> EProcess:
     """The e-process over units (module docstring): outcomes ``x`` and null means ``p``, shape
-    (n,) for one key or (M, n) for M keys at once (one stream each); ``state``: an e-process
-    stored by an earlier run (``EProcess.to_dict``), which the wealth multiplies onto."""
-    u = unit_payoffs(x, p)
+    (n,) for one key or (M, n) for M keys at once (one stream each), weights ``w`` (n,) the same
+    for every key; ``state``: an e-process stored by an earlier run (``EProcess.to_dict``), which
+    the wealth multiplies onto."""
+    u = unit_payoffs(x, p, w)
     batch = None if u.ndim == 1 else u.shape[0]
     proc = EProcess.from_dict(state) if state else EProcess(strategy, lambda_max, alpha, batch=batch)
     for t in range(u.shape[-1]):
