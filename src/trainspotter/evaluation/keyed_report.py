@@ -186,7 +186,9 @@ def render_effect(report: dict) -> str:
     if weighted:
         lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
                   "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
-                  "per unit by n_u (its standard error):", "",
+                  "per unit by n_u (its standard error, units counted as independent; a unit recurs across trials "
+                  "with the same key, so the spread under fresh keys above is the null's honest scale), and the "
+                  "units in each bin:", "",
                   "| testbed | access | " + " | ".join(f"n_u {_bin(lo, hi)}" for lo, hi in COUNT_BINS) + " |",
                   "|---|---|" + "---|" * len(COUNT_BINS)]
         for testbed, rows in report["results"].items():
