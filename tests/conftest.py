@@ -22,7 +22,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
     os.environ.pop(var, None)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+# One thread per math library and process: scripts/test.sh runs two workers on two cores, and two
+# threads each (torch's OpenMP, OpenBLAS) oversubscribe them, spinning more than computing: a MiniLM
+# test ran in 31 s beside a copy of itself with two threads each, 17 s with one (2026-11-29).
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
 # Each test's own artifacts folder gets its own local Prefect API (tasks/server.py): let it go soon.
 os.environ.setdefault("TRAINSPOTTER_API_IDLE_S", "60")
 
