@@ -169,33 +169,28 @@ def render_effect(report: dict) -> str:
              "x − p over every unit scored (x: the key's form written, or its share among the forms; p: the null "
              "1/(m + 1)) with its standard error; the same mean under fresh keys (the null's spread); and n, the units "
              "a one-sided fixed-n z-test at α = 0.05 needs for power 0.95 (none where δ ≤ 0).", "",
-             "| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 |",
-             "|---|---|---|---|---|---|"]
+             "| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 | "
+             "weighted: units for power 0.95 |", "|---|---|---|---|---|---|---|"]
+
     def need(n):
         return "–" if n is None else f"{n:,}"
 
-    weighted = any("by_count" in r for rows in report["results"].values() for r in rows.values())
-    if weighted:
-        lines[-2:] = ["| testbed | access | units per trial | δ (se) | fresh keys: mean ± sd | units for power 0.95 | "
-                      "weighted: units for power 0.95 |", "|---|---|---|---|---|---|---|"]
-    for testbed, rows in report["results"].items():
-        for access, r in rows.items():
-            lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
-                         f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need(r['units_for_power_95'])} |"
-                         + (f" {need(r.get('weighted_units_for_power_95'))} |" if weighted else ""))
-    if weighted:
-        lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
-                  "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
-                  "per unit by n_u (its standard error, units counted as independent; a unit recurs across trials "
-                  "with the same key, so the spread under fresh keys above is the null's honest scale), and the "
-                  "units in each bin:", "",
-                  "| testbed | access | " + " | ".join(f"n_u {_bin(lo, hi)}" for lo, hi in COUNT_BINS) + " |",
-                  "|---|---|" + "---|" * len(COUNT_BINS)]
-        for testbed, rows in report["results"].items():
-            for access, r in rows.items():
-                cells = {b["n_u"]: f"{b['mean_payoff']:+.3f} ({b['se']:.3f}), {b['units']}" for b in r["by_count"]}
-                lines.append(f"| {testbed} | {access} | " + " | ".join(
-                    cells.get(_bin(lo, hi), "–") for lo, hi in COUNT_BINS) + " |")
+    rows = [(testbed, access, r) for testbed, by in report["results"].items() for access, r in by.items()]
+    for testbed, access, r in rows:
+        lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
+                     f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need(r['units_for_power_95'])} | "
+                     f"{need(r['weighted_units_for_power_95'])} |")
+    lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
+              "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
+              "per unit by n_u (its standard error, units counted as independent; a unit recurs across trials "
+              "with the same key, so the spread under fresh keys above is the null's honest scale), and the "
+              "units in each bin:", "",
+              "| testbed | access | " + " | ".join(f"n_u {_bin(lo, hi)}" for lo, hi in COUNT_BINS) + " |",
+              "|---|---|" + "---|" * len(COUNT_BINS)]
+    for testbed, access, r in rows:
+        cells = {b["n_u"]: f"{b['mean_payoff']:+.3f} ({b['se']:.3f}), {b['units']}" for b in r["by_count"]}
+        lines.append(f"| {testbed} | {access} | " + " | ".join(cells.get(_bin(lo, hi), "–") for lo, hi in COUNT_BINS)
+                     + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -252,16 +252,21 @@ def fresh_keys(n: int, seed: int) -> list[bytes]:
     return [rng.randbytes(32) for _ in range(n)]
 
 
+def _to_decision(trials: list[dict], budget: int, prefix: str = "") -> np.ndarray:
+    """Budget each trial's e-process (``prefix`` "flat_": the unweighted one) spent to say "trained
+    on", or the whole budget where it did not."""
+    return np.array([t[prefix + "spent"] if t[prefix + "rejected"] else budget for t in trials], dtype=float)
+
+
 def summarise(trials: list[dict], alpha: float, budget: int) -> dict:
     """TPR and budget to decision over trials, beside the fixed-n, STAMP and rank rates at the budget."""
-    spent = np.array([t["spent"] if t["rejected"] else budget for t in trials], dtype=float)
+    spent, flat = _to_decision(trials, budget), _to_decision(trials, budget, "flat_")
     out = {"trials": len(trials), "tpr": float(np.mean([t["rejected"] for t in trials])),
            "mean_to_decision": float(spent.mean()), "median_to_decision": float(np.median(spent)),
            "q95_to_decision": float(np.quantile(spent, 0.95)),
            "mean_units": float(np.mean([t["units"] for t in trials])),
            "flat_tpr": float(np.mean([t["flat_rejected"] for t in trials])),
-           "flat_median_to_decision": float(np.median([t["flat_spent"] if t["flat_rejected"] else budget
-                                                       for t in trials]))}
+           "flat_median_to_decision": float(np.median(flat))}
     for name in ("fixed_p", "stamp_p", "rank_p"):
         out[name.replace("_p", "_power")] = float(np.mean([t[name] <= alpha if name == "rank_p" else t[name] < alpha
                                                           for t in trials]))
