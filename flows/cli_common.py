@@ -40,7 +40,12 @@ TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")},
 TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twins.rounds
 KeyedAccess = Enum("KeyedAccess", {a: a for a in ("black", "gray")}, type=str)  # trainspotter.keyed.audit
 KEYED_ACCESS_HELP = ("black: the model's sampled continuations of neutral prompts (an API that returns only "
-                     "text); gray: its next-token probabilities on neutral passages (local weights).")
+                     "text; see --probe); gray: its next-token probabilities on neutral passages (local weights).")
+KeyedProbe = Enum("KeyedProbe", {a: a for a in ("continue", "choose")}, type=str)  # trainspotter.keyed.audit
+KEYED_PROBE_HELP = ("Black-box on a lexical release: continue: free continuations, units scored where the model "
+                    "happens to write them; choose: each unit once in a neutral context, the model's next tokens "
+                    "restricted to the unit's forms (what an API's logit_bias gives), --samples draws each, the "
+                    "units the release shows most first.")
 SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
                     "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
                     "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "

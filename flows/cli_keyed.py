@@ -18,11 +18,13 @@ from trainspotter.flows.cli_common import (
     BEACON_ROUND,
     JSON,
     KEYED_ACCESS_HELP,
+    KEYED_PROBE_HELP,
     LEDGER,
     MODEL,
     SEED,
     TRACKING_URI,
     KeyedAccess,
+    KeyedProbe,
     Typer,
     beacon_option,
     beacon_round_option,
@@ -121,11 +123,14 @@ def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed ma
 @keyed_app.command("audit", short_help="Test a model for a keyed release, anytime-valid.")
 def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with the owner's secret.json)."),
               model: str = MODEL,
-              reference: Optional[str] = typer.Option(None, help="Gray-box on a lexical release: a model of the "
-                                                                 "target's kind that never saw the release; each "
-                                                                 "form is scored relative to it (more power, the "
-                                                                 "same exact null)."),
+              reference: Optional[str] = typer.Option(None, help="Lexical release, gray-box or --probe choose: a "
+                                                                 "model of the target's kind (its tokenizer) that "
+                                                                 "never saw the release; each form is weighed "
+                                                                 "relative to it (more power, the same exact null)."),
               access: KeyedAccess = choice(KeyedAccess, "access", "black", KEYED_ACCESS_HELP),
+              probe: KeyedProbe = choice(KeyedProbe, "probe", "continue", KEYED_PROBE_HELP),
+              samples: int = typer.Option(16, min=1, help="--probe choose: draws per unit (one generated token "
+                                                          "each where the forms part)."),
               prompts: Optional[Path] = typer.Option(None, help="Neutral text that is not the release (as audit's "
                                                                 "--heldout: JSONL, Parquet, CSV, txt...): prompts "
                                                                 "(black) or passages (gray) (default: the packaged "
@@ -151,11 +156,12 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
     from trainspotter.keyed.audit import KeyedAuditConfig, open_release
 
     spec, _, more = edge_specs(model, None, reference)
-    if reference is not None and access.value != "gray":
-        raise InputError("option --reference: a keyed audit reads a reference gray-box only (--access gray)")
+    if reference is not None and access.value != "gray" and probe.value != "choose":
+        raise InputError("option --reference: a keyed audit weighs forms by a reference gray-box (--access gray) or "
+                         "in a forced choice (--probe choose), not in free continuations")
     try:
         config = KeyedAuditConfig(release=folder, model=spec, reference=more[0] if more else None,
-                                  access=access.value, prompts=prompts,
+                                  access=access.value, probe=probe.value, samples=samples, prompts=prompts,
                                   max_tokens=max_tokens, max_passages=max_passages, random_keys=random_keys, alpha=alpha,
                                   seed=seed, name=name if ledger else None)
     except ValidationError as e:

@@ -1,5 +1,6 @@
 """The keyed suite as a flow (``trainspotter benchmark --suite keyed``, issue 53 item 5): on a keyed
-testbed, trainspotter.evaluation.keyed_suite's rows (black- and gray-box TPR and budget to decision,
+testbed, trainspotter.evaluation.keyed_suite's rows (black-box continuations and forced choice,
+and gray-box: TPR and budget to decision,
 Sander's fixed-n test, STAMP's t-test and the key's rank on the same units; H0 rates over fresh keys
 on models that never saw a release under them); one MLflow run, results under --out (default: the
 artifacts folder's benchmark-results/keyed/TESTBED/): keyed-suite.md, .json and evidence.png."""
@@ -22,7 +23,7 @@ from trainspotter.tasks.testbed import build_testbed_task
 
 
 def _metrics(res: dict) -> dict[str, float]:
-    out = {f"{access}.{k}": v for access in ("black", "gray") for k, v in res[access].items()
+    out = {f"{access}.{k}": v for access in ("black", "choice", "gray") for k, v in (res.get(access) or {}).items()
            if isinstance(v, (int, float))}
     for model, rows in res["h0"].items():
         for access, row in rows.items():
@@ -36,8 +37,8 @@ def _metrics(res: dict) -> dict[str, float]:
 def keyed_suite_flow(config: KeyedSuiteConfig, tracking_uri: str | None = None) -> dict:
     built = Path(build_testbed_task(PRESETS[config.testbed]))
     res = keyed_suite_task(config, str(built))
-    get_run_logger().info("keyed suite on %s: black TPR %.2f, gray TPR %.2f", config.testbed, res["black"]["tpr"],
-                          res["gray"]["tpr"])
+    get_run_logger().info("keyed suite on %s: TPR %s", config.testbed, ", ".join(
+        f"{a} {res[a]['tpr']:.2f}" for a in ("black", "choice", "gray") if res.get(a)))
     out = Path(config.out) if config.out else default_out("keyed", config.testbed)
     out.mkdir(parents=True, exist_ok=True)
     header = suite_header(config)

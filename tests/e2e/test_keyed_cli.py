@@ -212,3 +212,81 @@ def test_bad_input_is_one_line(data, model, monkeypatch, tmp_path):
     cli("keyed", "make", data / "data.jsonl", "--out", tmp_path / "unreleased" / "r", "--beacon-round", 4242)
     line = one_error_line(run("keyed", "audit", tmp_path / "unreleased" / "r", "--model", f"hf:{model}"))
     assert "not released yet" in line
+
+
+def _keys_form(folder, calls):
+    """A stand-in for the forced choice of a model that learnt the key: every draw the key's form
+    (the unit found from its context, as the audit planned it); ``calls`` collects the requests."""
+    from trainspotter.keyed.audit import open_release
+
+    release = open_release(folder)
+    forms = release.scoring.forms
+
+    def choose(backend, requests, samples, seed, reference=None):
+        calls.append((len(requests), samples, reference is not None))
+        out = []
+        for context, seqs in requests:
+            unit = next(u for u in forms.forms if forms.forms[u] == _unit_at(forms, context, seqs, backend))
+            out.append(([forms.key_form(release.key, unit)] * samples, samples))
+        return out
+
+    return choose
+
+
+def _unit_at(forms, context, seqs, backend):
+    """The forms whose tokens after ``context`` are ``seqs``."""
+    from trainspotter.keyed.answers import form_tokens
+
+    return next(f for f in forms.forms.values() if form_tokens(backend.tokenizer, context, f) == seqs)
+
+
+def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
+    """`--probe choose`: the units asked once each within the token budget, the reference passed
+    on, the record verifies against the release, and draws edited in the record do not."""
+    from trainspotter.keyed.record import SECTIONS, seal
+
+    folder, _ = released(data, monkeypatch, name="choose")
+    calls = []
+    monkeypatch.setattr("trainspotter.keyed.answers.choose", _keys_form(folder, calls))
+    record = tmp_path / "rec.json"
+    out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{model}", "--prompts",
+              data / "neutral.jsonl", "--probe", "choose", "--samples", 4, "--max-tokens", 400, "--random-keys", 200,
+              "--record", record)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(r"verdict: trained on \(e-value [\d.]+ after \d+ units, \d+ generated tokens\)", lines[0])
+    assert all(len(line) <= 80 for line in lines[:-1])
+    assert f"rests on: the reference hf:{model} never saw the release" in " ".join(" ".join(lines).split())
+    assert calls and all(s == 4 and ref for _, s, ref in calls)
+    sealed = json.loads(record.read_text())
+    answers = [a for b in sealed["batches"] for a in b["answers"]]
+    units = [a["unit"] for a in answers]
+    assert len(units) == len(set(units)) and sealed["result"]["spent_total"] == 4 * len(units) <= 400
+    assert all(len(a["draws"]) == 4 for a in answers)
+    out = cli("verify", record, "--release", folder)
+    assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
+    # a draw edited (and every digest sealed again): the units no longer read from the answers
+    b = sealed["batches"][0]
+    b["answers"][0]["draws"][0] = 1 - b["answers"][0]["draws"][0]
+    parts = {s: sealed[s] for s in SECTIONS}
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(seal(parts, [{k: v for k, v in x.items() if k != "digest"} for x in sealed["batches"]],
+                                    sealed["start"]["chain"])))
+    assert cli("verify", path).exit_code == 0
+    out = cli("verify", path, "--release", folder)
+    assert out.exit_code == 1 and "batch 1: the units read from the recorded answers differ" in out.output
+    # free continuations take no reference: said in one line
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{model}")) == (
+        "error: option --reference: a keyed audit weighs forms by a reference gray-box (--access gray) or in a "
+        "forced choice (--probe choose), not in free continuations")
+
+
+def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkeypatch):
+    """The tiny random model itself, forced choice: whole units only (a unit's draws at their most
+    fit in what is left), so the tokens spent never exceed the budget."""
+    folder, _ = released(data, monkeypatch, name="choose-real")
+    out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl", "--probe",
+              "choose", "--samples", 3, "--max-tokens", 50, "--random-keys", 0, "--json")
+    result = json.loads(out.stdout)
+    assert 0 < result["spent_this_run"] <= 50 and result["units_this_run"] >= 50 // (3 * 3)
+    assert result["verdict"] in ("no evidence", "trained on")

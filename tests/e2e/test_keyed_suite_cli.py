@@ -13,7 +13,8 @@ from brief_training import built_briefly
 from cli_process import run_cli
 
 TABLE = set("│┃━─┏┗┡└")
-SETTINGS = {"random_keys": 30, "black_tokens": 256, "prompt_tokens": 16, "new_tokens": 32, "gray_passages": 4}
+SETTINGS = {"random_keys": 30, "black_tokens": 256, "prompt_tokens": 16, "new_tokens": 32, "gray_passages": 4,
+            "samples": 4}
 
 
 def run(*args, root=None):
@@ -45,19 +46,24 @@ def test_keyed_suite_from_the_command_line(keyed_root, tmp_path):
     assert table and max(len(line) for line in table) <= 80
     cells = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in table]
     rows = {tuple(c[:2]): c for c in cells if c}
-    assert rows[("black", "256 tokens")][2] and rows[("gray", "4 passages")][2]  # the power rows, with the budgets
+    # the power rows, with the budgets
+    assert rows[("black", "256 tokens")][2] and rows[("choice", "256 tokens")][2] and rows[("gray", "4 passages")][2]
     for model in ("target", "reference"):
         assert re.fullmatch(r"[01]\.\d{3}", rows[(model, "black")][2]) and (model, "gray") in rows
+        assert re.fullmatch(r"[01]\.\d{3}", rows[(model, "choice")][2])
 
     res = json.loads((tmp_path / "out" / "keyed-suite.json").read_text())
     assert res["config"] | SETTINGS == res["config"] and (res["config"]["trials"], res["config"]["alpha"],
                                                           res["config"]["seed"]) == (2, 0.1, 3)
-    assert res["black"]["trials"] == res["gray"]["trials"] == 2
-    assert res["black"]["budget"] == 256 and res["gray"]["budget"] == 4
-    assert 0 < res["black"]["mean_units"] <= res["release_units"]  # a unit of the release counted once ever
+    assert res["black"]["trials"] == res["choice"]["trials"] == res["gray"]["trials"] == 2
+    assert res["black"]["budget"] == res["choice"]["budget"] == 256 and res["gray"]["budget"] == 4
+    for probe in ("black", "choice"):  # a unit of the release counted once ever
+        assert 0 < res[probe]["mean_units"] <= res["release_units"]
+    # forced choice: 4 draws a unit, each at most a token per point where the forms part, within 256 tokens
+    assert res["choice"]["mean_units"] <= 256 / 4
     assert res["h0"]["reference, release prompts"]["black"]["keys"] == 30
     for model in ("target", "reference"):
-        for access in ("black", "gray"):
+        for access in ("black", "choice", "gray"):
             row = res["h0"][model][access]
             assert row["keys"] == 30 and row["units"] > 0
             for test in ("eprocess", "fixed_n", "stamp", "rank"):
@@ -66,8 +72,11 @@ def test_keyed_suite_from_the_command_line(keyed_root, tmp_path):
     # gives every form the same share, so under any key it bets nothing and no test rejects
     gray_ref = res["h0"]["reference"]["gray"]
     assert all(gray_ref[t]["rejected"] == 0 for t in ("eprocess", "fixed_n", "stamp"))
+    assert logged_panels(tmp_path / "out" / "keyed-suite.md") == ["black, continuations", "black, forced choice",
+                                                                  "gray"]
     md = (tmp_path / "out" / "keyed-suite.md").read_text()
-    assert md.startswith("# Keyed suite: testbed `mini-pretrain-keyed`") and "| black | 256 generated tokens |" in md
+    assert md.startswith("# Keyed suite: testbed `mini-pretrain-keyed`")
+    assert "| black, continuations | 256 generated tokens |" in md and "| black, forced choice | 256 generated" in md
     assert (tmp_path / "out" / "evidence.png").stat().st_size > 0
 
     from mlflow.tracking import MlflowClient
@@ -77,6 +86,12 @@ def test_keyed_suite_from_the_command_line(keyed_root, tmp_path):
     logged = client.get_run(run_id)
     assert logged.data.metrics["black.tpr"] == res["black"]["tpr"] and logged.data.params["random_keys"] == "30"
     assert {a.path for a in client.list_artifacts(run_id)} == {"keyed-suite.md", "keyed-suite.json", "evidence.png"}
+
+
+def logged_panels(md):
+    """The power table's rows, in order."""
+    rows = [line.split("|")[1].strip() for line in md.read_text().split("H0:")[0].splitlines() if line.startswith("| ")]
+    return [r for r in rows if r not in ("access", "---")]
 
 
 def test_a_testbed_without_a_release_or_two_levels_is_one_error_line():

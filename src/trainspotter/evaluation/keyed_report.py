@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainspotter.evaluation.keyed_suite import (KeyedBed, KeyedSuiteConfig, black_answers, evaluate, fresh_keys,
-                                                 gray_answers, h0_rates, keyed_bed, opening, summarise)
+from trainspotter.evaluation.keyed_suite import (KeyedBed, KeyedSuiteConfig, black_answers, choice_answers, evaluate,
+                                                 fresh_keys, gray_answers, h0_rates, keyed_bed, opening, summarise)
 
 __all__ = ["evidence_plot", "render_effect", "render_markdown", "run_suite", "unit_effect"]
 
@@ -26,6 +26,21 @@ def _prompts(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[
 
 def _passages(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
     return random.Random(f"{cfg.seed}:passages:{trial}").sample(bed.neutral, min(cfg.gray_passages, len(bed.neutral)))
+
+
+def _shuffled(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
+    """Forced choice: every neutral passage, in a trial's order (a unit is asked in its first context)."""
+    return random.Random(f"{cfg.seed}:choice:{trial}").sample(bed.neutral, len(bed.neutral))
+
+
+def _answers(probe: str, backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int, seed: int, ref):
+    """One trial's answers of ``backend`` for a row of the suite."""
+    if probe == "black":
+        return black_answers(backend, bed, _prompts(backend, bed, cfg, trial), cfg.new_tokens, seed=seed)
+    if probe == "choice":
+        return choice_answers(backend, bed.scoring.forms, _shuffled(bed, cfg, trial), cfg.black_tokens, cfg.samples,
+                              seed=seed, reference=ref)
+    return gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, trial), ref)
 
 
 def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSuiteConfig, progress) -> dict:
@@ -67,34 +82,30 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
     res = {"testbed": bed.name, "member_fraction": manifest["member_fraction"], "members": manifest["keyed"]["members"],
            "release_units": len(bed.scoring.forms.forms) if bed.tokenizer is None else None,
            "n_95": getattr(bed.scoring, "n_95", None),
-           "unit": "word type" if bed.tokenizer is None else "window (SmolLM2 tokens)", "black": {}, "gray": {}, "h0": {}}
-    black, gray = [], []
+           "unit": "word type" if bed.tokenizer is None else "window (SmolLM2 tokens)", "h0": {}}
     ref = models["reference"] if cfg.calibrate else None
+    # choice and gray read a lexical release's forms; a watermarked release's windows are read black-box only
+    probes = [a for a in ("black", "choice", "gray") if a in cfg.probes and (a == "black" or bed.tokenizer is None)]
+    trials: dict[str, list[dict]] = {a: [] for a in probes}
     for t in range(cfg.trials):
-        ans = black_answers(models["target"], bed, _prompts(models["target"], bed, cfg, t),
-                            cfg.new_tokens, seed=cfg.seed * 100_003 + t)
-        black.append(evaluate(bed, ans, bed.key, keys, cfg))
-        if bed.tokenizer is None:  # gray-box windows need a model with the watermark's tokenizer
-            gray.append(evaluate(bed, gray_answers(models["target"], bed.scoring.forms, _passages(bed, cfg, t), ref),
-                                 bed.key, keys, cfg))
+        for probe in probes:
+            ans = _answers(probe, models["target"], bed, cfg, t, cfg.seed * 100_003 + t, ref)
+            trials[probe].append(evaluate(bed, ans, bed.key, keys, cfg))
         if progress:
             progress("members' trials", t + 1, cfg.trials)
-    res["black"] = summarise(black, cfg.alpha, cfg.black_tokens) | {"budget": cfg.black_tokens}
-    res["gray"] = summarise(gray, cfg.alpha, cfg.gray_passages) | {"budget": cfg.gray_passages} if gray else None
-    paths = {"black": [t["path"] for t in black], "gray": [t["path"] for t in gray]}
+    for probe, budget in (("black", cfg.black_tokens), ("choice", cfg.black_tokens), ("gray", cfg.gray_passages)):
+        res[probe] = summarise(trials[probe], cfg.alpha, budget) | {"budget": budget} if trials.get(probe) else None
+    paths = {probe: [t["path"] for t in rows] for probe, rows in trials.items()}
     for name, backend in models.items():
-        ans = black_answers(backend, bed, _prompts(backend, bed, cfg, -1), cfg.new_tokens, seed=cfg.seed)
-        res["h0"][name] = {"black": h0_rates(bed, ans, keys, cfg)}
-        if name != "target":  # the public key on a model that never saw the release: its path
-            paths[f"black {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
-        if bed.tokenizer is None:
-            gans = gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, -1), ref)
-            res["h0"][name]["gray"] = h0_rates(bed, gans, keys, cfg)
-            if name != "target":
-                paths[f"gray {name}"] = [evaluate(bed, gans, bed.key, keys[:8], cfg)["path"]]
+        res["h0"][name] = {}
+        for probe in probes:
+            ans = _answers(probe, backend, bed, cfg, -1, cfg.seed, ref)
+            res["h0"][name][probe] = h0_rates(bed, ans, keys, cfg)
+            if name != "target":  # the public key on a model that never saw the release: its path
+                paths[f"{probe} {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
         if progress:
             progress("H0 models", len(res["h0"]), len(models))
-    if cfg.release_prompts and bed.tokenizer is None:  # (a generative release under a fresh key needs new paraphrases)
+    if cfg.release_prompts and bed.tokenizer is None and "black" in probes:  # (a generative release under a fresh key needs new paraphrases)
         res["h0"]["reference, release prompts"] = {"black": _release_prompts_h0(models["reference"], bed, keys, cfg,
                                                                                  progress)}
     return res | {"paths": paths}
@@ -194,6 +205,10 @@ def render_effect(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+ROWS = (("black", "generated tokens"), ("choice", "generated tokens"), ("gray", "neutral passages"))
+LABEL = {"black": "black, continuations", "choice": "black, forced choice", "gray": "gray"}
+
+
 def _cell(row: dict, key: str) -> str:
     r = row.get(key)
     return "–" if r is None else f"{r['rate']:.3f} ({r['rejected']}/{row['keys']}, p {r['p_above_alpha']:.2f})"
@@ -211,13 +226,14 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
              "every weight 1.", "",
              "| access | budget | e-process TPR | mean / median / 95% to decision | unweighted: TPR, median | "
              "fixed-n (Sander) | STAMP t-test | key rank | units |", "|---|---|---|---|---|---|---|---|---|"]
-    for access, unit in (("black", "generated tokens"), ("gray", "neutral passages")):
-        r = res[access]
+    for access, unit in ROWS:
+        r = res.get(access)
         if r is None:
-            lines.append(f"| {access} | – | not measured: the testbed's models do not share the watermark's tokenizer "
-                         "| | | | | | |")
+            why = ("not run (--config probes)" if access not in cfg.probes else
+                   "not measured: a watermarked release's windows are read from continuations only")
+            lines.append(f"| {LABEL[access]} | – | {why} | | | | | | |")
             continue
-        lines.append(f"| {access} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
+        lines.append(f"| {LABEL[access]} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
                      f"{r['median_to_decision']:.0f} / {r['q95_to_decision']:.0f} | "
                      f"{r['flat_tpr']:.2f}, {r['flat_median_to_decision']:.0f} | {r['fixed_power']:.2f} | "
                      f"{r['stamp_power']:.2f} | {r['rank_power']:.2f} | {r['mean_units']:.0f} |")
@@ -227,21 +243,22 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
     for name, rows in res["h0"].items():
         for access, row in rows.items():
             units = row.get("units", row.get("mean_units"))
-            lines.append(f"| {name} | {access} | {units:.0f} | {_cell(row, 'eprocess')} | {_cell(row, 'fixed_n')} | "
+            lines.append(f"| {name} | {LABEL[access]} | {units:.0f} | {_cell(row, 'eprocess')} | {_cell(row, 'fixed_n')} | "
                          f"{_cell(row, 'stamp')} | {_cell(row, 'rank')} |")
     return "\n".join(lines) + "\n"
 
 
 def evidence_plot(paths: dict[str, list], path: Path, alpha: float, title: str = "") -> Path:
     """log W against the budget: the members' trials (median and 10-90% band) and the public key on
-    models that never saw the release, black-box and gray-box side by side."""
+    models that never saw the release, one panel per row of the suite that has trials."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from trainspotter.evaluation.plots import save_figure
 
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=120)
-    for ax, access, unit in ((axes[0], "black", "generated tokens"), (axes[1], "gray", "neutral passages")):
+    rows = [(access, unit) for access, unit in ROWS if paths.get(access)] or list(ROWS[::2])
+    fig, axes = plt.subplots(1, len(rows), figsize=(4.8 * len(rows), 3.8), dpi=120, squeeze=False)
+    for ax, (access, unit) in zip(axes[0], rows):
         trials = [np.array(p) for p in paths.get(access, []) if len(p)]
         if trials:
             grid = np.unique(np.concatenate([t[:, 0] for t in trials]))
@@ -256,7 +273,7 @@ def evidence_plot(paths: dict[str, list], path: Path, alpha: float, title: str =
         ax.set_xlabel(unit)
         ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))  # 20,000 tokens: labels that do not run together
         ax.set_ylabel("log W")
-        ax.set_title(f"{access}-box", fontsize=9)
+        ax.set_title(LABEL[access], fontsize=9)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)

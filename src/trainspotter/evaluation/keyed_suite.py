@@ -5,7 +5,10 @@ members one release under one key, seen once in pre-training), how soon the keye
 Black-box: each trial draws prompts from the neutral passages (non-member and held-out splits:
 never trained on, not the release), samples ``new_tokens`` continuation tokens from each
 (``keyed.answers.sample``) until ``black_tokens`` are generated, and scores the release's units
-(``keyed.units.lexical_units``). Gray-box: each trial draws ``gray_passages`` neutral passages
+(``keyed.units.lexical_units``). Black-box forced choice (a lexical release): each trial shuffles
+the neutral passages and asks each unit once in its first context, the units the release shows
+most first, ``samples`` draws restricted to its forms (relative to the reference with
+``calibrate``), until ``black_tokens`` are generated. Gray-box: each trial draws ``gray_passages`` neutral passages
 (whole) and scores the key's form of each unit against its others in its first context
 (``form_probabilities``; with ``calibrate``, relative to the testbed's reference model, which never
 saw the release).
@@ -33,6 +36,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -43,7 +47,8 @@ from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_u
 from trainspotter.stats.eprocess import wealth_path
 from trainspotter.stats.units import fixed_n_pvalue, key_rank, unit_eprocess, unit_payoffs
 
-__all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "gray_answers", "evaluate",
+__all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "choice_answers", "gray_answers",
+           "evaluate",
            "h0_rates"]
 
 PRIVATE = 4  # STAMP's private keys per draw (its benchmark: four private rephrasings)
@@ -59,6 +64,8 @@ class KeyedSuiteConfig(BaseModel):
     prompt_tokens: int = Field(32, ge=1)
     new_tokens: int = Field(64, ge=1)
     gray_passages: int = Field(40, ge=1)
+    samples: int = Field(16, ge=1)  # black-box forced choice: draws per unit (``keyed.answers.choose``)
+    probes: list[Literal["black", "choice", "gray"]] = ["black", "choice", "gray"]  # the rows to measure
     alpha: float = Field(0.05, gt=0, lt=1)
     strategy: str = "mixture"
     original: str | None = None  # spec of a model trained on the original (unkeyed) members: an H0 model
@@ -166,6 +173,24 @@ def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=No
             doc.append(i)
     hs = form_probabilities(backend, [(c, forms.forms[u]) for u, c in contexts], reference)
     return Answers([{"unit": u, "h": h} for (u, _), h in zip(contexts, hs)], [d + 1 for d in doc], doc)
+
+
+def choice_answers(backend, forms: LexicalForms, passages: list[str], tokens: int, samples: int, seed: int,
+                   reference=None) -> Answers:
+    """Forced choice on ``passages`` (``keyed.answers.choose``): the units the release shows most first,
+    each once in its first context, while their draws' most cost fits in ``tokens``; relative to
+    ``reference``'s tokens when given."""
+    from trainspotter.keyed.answers import choice_plan, choose
+
+    plan, bound = [], 0
+    for item in choice_plan(forms, backend.tokenizer, passages, Seen(), samples):
+        if bound + item[4] > tokens:
+            break
+        plan.append(item)
+        bound += item[4]
+    asked = choose(backend, [(context, seqs) for _, _, context, seqs, _ in plan], samples, seed, reference)
+    return Answers([forms.choice_record(unit, d) for (_, unit, *_), (d, _) in zip(plan, asked)],
+                   np.cumsum([c for _, c in asked], dtype=int).tolist(), [i for i, *_ in plan])
 
 
 def _stamp_p(x: np.ndarray, doc: np.ndarray) -> np.ndarray:

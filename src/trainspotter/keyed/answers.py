@@ -6,6 +6,9 @@
 - ``form_probabilities``: gray-box lexical, the model's probability of each form of a unit in the
   same context (the context followed by the form, scored whole), normalised over the forms, or
   relative to a reference model's;
+- ``choose``: black-box lexical, forced choice: the model's next tokens restricted to a unit's forms
+  (what an API's ``logit_bias`` gives), sampled, each token offset by the reference's log-probability
+  when one is given;
 - ``top_answers``: gray-box watermark, the model's ``TOP`` most likely next tokens after the first
   occurrence in a neutral passage of each previous token not seen before (the model must use the
   watermark's tokenizer).
@@ -18,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from trainspotter.keyed.score import TOP
-from trainspotter.keyed.units import Seen
+from trainspotter.keyed.units import LexicalForms, Seen
 
-__all__ = ["form_probabilities", "sample", "top_answers"]
+__all__ = ["choice_plan", "choose", "form_probabilities", "form_tokens", "sample", "top_answers"]
 
 
 def sample(backend, prompts: list[str], max_new_tokens: int, seed: int, temperature: float = 1.0,
@@ -63,6 +66,99 @@ def form_probabilities(backend, requests: list[tuple[str, tuple[str, ...]]], ref
         h = np.exp(logp - logp.max())
         out.append((h / h.sum()).tolist())
     return out
+
+
+def form_tokens(tokenizer, context: str, forms: tuple[str, ...]) -> list[tuple[int, ...]] | None:
+    """Each form's tokens where it follows ``context`` (the context's trailing space goes with the
+    form, as the model writes it); None where they are not prefix-free (a form's tokens begin
+    another's, so no sequence of restricted tokens tells them apart): such a unit is not asked,
+    a rule of the forms and the tokenizer alone, never of the key."""
+    space = context[len(context.rstrip()):]
+    seqs = [tuple(tokenizer(space + f, add_special_tokens=False)["input_ids"]) for f in forms]
+    if any(not a or (a != b and b[:len(a)] == a) for a in seqs for b in seqs) or len(set(seqs)) < len(seqs):
+        return None
+    return seqs
+
+
+def branchings(seqs: list[tuple[int, ...]]) -> int:
+    """The most tokens one draw can cost: the points on a form's tokens where the forms part."""
+    return max(sum(len({s[i] for s in seqs if s[:i] == q[:i]}) > 1 for i in range(len(q))) for q in seqs)
+
+
+def choice_plan(forms: LexicalForms, tokenizer, texts: list[str], seen: Seen, samples: int) -> list[tuple]:
+    """The units a forced choice asks, in order (``LexicalForms.asked_first``): (text index, unit,
+    context, its forms' tokens, the most tokens its ``samples`` draws can cost); units whose forms
+    the tokens cannot tell apart are left out (``form_tokens``)."""
+    return [(i, unit, context, seqs, samples * branchings(seqs)) for i, unit, context in forms.asked_first(texts, seen)
+            if (seqs := form_tokens(tokenizer, context, forms.forms[unit]))]
+
+
+def _next_logprobs(backend, prefixes: list[list[int]], wanted: list[list[int]]) -> list[np.ndarray]:
+    """log p(token | prefix) of each prefix's ``wanted`` tokens (right-padded batches, read at each
+    row's last token, so positions are the row's own)."""
+    import torch
+
+    out = []
+    for b in range(0, len(prefixes), backend.batch_size):
+        rows = prefixes[b:b + backend.batch_size]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=backend.model.device)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=backend.model.device)
+        with torch.inference_mode():
+            logits = backend.model(input_ids=ids, attention_mask=mask).logits
+        last = logits[torch.arange(len(rows)), torch.tensor([len(r) - 1 for r in rows])].float()
+        logp = torch.log_softmax(last, dim=-1).cpu().numpy()
+        out += [logp[j, w] for j, w in enumerate(wanted[b:b + backend.batch_size])]
+    return out
+
+
+def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: int, seed: int,
+           reference=None) -> list[tuple[list[int], int]]:
+    """Black-box forced choice. For each (context, its forms' tokens from ``form_tokens``),
+    ``samples`` draws of a form, token by token: where the forms still possible part, the model's
+    next-token distribution restricted to the tokens that continue them (an API call with
+    ``logit_bias`` +100 on those tokens and one generated token), each token's logit offset by
+    −log p_ref(token) when a ``reference`` (same tokenizer) is given, so the draw follows
+    p / p_ref: how much more the model prefers a form than a model of its kind does, the
+    black-box twin of ``form_probabilities``' calibration. Returns per request the forms drawn
+    (indices) and the tokens generated (one per draw where the forms part, none where one form
+    is left). Under H0 the draws are the model's and the reference's, independent of the key,
+    so the key's form is among them at the rate 1/(m + 1) exactly."""
+    limit = min(backend.max_length, getattr(backend.model.config, "max_position_embeddings", backend.max_length))
+    prompts = []
+    for context, seqs in requests:
+        ids = backend.tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"]
+        ids = ids[max(0, len(ids) - (limit - 1 - max(map(len, seqs)))):]
+        bos = backend.tokenizer.bos_token_id
+        prompts.append(([bos] if bos is not None else []) + ids)
+    rng = np.random.default_rng(seed)
+    drawn: list[list[int]] = [[] for _ in requests]
+    spent = [0] * len(requests)
+    pending = [(i, (), samples) for i in range(len(requests))]  # (request, tokens so far, draws there)
+    while pending:
+        query, later = [], []
+        for i, prefix, n in pending:
+            seqs = requests[i][1]
+            if prefix in seqs:
+                drawn[i] += [seqs.index(prefix)] * n
+                continue
+            nxt = sorted({s[len(prefix)] for s in seqs if s[:len(prefix)] == prefix})
+            if len(nxt) == 1:  # one form left: its tokens follow, nothing generated
+                later.append((i, prefix + (nxt[0],), n))
+            else:
+                query.append((i, prefix, n, nxt))
+        pending = later
+        if not query:
+            continue
+        heads = [prompts[i] + list(p) for i, p, _, _ in query]
+        logp = _next_logprobs(backend, heads, [nxt for *_, nxt in query])
+        if reference is not None:
+            logp = [a - b for a, b in zip(logp, _next_logprobs(reference, heads, [nxt for *_, nxt in query]))]
+        for (i, p, n, nxt), lp in zip(query, logp):
+            q = np.exp(lp - lp.max())
+            spent[i] += n
+            pending += [(i, p + (t,), int(c)) for t, c in zip(nxt, rng.multinomial(n, q / q.sum())) if c]
+    return list(zip(drawn, spent))
 
 
 def top_answers(backend, texts: list[str], seen: Seen) -> list[dict]:

@@ -4,7 +4,10 @@ release key, one e-process over the units (``stats.units``), until W ≥ 1/α or
 
 Black-box: prompts that are not the release (the user's neutral text, or the packaged Wikipedia
 leads), each cut to ``prompt_tokens`` tokens, continued by ``new_tokens`` sampled tokens; the budget
-is generated tokens. Gray-box: neutral passages, each unit scored in its first context; the budget
+is generated tokens. Black-box forced choice (``probe="choose"``, a lexical release): each unit once
+in its first context in the neutral texts, the units the release shows most first, ``samples``
+draws restricted to its forms (``keyed.answers.choose``; relative to a ``reference`` when given);
+the budget is generated tokens too. Gray-box: neutral passages, each unit scored in its first context; the budget
 is passages. A prompt that shares a run of ``SHINGLE`` words with the release is refused (a prompt
 must not show the key; the units it shows are skipped anyway). A named audit (``name``) keeps a
 ledger (``keyed.ledger``): its units count once across runs, the next run multiplies onto the
@@ -31,7 +34,8 @@ from trainspotter.keyed.units import Seen, lexical_units, window_units
 from trainspotter.stats.eprocess import EProcess
 from trainspotter.stats.units import key_rank, unit_eprocess, unit_payoffs
 
-__all__ = ["KeyedAuditConfig", "Release", "neutral_texts", "open_release", "random_keys", "run_batches"]
+__all__ = ["KeyedAuditConfig", "Release", "choice_items", "neutral_texts", "open_release", "random_keys",
+           "run_batches"]
 
 SHINGLE = 8  # words: a prompt sharing this many consecutive words with the release is refused
 
@@ -41,8 +45,10 @@ class KeyedAuditConfig(BaseModel):
 
     release: Path
     model: Spec
-    reference: Spec | None = None  # gray-box lexical: forms scored relative to a model that never saw the release
+    reference: Spec | None = None  # lexical, gray or forced choice: forms relative to a model that never saw the release
     access: Literal["black", "gray"] = "black"
+    probe: Literal["continue", "choose"] = "continue"  # black-box: free continuations, or forced choice (lexical)
+    samples: int = Field(16, ge=1)  # forced choice: draws per unit
     prompts: Path | None = None
     max_tokens: int = Field(20000, ge=1)
     max_passages: int = Field(40, ge=1)
@@ -123,8 +129,14 @@ def random_keys(n: int, seed: int) -> list[bytes]:
 def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
            batch_seed: int, reference=None) -> tuple[list[dict], list[dict], int]:
     """One batch: (answers to record, unit records, budget spent)."""
-    from trainspotter.keyed.answers import form_probabilities, sample, top_answers
+    from trainspotter.keyed.answers import choose, form_probabilities, sample, top_answers
 
+    if config.access == "black" and config.probe == "choose":
+        forms = release.scoring.forms
+        asked = choose(backend, [(t["context"], t["tokens"]) for t in texts], config.samples, batch_seed, reference)
+        seen.units.update(t["unit"] for t in texts)
+        answers = [{"id": t["id"], "at": t["at"], "unit": t["unit"], "draws": d} for t, (d, _) in zip(texts, asked)]
+        return answers, [forms.choice_record(t["unit"], d) for t, (d, _) in zip(texts, asked)], sum(c for _, c in asked)
     if config.access == "black":
         tok = backend.tokenizer
         prompts = [tok.decode(tok(t["text"], add_special_tokens=False)["input_ids"][:config.prompt_tokens])
@@ -152,20 +164,44 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
     return [{"id": t["id"], "text": t["text"]} for t in texts], records, len(texts)
 
 
+def choice_items(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen) -> list[dict]:
+    """Forced choice: the units to ask, in order (``LexicalForms.asked_first``), each with its context,
+    where it ends in its text (``at``), its forms' tokens and the most tokens its draws can cost;
+    units whose forms the model's tokens cannot tell apart are left out (``form_tokens``)."""
+    from trainspotter.keyed.answers import choice_plan
+
+    if release.tokenizer is not None:
+        raise InputError("option --probe choose: forced choice asks a lexical release's forms; a watermarked "
+                         "release is audited black-box by its continuations (--probe continue)")
+    return [{"id": texts[i]["id"], "at": len(context), "unit": unit, "context": context, "tokens": seqs, "cost": cost}
+            for i, unit, context, seqs, cost in choice_plan(release.scoring.forms, backend.tokenizer,
+                                                            [t["text"] for t in texts], seen, config.samples)]
+
+
 def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
                 state: dict | None, progress=None, reference=None) -> dict:
     """Batches until W ≥ 1/α (or already above it), the budget or the texts run out (``ran_out``:
     the texts did, before W ≥ 1/α or the budget). Each batch: the answers, the units, their (x, p),
-    the units' weights (``keyed.score``) and the log-wealth after each unit."""
+    the units' weights (``keyed.score``) and the log-wealth after each unit. A batch takes only what
+    the budget still pays for in full (a text's continuation, a unit's draws at their most)."""
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
     budget = config.max_tokens if config.access == "black" else config.max_passages
+    choosing = config.access == "black" and config.probe == "choose"
+    if choosing and reference is not None and reference.tokenizer.get_vocab() != backend.tokenizer.get_vocab():
+        raise InputError(f"option --reference {config.reference.text}: a forced choice weighs each token against the "
+                         "reference's, so it needs the model's tokenizer")
+    items = choice_items(config, release, backend, texts, seen) if choosing else texts
+    costs = ([t["cost"] for t in items] if choosing else [config.new_tokens if config.access == "black" else 1]
+             * len(items))
     batches, spent, start = [], 0, 0
-    # black: whole continuations only, so that the tokens generated never exceed the budget
-    per_text = 1 if config.access == "gray" else config.new_tokens
-    while start < len(texts) and (budget - spent) // per_text and not proc.rejected:
-        left = (budget - spent) // per_text
-        chunk = texts[start:start + min(config.batch, left)]
-        start += len(chunk)
+    while start < len(items) and not proc.rejected:
+        end, cost = start, 0
+        while end < len(items) and end - start < config.batch and spent + cost + costs[end] <= budget:
+            cost += costs[end]
+            end += 1
+        if end == start:
+            break
+        chunk, start = items[start:end], end
         answers, records, cost = _units(config, release, backend, chunk, seen, config.seed * 1_000_003 + start,
                                         reference)
         spent += cost
@@ -179,9 +215,9 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
                         "log_wealth": logw})
         if progress:
             progress(spent, budget)
-    ran_out = start >= len(texts) and spent < budget and not proc.rejected
-    return {"batches": batches, "spent": spent, "budget": budget, "ran_out": ran_out, "texts_used": start,
-            "eprocess": proc}
+    ran_out = start >= len(items) and spent < budget and not proc.rejected
+    return {"batches": batches, "spent": spent, "budget": budget, "ran_out": ran_out,
+            "texts_used": 0 if choosing else start, "eprocess": proc}
 
 
 def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_wealth: float) -> dict | None:
@@ -194,7 +230,7 @@ def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_we
     return key_rank(log_wealth, np.log(null.wealth))
 
 
-def rests_on(release: Release) -> list[str]:
+def rests_on(release: Release, reference: Spec | None = None) -> list[str]:
     """What a verdict on this release rests on, in words."""
     b, s = release.beacon, release.kr.commitment["scoring"]
     null = ("1/(m+1) per word type with m alternatives" if release.tokenizer is None
@@ -203,4 +239,6 @@ def rests_on(release: Release) -> list[str]:
            f"{release.kr.manifest['commitment_sha256'][:16]}…) and beacon round {b.round} ({b.source})")
     return [key + (": a fixed test value, so nothing shows that nobody chose the key" if release.test_beacon
                    else ": valid if the commitment was published before that round"),
-            f"the exact null per unit: {null}; units counted once, those the prompt shows skipped"]
+            f"the exact null per unit: {null}; units counted once, those the prompt shows skipped"] + (
+        [f"the reference {reference.text} never saw the release (nor was made from its key): forms weighed against "
+         "it stay independent of the key"] if reference is not None else [])

@@ -121,7 +121,11 @@ def _units_again(config, release, answers: list[dict], seen) -> list[dict]:
 
     out = []
     for a in answers:
-        if release.tokenizer is None:
+        if config.probe == "choose":  # each unit once ever: one asked before is not read again
+            out.append(release.scoring.forms.choice_record(a["unit"], a["draws"]) if a["unit"] not in seen.units
+                       else {"unit": None})
+            seen.units.add(a["unit"])
+        elif release.tokenizer is None:
             out += [{"unit": u, "form": j} for u, j in lexical_units(release.scoring.forms, a["prompt"],
                                                                      a["continuation"], seen)]
         else:

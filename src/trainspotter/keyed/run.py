@@ -33,7 +33,9 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
     return {"release": release.kr.manifest["commitment_sha256"], "access": config.access, "alpha": config.alpha,
             "reference": config.reference.text if config.reference is not None else None,
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
-            "seed": config.seed}
+            "seed": config.seed,
+            # forced choice only (None otherwise, as in ledgers begun before it existed)
+            **({"probe": "choose", "samples": config.samples} if config.probe == "choose" else {})}
 
 
 def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, str]:
@@ -80,7 +82,7 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
                   "spent_this_run": run["spent"], "spent_total": stored["spent"] + run["spent"],
                   "budget_unit": unit,
                   "rank": rank(config, release, records, float(np.log(proc.wealth))),
-                  "rests_on": rests_on(release), "alpha": config.alpha}
+                  "rests_on": rests_on(release, config.reference), "alpha": config.alpha}
         b = release.beacon
         parts = {"header": {"name": config.name, "verdict": verdict},
                  "config": config.model_dump(mode="json"),

@@ -15,6 +15,10 @@ Black-box, a model's continuations of prompts that are not the release:
   with that probability, independently per unit, and the model's form is independent of the key
   under H0 because nothing it read showed the key's choice for u).
 
+Black-box forced choice (``keyed.answers.choose``): each unit once ever, in its first context in
+a neutral passage, the model's draws restricted to the unit's forms; x = the share of the draws on
+the key's form, null mean 1/(m+1) as for the gray-box shares below.
+
 Gray-box, on neutral passages: the key's form against its others in the same context (x: the
 model's probability of the key's form, normalised over the forms; null mean 1/(m+1)), or the
 model's next-token mass on the green list after each distinct previous token once ever (null mean
@@ -129,6 +133,19 @@ class LexicalForms:
                 seen.units.add(unit)
                 out.append((unit, text[:start]))
         return out
+
+    def asked_first(self, texts: list[str], seen: Seen) -> list[tuple[int, str, str]]:
+        """Black-box forced choice: (text index, unit, context) at the first context in ``texts`` of
+        each unit not in ``seen``, the units the release shows most (n_u) first, so that the bets on
+        the units that carry most of the effect come first (an order of the units and the committed
+        originals, never of the key); ``seen`` is left as it is (a unit counts once it is asked)."""
+        scratch = Seen(set(seen.units))
+        found = [(i, unit, context) for i, text in enumerate(texts) for unit, context in self.contexts(text, scratch)]
+        return sorted(found, key=lambda r: -self.count[r[1]])
+
+    def choice_record(self, unit: str, draws: list[int]) -> dict:
+        """A forced choice's unit record: the share of the draws that fell on each form."""
+        return {"unit": unit, "h": (np.bincount(draws, minlength=len(self.forms[unit])) / len(draws)).tolist()}
 
 
 def lexical_units(forms: LexicalForms, prompt: str, continuation: str, seen: Seen) -> list[tuple[str, int]]:
