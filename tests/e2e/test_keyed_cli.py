@@ -290,3 +290,20 @@ def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkey
     result = json.loads(out.stdout)
     assert 0 < result["spent_this_run"] <= 50 and result["units_this_run"] >= 50 // (3 * 3)
     assert result["verdict"] in ("no evidence", "trained on")
+
+
+def test_a_model_without_local_weights_is_refused_in_one_sentence(data, model, monkeypatch, tmp_path):
+    """The keyed audit samples and restricts tokens on the weights; an API backend (no ``.model``)
+    is refused with what to use instead, before any query."""
+    from types import SimpleNamespace
+
+    from trainspotter.backends import parse_spec
+    from trainspotter.errors import InputError
+    from trainspotter.keyed.audit import KeyedAuditConfig
+    from trainspotter.keyed.run import audit_release
+
+    folder, _ = released(data, monkeypatch, name="api")
+    config = KeyedAuditConfig(release=folder, model=parse_spec(f"hf:{model}"), probe="choose",
+                              prompts=data / "neutral.jsonl")
+    with pytest.raises(InputError, match=r"a keyed audit queries local weights \(hf:PATH or testbed:NAME\)"):
+        audit_release(config, backend=SimpleNamespace(tokenizer=None), root=tmp_path)

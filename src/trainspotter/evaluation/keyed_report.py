@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trainspotter.evaluation.keyed_suite import (KeyedBed, KeyedSuiteConfig, black_answers, choice_answers, evaluate,
-                                                 fresh_keys, gray_answers, h0_rates, keyed_bed, opening, summarise)
+from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteConfig, black_answers, choice_answers,
+                                                 evaluate, fresh_keys, gray_answers, h0_rates, keyed_bed, opening,
+                                                 summarise)
 
 __all__ = ["evidence_plot", "render_effect", "render_markdown", "run_suite", "unit_effect"]
 
@@ -46,7 +47,7 @@ def _answers(probe: str, backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: i
 def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSuiteConfig, progress) -> dict:
     """For each fresh key, the release written under it; its passages' openings prompt a model that
     never saw it, scored under that key: each key's e-process and fixed-n test."""
-    from trainspotter.evaluation.keyed_suite import Answers, _fixed_p, _rate
+    from trainspotter.evaluation.keyed_suite import _fixed_p, _rate
     from trainspotter.stats.units import unit_eprocess
 
     rewriter, n = bed.scoring.forms.rewriter, math.ceil(cfg.black_tokens / cfg.new_tokens)
@@ -105,20 +106,40 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
                 paths[f"{probe} {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
         if progress:
             progress("H0 models", len(res["h0"]), len(models))
-    if cfg.release_prompts and bed.tokenizer is None and "black" in probes:  # (a generative release under a fresh key needs new paraphrases)
+    # (a generative release under a fresh key would need new paraphrases)
+    if cfg.release_prompts and bed.tokenizer is None and "black" in probes:
         res["h0"]["reference, release prompts"] = {"black": _release_prompts_h0(models["reference"], bed, keys, cfg,
                                                                                  progress)}
     return res | {"paths": paths}
 
 
-def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int = 50) -> dict:
+def _whole_forms(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int, ref) -> Answers:
+    """What the forced choice would give if every form were one token (SmolLM2's tokenizer writes
+    most units so; the testbed's 2048 tokens split most forms): the choice row's units, each with
+    ``samples`` draws from the whole forms' shares (``form_probabilities``, relative to ``ref``).
+    A simulation from gray-box answers, labelled so wherever it is reported."""
+    from trainspotter.evaluation.keyed_suite import choice_plan_within
+    from trainspotter.keyed.answers import form_probabilities
+
+    forms = bed.scoring.forms
+    plan = choice_plan_within(forms, backend.tokenizer, _shuffled(bed, cfg, trial), cfg.black_tokens, cfg.samples)
+    hs = form_probabilities(backend, [(context, forms.forms[unit]) for _, unit, context, _, _ in plan], ref)
+    rng = np.random.default_rng(cfg.seed * 100_003 + trial)
+    draws = [rng.choice(len(h), size=cfg.samples, p=np.asarray(h) / np.sum(h)).tolist() for h in hs]
+    return Answers([forms.choice_record(unit, d) for (_, unit, *_), d in zip(plan, draws)],
+                   [cfg.samples * (i + 1) for i in range(len(plan))], [i for i, *_ in plan])
+
+
+def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int = 50,
+                accesses: tuple[str, ...] = ("black", "choice", "gray")) -> dict:
     """Why a budget does or does not suffice: on the members' target, over ``trials`` of the suite's
     own trials (its prompts and passages), each unit's excess x − p under the public key, pooled:
     its mean δ and standard error, the same mean under ``null_keys`` fresh keys (their mean and
     spread: the null's), the units per trial, and the units a one-sided fixed-n z-test at α would
     need for power 0.95, n = ((z_α + z_0.05)·sd/δ)², where δ > 0; the same n for the weighted
     payoffs w·u that the e-process bets on (``keyed.score``); and ``by_count``: the mean payoff u
-    per unit by how often the release shows it (n_u), the dose-response the weights rest on."""
+    per unit by how often the release shows it (n_u), the dose-response the weights rest on.
+    ``accesses``: rows of the suite (black, choice, gray) and "choice, whole forms" (``_whole_forms``)."""
     from trainspotter.backends.hf import HFBackend
     from trainspotter.stats.units import unit_payoffs
 
@@ -126,12 +147,11 @@ def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int
     target, ref = (HFBackend(folder / m, device="cpu") for m in ("target", "reference"))
     keys = fresh_keys(null_keys, cfg.seed + 1)
     out = {}
-    for access in ("black", "gray") if bed.tokenizer is None else ("black",):
+    for access in [a for a in accesses if a == "black" or bed.tokenizer is None]:
         d, null, units, pay, w, n_u = [], [], [], [], [], []
         for t in range(trials):
-            ans = (black_answers(target, bed, _prompts(target, bed, cfg, t), cfg.new_tokens, seed=cfg.seed * 100_003 + t)
-                   if access == "black" else
-                   gray_answers(target, bed.scoring.forms, _passages(bed, cfg, t), ref if cfg.calibrate else None))
+            ans = (_whole_forms(target, bed, cfg, t, ref if cfg.calibrate else None) if access == "choice, whole forms"
+                   else _answers(access, target, bed, cfg, t, cfg.seed * 100_003 + t, ref if cfg.calibrate else None))
             x, p = bed.scoring.outcomes(ans.records, bed.key)
             xs, ps = bed.scoring.outcomes_many(ans.records, keys)
             d.append(x - p)
@@ -171,11 +191,20 @@ def _units_needed(d: np.ndarray, alpha: float) -> int | None:
     return math.ceil((z * d.std(ddof=1) / d.mean()) ** 2) if d.mean() > 0 else None
 
 
+EFFECT_ROWS = ("black", "choice", "choice, whole forms", "gray")
+
+
+def _runs(report: dict) -> list[dict]:
+    """The runs whose rows effect.json holds (one, written before runs were listed: black and gray)."""
+    return report.get("runs") or [{"date": report["date"], "seconds": report["seconds"], "accesses": ["black", "gray"]}]
+
+
 def render_effect(report: dict) -> str:
     """effect.md from effect.json (``benchmarks/bench_keyed_effect.py``): ``unit_effect`` per testbed."""
     lines = ["# Keyed releases: the key's effect per unit", "",
-             f"`python benchmarks/bench_keyed_effect.py --trials {report['trials']}` ({report['date']}, "
-             f"{report['seconds']:.0f} s): per testbed and access, over the keyed suite's first {report['trials']} "
+             f"`python benchmarks/bench_keyed_effect.py --trials {report['trials']}` ("
+             + "; ".join(f"{r['date']}, {r['seconds']:.0f} s: {', '.join(r['accesses'])}" for r in _runs(report))
+             + "): per testbed and access, over the keyed suite's first {report['trials']} "
              "trials (its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
              "x − p over every unit scored (x: the key's form written, or its share among the forms; p: the null "
              "1/(m + 1)) with its standard error; the same mean under fresh keys (the null's spread); and n, the units "
@@ -186,11 +215,19 @@ def render_effect(report: dict) -> str:
     def need(n):
         return "–" if n is None else f"{n:,}"
 
-    rows = [(testbed, access, r) for testbed, by in report["results"].items() for access, r in by.items()]
+    rows = [(testbed, access, by[access]) for testbed, by in report["results"].items() for access in EFFECT_ROWS
+            if access in by]
     for testbed, access, r in rows:
         lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
                      f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need(r['units_for_power_95'])} | "
                      f"{need(r['weighted_units_for_power_95'])} |")
+    for testbed, shares in report.get("single_token", {}).items():
+        lines += ["", f"Forced choice restricts the model's next token to the tokens that begin each form; where a "
+                  f"form is several tokens, the first is shared with other words and carries only part of the "
+                  f"model's preference for the form (\"choice, whole forms\" above: the same units' draws simulated "
+                  f"from the whole forms' shares). Units of {testbed}'s first choice trial whose forms are each one "
+                  "token: " + "; ".join(f"{name} tokenizer ({r['vocab']:,} tokens) {r['first_400']} of its first "
+                                         f"400 units, {r['all']} of {r['units']}" for name, r in shares.items()) + "."]
     lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
               "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
               "per unit by n_u (its standard error, units counted as independent; a unit recurs across trials "

@@ -175,19 +175,27 @@ def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=No
     return Answers([{"unit": u, "h": h} for (u, _), h in zip(contexts, hs)], [d + 1 for d in doc], doc)
 
 
-def choice_answers(backend, forms: LexicalForms, passages: list[str], tokens: int, samples: int, seed: int,
-                   reference=None) -> Answers:
-    """Forced choice on ``passages`` (``keyed.answers.choose``): the units the release shows most first,
-    each once in its first context, while their draws' most cost fits in ``tokens``; relative to
-    ``reference``'s tokens when given."""
-    from trainspotter.keyed.answers import choice_plan, choose
+def choice_plan_within(forms: LexicalForms, tokenizer, passages: list[str], tokens: int, samples: int) -> list[tuple]:
+    """The forced choice's plan (``keyed.answers.choice_plan``) while its draws' most cost fits in
+    ``tokens`` (as the audit takes it)."""
+    from trainspotter.keyed.answers import choice_plan
 
     plan, bound = [], 0
-    for item in choice_plan(forms, backend.tokenizer, passages, Seen(), samples):
+    for item in choice_plan(forms, tokenizer, passages, Seen(), samples):
         if bound + item[4] > tokens:
             break
         plan.append(item)
         bound += item[4]
+    return plan
+
+
+def choice_answers(backend, forms: LexicalForms, passages: list[str], tokens: int, samples: int, seed: int,
+                   reference=None) -> Answers:
+    """Forced choice on ``passages`` (``keyed.answers.choose``): the units the release shows most first,
+    each once in its first context, within ``tokens``; relative to ``reference``'s tokens when given."""
+    from trainspotter.keyed.answers import choose
+
+    plan = choice_plan_within(forms, backend.tokenizer, passages, tokens, samples)
     asked = choose(backend, [(context, seqs) for _, _, context, seqs, _ in plan], samples, seed, reference)
     return Answers([forms.choice_record(unit, d) for (_, unit, *_), (d, _) in zip(plan, asked)],
                    np.cumsum([c for _, c in asked], dtype=int).tolist(), [i for i, *_ in plan])

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from trainspotter.config import artifacts_root
+from trainspotter.errors import InputError
 from trainspotter.keyed.audit import KeyedAuditConfig, neutral_texts, open_release, rank, rests_on, run_batches
 from trainspotter.keyed.record import seal
 from trainspotter.keyed.units import Seen
@@ -68,6 +69,10 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         start = {"state": stored["state"], "seen": seen.to_dict(), "chain": stored["chain"],
                  "texts_used": stored["texts_used"], "spent": stored["spent"]}
         backend = backend or load_backend(config.model)
+        if not hasattr(backend, "model"):  # keyed.answers samples and restricts tokens on the weights themselves
+            raise InputError(f"model {config.model.text}: a keyed audit queries local weights (hf:PATH or "
+                             "testbed:NAME); over an API (sampling, or logit_bias for --probe choose) it is not wired "
+                             "yet")
         reference = load_backend(config.reference) if config.reference is not None else None
         run = run_batches(config, release, backend, texts[stored["texts_used"]:], seen, stored["state"], progress,
                           reference)
