@@ -49,8 +49,9 @@ def main() -> None:
             report.setdefault("single_token", {})[name] = single_token_units(folder, name)
         print(name, json.dumps(rows), flush=True)
     report["runs"] = runs + [{"date": time.strftime("%Y-%m-%d"), "seconds": time.time() - start,
-                              "accesses": args.accesses}]
-    report["trials"] = args.trials
+                              "trials": args.trials, "accesses": args.accesses}]
+    for key in ("date", "seconds", "trials"):  # (a report of one run kept them at the top)
+        report.pop(key, None)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "effect.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "effect.md").write_text(render_effect(report))

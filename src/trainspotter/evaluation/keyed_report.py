@@ -196,16 +196,18 @@ EFFECT_ROWS = ("black", "choice", "choice, whole forms", "gray")
 
 def _runs(report: dict) -> list[dict]:
     """The runs whose rows effect.json holds (one, written before runs were listed: black and gray)."""
-    return report.get("runs") or [{"date": report["date"], "seconds": report["seconds"], "accesses": ["black", "gray"]}]
+    return report.get("runs") or [{"date": report["date"], "seconds": report["seconds"], "trials": report["trials"],
+                                   "accesses": ["black", "gray"]}]
 
 
 def render_effect(report: dict) -> str:
     """effect.md from effect.json (``benchmarks/bench_keyed_effect.py``): ``unit_effect`` per testbed."""
     lines = ["# Keyed releases: the key's effect per unit", "",
-             f"`python benchmarks/bench_keyed_effect.py --trials {report['trials']}` ("
-             + "; ".join(f"{r['date']}, {r['seconds']:.0f} s: {', '.join(r['accesses'])}" for r in _runs(report))
-             + "): per testbed and access, over the keyed suite's first {report['trials']} "
-             "trials (its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
+             "`python benchmarks/bench_keyed_effect.py` ("
+             + "; ".join(f"`--trials {r['trials']}`, {r['date']}, {r['seconds']:.0f} s: {', '.join(r['accesses'])}"
+                         for r in _runs(report))
+             + "): per testbed and access, over the keyed suite's first trials (as many as the run's `--trials`; "
+             "its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
              "x − p over every unit scored (x: the key's form written, or its share among the forms; p: the null "
              "1/(m + 1)) with its standard error; the same mean under fresh keys (the null's spread); and n, the units "
              "a one-sided fixed-n z-test at α = 0.05 needs for power 0.95 (none where δ ≤ 0).", "",
