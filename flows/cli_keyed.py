@@ -156,6 +156,9 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
     from trainspotter.keyed.audit import KeyedAuditConfig, open_release
 
     spec, _, more = edge_specs(model, None, reference)
+    if probe.value == "choose" and access.value != "black":
+        raise InputError("option --probe choose: a black-box probe (--access black); gray-box reads the forms' "
+                         "probabilities themselves")
     if reference is not None and access.value != "gray" and probe.value != "choose":
         raise InputError("option --reference: a keyed audit weighs forms by a reference gray-box (--access gray) or "
                          "in a forced choice (--probe choose), not in free continuations")

@@ -279,6 +279,8 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{model}")) == (
         "error: option --reference: a keyed audit weighs forms by a reference gray-box (--access gray) or in a "
         "forced choice (--probe choose), not in free continuations")
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--access", "gray", "--probe",
+                              "choose")).startswith("error: option --probe choose: a black-box probe (--access black)")
 
 
 def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkeypatch):

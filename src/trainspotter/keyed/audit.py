@@ -7,8 +7,8 @@ leads), each cut to ``prompt_tokens`` tokens, continued by ``new_tokens`` sample
 is generated tokens. Black-box forced choice (``probe="choose"``, a lexical release): each unit once
 in its first context in the neutral texts, the units the release shows most first, ``samples``
 draws restricted to its forms (``keyed.answers.choose``; relative to a ``reference`` when given);
-the budget is generated tokens too. Gray-box: neutral passages, each unit scored in its first context; the budget
-is passages. A prompt that shares a run of ``SHINGLE`` words with the release is refused (a prompt
+the budget is generated tokens too. Gray-box: neutral passages, each unit scored in its first
+context; the budget is passages. A prompt that shares a run of ``SHINGLE`` words with the release is refused (a prompt
 must not show the key; the units it shows are skipped anyway). A named audit (``name``) keeps a
 ledger (``keyed.ledger``): its units count once across runs, the next run multiplies onto the
 stored wealth and takes the neutral texts after those used. Beside the e-process, the same

@@ -36,7 +36,8 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
             "seed": config.seed,
             # forced choice only (None otherwise, as in ledgers begun before it existed)
-            **({"probe": "choose", "samples": config.samples} if config.probe == "choose" else {})}
+            **({"probe": "choose", "samples": config.samples} if config.access == "black" and config.probe == "choose"
+               else {})}
 
 
 def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, str]:
