@@ -223,13 +223,15 @@ def render_effect(report: dict) -> str:
         lines.append(f"| {testbed} | {access} | {r['units_per_trial']:.0f} | {r['delta']:+.4f} ({r['se']:.4f}) | "
                      f"{r['null_delta_mean']:+.4f} ± {r['null_delta_sd']:.4f} | {need(r['units_for_power_95'])} | "
                      f"{need(r['weighted_units_for_power_95'])} |")
-    for testbed, shares in report.get("single_token", {}).items():
-        lines += ["", f"Forced choice restricts the model's next token to the tokens that begin each form; where a "
-                  f"form is several tokens, the first is shared with other words and carries only part of the "
-                  f"model's preference for the form (\"choice, whole forms\" above: the same units' draws simulated "
-                  f"from the whole forms' shares). Units of {testbed}'s first choice trial whose forms are each one "
-                  "token: " + "; ".join(f"{name} tokenizer ({r['vocab']:,} tokens) {r['first_400']} of its first "
-                                         f"400 units, {r['all']} of {r['units']}" for name, r in shares.items()) + "."]
+    if report.get("single_token"):
+        lines += ["", "Forced choice restricts the model's next token to the tokens that begin each form; where a "
+                  "form is several tokens, the first is shared with other words and carries only part of the model's "
+                  "preference for the form (\"choice, whole forms\" above: the same units' draws simulated from the "
+                  "whole forms' shares). Units of the first choice trial whose forms are each one token: " + "; ".join(
+                      f"{testbed}, " + ", ".join(f"{name} tokenizer ({r['vocab']:,} tokens) {r['first_400']} of the "
+                                                 f"first 400 units, {r['all']:,} of {r['units']:,}"
+                                                 for name, r in shares.items())
+                      for testbed, shares in report["single_token"].items()) + "."]
     lines += ["", "The weighted payoffs w·u are what the e-process bets on: w = min(1, n_u/n_95), n_u the times "
               "the release shows the unit (`keyed.score`). Why, measured: the mean payoff u = (x − p)/max(p, 1 − p) "
               "per unit by n_u (its standard error, units counted as independent; a unit recurs across trials "
