@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    from trainspotter.evaluation.keyed_report import _runs, render_effect, unit_effect
+    from trainspotter.evaluation.keyed_report import effect_runs, render_effect, unit_effect
     from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
     from trainspotter.evaluation.testbed import PRESETS, build_testbed
 
@@ -40,7 +40,7 @@ def main() -> None:
         return
     path = args.out / "effect.json"
     report = json.loads(path.read_text()) if path.exists() else {"results": {}}
-    runs, start = _runs(report) if report["results"] else [], time.time()
+    runs, start = effect_runs(report) if report["results"] else [], time.time()
     for name in args.testbeds:
         folder = build_testbed(PRESETS[name])
         rows = unit_effect(KeyedSuiteConfig(testbed=name), folder, args.trials, accesses=tuple(args.accesses))
@@ -63,13 +63,13 @@ def single_token_units(folder: Path, name: str) -> dict:
     from transformers import AutoTokenizer
 
     from trainspotter.assets import smollm2_gguf
-    from trainspotter.evaluation.keyed_report import _shuffled
+    from trainspotter.evaluation.keyed_report import choice_passages
     from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig, keyed_bed
     from trainspotter.keyed.answers import choice_plan
     from trainspotter.keyed.units import Seen
 
     bed, gguf = keyed_bed(folder), smollm2_gguf()
-    passages = _shuffled(bed, KeyedSuiteConfig(testbed=name), 0)
+    passages = choice_passages(bed, KeyedSuiteConfig(testbed=name), 0)
     out = {}
     for label, tok in (("the testbed's", AutoTokenizer.from_pretrained(folder / "target")),
                        ("SmolLM2's", AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name))):

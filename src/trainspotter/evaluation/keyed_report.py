@@ -16,7 +16,8 @@ from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteCo
                                                  evaluate, fresh_keys, gray_answers, h0_rates, keyed_bed, opening,
                                                  summarise)
 
-__all__ = ["evidence_plot", "render_effect", "render_markdown", "run_suite", "unit_effect"]
+__all__ = ["choice_passages", "effect_runs", "evidence_plot", "render_effect", "render_markdown", "run_suite",
+           "unit_effect"]
 
 
 def _prompts(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
@@ -29,7 +30,7 @@ def _passages(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
     return random.Random(f"{cfg.seed}:passages:{trial}").sample(bed.neutral, min(cfg.gray_passages, len(bed.neutral)))
 
 
-def _shuffled(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
+def choice_passages(bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int) -> list[str]:
     """Forced choice: every neutral passage, in a trial's order (a unit is asked in its first context)."""
     return random.Random(f"{cfg.seed}:choice:{trial}").sample(bed.neutral, len(bed.neutral))
 
@@ -39,8 +40,8 @@ def _answers(probe: str, backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: i
     if probe == "black":
         return black_answers(backend, bed, _prompts(backend, bed, cfg, trial), cfg.new_tokens, seed=seed)
     if probe == "choice":
-        return choice_answers(backend, bed.scoring.forms, _shuffled(bed, cfg, trial), cfg.black_tokens, cfg.samples,
-                              seed=seed, reference=ref)
+        return choice_answers(backend, bed.scoring.forms, choice_passages(bed, cfg, trial), cfg.black_tokens,
+                              cfg.samples, seed=seed, reference=ref)
     return gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, trial), ref)
 
 
@@ -122,7 +123,8 @@ def _whole_forms(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int, ref)
     from trainspotter.keyed.answers import form_probabilities
 
     forms = bed.scoring.forms
-    plan = choice_plan_within(forms, backend.tokenizer, _shuffled(bed, cfg, trial), cfg.black_tokens, cfg.samples)
+    plan = choice_plan_within(forms, backend.tokenizer, choice_passages(bed, cfg, trial), cfg.black_tokens,
+                              cfg.samples)
     hs = form_probabilities(backend, [(context, forms.forms[unit]) for _, unit, context, _, _ in plan], ref)
     rng = np.random.default_rng(cfg.seed * 100_003 + trial)
     draws = [rng.choice(len(h), size=cfg.samples, p=np.asarray(h) / np.sum(h)).tolist() for h in hs]
@@ -194,7 +196,7 @@ def _units_needed(d: np.ndarray, alpha: float) -> int | None:
 EFFECT_ROWS = ("black", "choice", "choice, whole forms", "gray")
 
 
-def _runs(report: dict) -> list[dict]:
+def effect_runs(report: dict) -> list[dict]:
     """The runs whose rows effect.json holds (one, written before runs were listed: black and gray)."""
     return report.get("runs") or [{"date": report["date"], "seconds": report["seconds"], "trials": report["trials"],
                                    "accesses": ["black", "gray"]}]
@@ -205,7 +207,7 @@ def render_effect(report: dict) -> str:
     lines = ["# Keyed releases: the key's effect per unit", "",
              "`python benchmarks/bench_keyed_effect.py` ("
              + "; ".join(f"`--trials {r['trials']}`, {r['date']}, {r['seconds']:.0f} s: {', '.join(r['accesses'])}"
-                         for r in _runs(report))
+                         for r in effect_runs(report))
              + "): per testbed and access, over the keyed suite's first trials (as many as the run's `--trials`; "
              "its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
              "x − p over every unit scored (x: the key's form written, or its share among the forms; p: the null "
@@ -271,7 +273,8 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
         r = res.get(access)
         if r is None:
             why = ("not run (--config probes)" if access not in cfg.probes else
-                   "not measured: a watermarked release's windows are read from continuations only")
+                   "not measured: a forced choice reads a lexical release's forms" if access == "choice" else
+                   "not measured: the testbed's models do not share the watermark's tokenizer")
             lines.append(f"| {LABEL[access]} | – | {why} | | | | | | |")
             continue
         lines.append(f"| {LABEL[access]} | {r['budget']} {unit} | {r['tpr']:.2f} | {r['mean_to_decision']:.0f} / "
@@ -284,8 +287,8 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
     for name, rows in res["h0"].items():
         for access, row in rows.items():
             units = row.get("units", row.get("mean_units"))
-            lines.append(f"| {name} | {LABEL[access]} | {units:.0f} | {_cell(row, 'eprocess')} | {_cell(row, 'fixed_n')} | "
-                         f"{_cell(row, 'stamp')} | {_cell(row, 'rank')} |")
+            lines.append(f"| {name} | {LABEL[access]} | {units:.0f} | {_cell(row, 'eprocess')} | "
+                         f"{_cell(row, 'fixed_n')} | {_cell(row, 'stamp')} | {_cell(row, 'rank')} |")
     return "\n".join(lines) + "\n"
 
 

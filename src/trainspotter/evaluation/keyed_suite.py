@@ -8,10 +8,10 @@ never trained on, not the release), samples ``new_tokens`` continuation tokens f
 (``keyed.units.lexical_units``). Black-box forced choice (a lexical release): each trial shuffles
 the neutral passages and asks each unit once in its first context, the units the release shows
 most first, ``samples`` draws restricted to its forms (relative to the reference with
-``calibrate``), until ``black_tokens`` are generated. Gray-box: each trial draws ``gray_passages`` neutral passages
-(whole) and scores the key's form of each unit against its others in its first context
-(``form_probabilities``; with ``calibrate``, relative to the testbed's reference model, which never
-saw the release).
+``calibrate``), until ``black_tokens`` are generated. Gray-box: each trial draws ``gray_passages``
+neutral passages (whole) and scores the key's form of each unit against its others in its first
+context (``form_probabilities``; with ``calibrate``, relative to the testbed's reference model,
+which never saw the release).
 Per trial, on the same units: the e-process with the units weighted by how often the release
 shows them (``keyed.score``; rejected, and the tokens or passages it needed) and, beside it, with
 every weight 1,

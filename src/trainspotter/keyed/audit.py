@@ -45,7 +45,7 @@ class KeyedAuditConfig(BaseModel):
 
     release: Path
     model: Spec
-    reference: Spec | None = None  # lexical, gray or forced choice: forms relative to a model that never saw the release
+    reference: Spec | None = None  # lexical, gray or forced choice: forms relative to a model that never saw it
     access: Literal["black", "gray"] = "black"
     probe: Literal["continue", "choose"] = "continue"  # black-box: free continuations, or forced choice (lexical)
     samples: int = Field(16, ge=1)  # forced choice: draws per unit
