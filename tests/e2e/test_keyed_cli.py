@@ -281,6 +281,14 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
         "forced choice (--probe choose), not in free continuations")
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--access", "gray", "--probe",
                               "choose")).startswith("error: option --probe choose: a black-box probe (--access black)")
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+                              "--probe", "choose", "--samples", 16, "--max-tokens", 10)).startswith(
+        "error: option --max-tokens 10: less than one unit's draws can cost (16 tokens")
+    chat = tiny_llama(tmp_path / "chat", chat=True)  # other special tokens: another vocabulary
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{chat}",
+                              "--prompts", data / "neutral.jsonl", "--probe", "choose")) == (
+        f"error: option --reference hf:{chat}: a forced choice weighs each token against the reference's, so it "
+        "needs the model's tokenizer")
 
 
 def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkeypatch):

@@ -193,6 +193,9 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
     items = choice_items(config, release, backend, texts, seen) if choosing else texts
     costs = ([t["cost"] for t in items] if choosing else [config.new_tokens if config.access == "black" else 1]
              * len(items))
+    if choosing and items and min(costs) > budget:
+        raise InputError(f"option --max-tokens {budget}: less than one unit's draws can cost ({min(costs)} tokens: "
+                         f"--samples {config.samples} at each token where its forms part)")
     batches, spent, start = [], 0, 0
     while start < len(items) and not proc.rejected:
         end, cost = start, 0
