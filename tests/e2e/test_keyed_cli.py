@@ -303,8 +303,8 @@ def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkey
 
 
 def test_a_model_without_local_weights_is_refused_in_one_sentence(data, model, monkeypatch, tmp_path):
-    """The keyed audit samples and restricts tokens on the weights; an API backend (no ``.model``)
-    is refused with what to use instead, before any query."""
+    """Continuations are sampled from the weights; an API backend (no ``.model``) is refused with
+    what it can do instead (the forced choice, tests/api/test_api_keyed.py), before any query."""
     from types import SimpleNamespace
 
     from trainspotter.backends import parse_spec
@@ -315,5 +315,7 @@ def test_a_model_without_local_weights_is_refused_in_one_sentence(data, model, m
     folder, _ = released(data, monkeypatch, name="api")
     config = KeyedAuditConfig(release=folder, model=parse_spec(f"hf:{model}"), probe="choose",
                               prompts=data / "neutral.jsonl")
-    with pytest.raises(InputError, match=r"a keyed audit queries local weights \(hf:PATH or testbed:NAME\)"):
-        audit_release(config, backend=SimpleNamespace(tokenizer=None), root=tmp_path)
+    with pytest.raises(InputError, match=r"over an API a keyed audit asks a forced choice \(--access black "
+                                         r"--probe choose: logit_bias\); continuations and gray-box need local"):
+        audit_release(config.model_copy(update={"probe": "continue"}), backend=SimpleNamespace(tokenizer=None),
+                      root=tmp_path)

@@ -58,7 +58,7 @@ from dataclasses import replace
 
 from trainspotter.backends.api.config import APIConfig, api_fingerprint, tokenizer_identity
 from trainspotter.backends.api.errors import Incompatible, ListRefused, MalformedResponse, Unsupported
-from trainspotter.backends.api.modes import BY_NAME, MODES, Mode
+from trainspotter.backends.api.modes import BY_NAME, CHOICE, MODES, Mode
 from trainspotter.backends.api.positions import LocalTokens
 from trainspotter.backends.api.probe import PROBE_VERSION, Probe, ServerProfile
 from trainspotter.backends.api.transport import Transport
@@ -137,6 +137,23 @@ class OpenAIBackend:
             for i, a in zip(idx, answers):
                 out[i] = [] if a is None else self.local.continuation(prefixes[i], a["text"])
         return out
+
+    def draw(self, prompt_ids: list[int], logit_bias: dict[int, float], n: int, seed: int) -> list[str]:
+        """``n`` one-token answers after ``prompt_ids`` (the local tokenizer's ids; the server adds
+        its BOS, as this project's server does) sampled at temperature 1 with ``logit_bias``
+        ({token id: bias}, within ±100): their texts, cached like every answer (the seed is part
+        of the key, so a run asked again reads the same draws)."""
+        import json
+
+        params = {"model": self.config.model, "max_tokens": 1, "temperature": 1.0, "n": n, "seed": seed,
+                  "logit_bias": {str(t): round(float(b), 4) for t, b in sorted(logit_bias.items())}}
+        key = query_key(self.fingerprint, CHOICE.name, params, json.dumps(prompt_ids))
+        if (found := self.cache.get_many([key])).get(key):
+            self.budget.cache_hits(1)
+            return found[key]["texts"]
+        [answer] = self.transport.request(CHOICE, [prompt_ids], params)
+        self.cache.put_many(self.fingerprint, CHOICE.name, {key: answer})
+        return answer["texts"]
 
     # ---- reporting --------------------------------------------------------------------
 

@@ -8,7 +8,10 @@ ignores ``logprobs``/``echo``). Shapes follow the OpenAI API reference:
 - ``POST /v1/completions``: ``prompt`` as a string, a list of strings, a token list or a
   list of token lists; ``max_tokens`` (0 allowed), greedy decoding (any ``temperature``
   is served greedily), ``logprobs`` = k top log-probs, ``echo`` = prompt tokens too (the
-  first prompt token has ``null`` log-probs, as in the reference);
+  first prompt token has ``null`` log-probs, as in the reference); one prompt with
+  ``max_tokens`` 1 and a ``logit_bias`` ({token id: bias}, added to the logits) is sampled
+  at ``temperature`` (greedy at 0), ``n`` choices, from ``seed``: what a keyed audit's
+  forced choice asks (``trainspotter.keyed.answers.choose``);
 - ``POST /v1/chat/completions``: the last user message is continued as plain text (the
   tiny testbed models have no chat template); ``logprobs``/``top_logprobs``.
 
@@ -227,6 +230,8 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
             raise HTTPException(400, "logprobs must be between 0 and 20")
         if quirks.ignore_logprobs:
             k = None
+        if body.get("logit_bias"):
+            return biased(body, prompts, max_tokens)
         choices, n_prompt, n_gen = [], 0, 0
         for i, p in enumerate(prompts):
             c, a, b = _completion_choice(m, i, p, max_tokens, None if k is None else int(k),
@@ -238,6 +243,27 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
                 "model": model_name, "choices": choices, "system_fingerprint": fingerprint,
                 "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen,
                           "total_tokens": n_prompt + n_gen}}
+
+    def biased(body: dict, prompts: list, max_tokens: int) -> dict:
+        """One token after one prompt, ``n`` times, from the logits plus ``logit_bias``."""
+        if len(prompts) != 1 or max_tokens != 1 or body.get("echo") or body.get("logprobs") is not None:
+            raise HTTPException(400, "logit_bias is served for one prompt and one token (no echo, no logprobs)")
+        ids, n, temperature = m.ids_of(prompts[0]), int(body.get("n") or 1), float(body.get("temperature", 1.0))
+        _, logp = m.run(ids, 0)
+        logits = logp[-1].clone()
+        for token, bias in body["logit_bias"].items():
+            logits[int(token)] += float(bias)
+        if temperature > 0:
+            gen = torch.Generator().manual_seed(int(body.get("seed") or 0))
+            drawn = torch.multinomial(torch.softmax(logits / temperature, -1), n, replacement=True, generator=gen)
+        else:
+            drawn = logits.argmax().repeat(n)
+        app.state.stats["prompts"] += 1
+        return {"id": f"cmpl-{next(counter)}", "object": "text_completion", "created": int(time.time()),
+                "model": model_name, "system_fingerprint": fingerprint,
+                "choices": [{"index": j, "text": m.piece(int(t)), "logprobs": None, "finish_reason": "length"}
+                            for j, t in enumerate(drawn.tolist())],
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
 
     @app.post("/v1/chat/completions")
     def chat(body: dict) -> dict:

@@ -13,7 +13,8 @@
   occurrence in a neutral passage of each previous token not seen before (the model must use the
   watermark's tokenizer).
 
-Local weights only (``HFBackend``: ``.model``, ``.tokenizer``); torch is imported on use.
+Local weights (``HFBackend``: ``.model``, ``.tokenizer``), and for ``choose`` also an API
+(``OpenAIBackend.draw``); torch is imported on use.
 """
 
 from __future__ import annotations
@@ -117,20 +118,23 @@ def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: 
     """Black-box forced choice. For each (context, its forms' tokens from ``form_tokens``),
     ``samples`` draws of a form, token by token: where the forms still possible part, the model's
     next-token distribution restricted to the tokens that continue them (an API call with
-    ``logit_bias`` +100 on those tokens and one generated token), each token's logit offset by
-    −log p_ref(token) when a ``reference`` (same tokenizer) is given, so the draw follows
-    p / p_ref: how much more the model prefers a form than a model of its kind does, the
-    black-box twin of ``form_probabilities``' calibration. Returns per request the forms drawn
-    (indices) and the tokens generated (one per draw where the forms part, none where one form
-    is left). Under H0 the draws are the model's and the reference's, independent of the key,
-    so the key's form is among them at the rate 1/(m + 1) exactly."""
-    limit = min(backend.max_length, getattr(backend.model.config, "max_position_embeddings", backend.max_length))
+    ``logit_bias`` +100 on those tokens, one generated token, ``n`` draws: ``OpenAIBackend.draw``;
+    local weights compute the same), each token's logit offset by −log p_ref(token) when a local
+    ``reference`` (same tokenizer) is given, so the draw follows p / p_ref: how much more the
+    model prefers a form than a model of its kind does, the black-box twin of
+    ``form_probabilities``' calibration. Returns per request the forms drawn (indices; an API
+    answer that is none of the tokens asked is no draw) and the tokens generated (one per draw
+    where the forms part, none where one form is left). Under H0 the draws are the model's and
+    the reference's, independent of the key, so the key's form is among them at the rate
+    1/(m + 1) exactly."""
+    local = hasattr(backend, "model")
+    limit = min(backend.max_length, getattr(backend.model.config, "max_position_embeddings", backend.max_length)) \
+        if local else API_CONTEXT
+    bos = backend.tokenizer.bos_token_id
     prompts = []
     for context, seqs in requests:
         ids = backend.tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"]
-        ids = ids[max(0, len(ids) - (limit - 1 - max(map(len, seqs)))):]
-        bos = backend.tokenizer.bos_token_id
-        prompts.append(([bos] if bos is not None else []) + ids)
+        prompts.append(([bos] if bos is not None else []) + ids[max(0, len(ids) - (limit - 1 - max(map(len, seqs)))):])
     rng = np.random.default_rng(seed)
     drawn: list[list[int]] = [[] for _ in requests]
     spent = [0] * len(requests)
@@ -150,15 +154,33 @@ def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: 
         pending = later
         if not query:
             continue
-        heads = [prompts[i] + list(p) for i, p, _, _ in query]
-        logp = _next_logprobs(backend, heads, [nxt for *_, nxt in query])
-        if reference is not None:
-            logp = [a - b for a, b in zip(logp, _next_logprobs(reference, heads, [nxt for *_, nxt in query]))]
-        for (i, p, n, nxt), lp in zip(query, logp):
-            q = np.exp(lp - lp.max())
+        heads, nxts = [prompts[i] + list(p) for i, p, _, _ in query], [nxt for *_, nxt in query]
+        offsets = ([-lp for lp in _next_logprobs(reference, heads, nxts)] if reference is not None
+                   else [np.zeros(len(nxt)) for nxt in nxts])
+        logp = _next_logprobs(backend, heads, nxts) if local else [None] * len(query)
+        for (i, p, n, nxt), head, off, lp in zip(query, heads, offsets, logp):
             spent[i] += n
-            pending += [(i, p + (t,), int(c)) for t, c in zip(nxt, rng.multinomial(n, q / q.sum())) if c]
+            if local:
+                q = np.exp(lp + off - (lp + off).max())
+                counts = rng.multinomial(n, q / q.sum())
+            else:
+                ids = head[1:] if bos is not None else head  # the server adds its BOS
+                counts = _api_counts(backend, ids, nxt, off, n, int(rng.integers(2**31 - 1)))
+            pending += [(i, p + (t,), int(c)) for t, c in zip(nxt, counts) if c]
     return list(zip(drawn, spent))
+
+
+API_CONTEXT = 2048  # tokens of context an API forced choice sends at most
+
+
+def _api_counts(backend, ids: list[int], tokens: list[int], offsets: np.ndarray, n: int, seed: int) -> list[int]:
+    """How many of ``n`` API draws after ``ids`` fell on each of ``tokens``: ``logit_bias`` 100 on
+    the token most offset, the others lower by their offset's shortfall (softmax sees only the
+    differences); an answer that decodes to none of them, or to two, is no draw."""
+    bias = {t: 100.0 - (offsets.max() - o) for t, o in zip(tokens, offsets)}
+    pieces = [backend.tokenizer.decode([t]) for t in tokens]
+    texts = backend.draw(ids, bias, n, seed)
+    return [sum(text == piece for text in texts) if pieces.count(piece) == 1 else 0 for piece in pieces]
 
 
 def top_answers(backend, texts: list[str], seen: Seen) -> list[dict]:

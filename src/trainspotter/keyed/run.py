@@ -70,11 +70,15 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         start = {"state": stored["state"], "seen": seen.to_dict(), "chain": stored["chain"],
                  "texts_used": stored["texts_used"], "spent": stored["spent"]}
         backend = backend or load_backend(config.model)
-        if not hasattr(backend, "model"):  # keyed.answers samples and restricts tokens on the weights themselves
-            raise InputError(f"model {config.model.text}: a keyed audit queries local weights (hf:PATH or "
-                             "testbed:NAME); over an API (sampling, or logit_bias for --probe choose) it is not wired "
-                             "yet")
+        choosing = config.access == "black" and config.probe == "choose"
+        if not hasattr(backend, "model") and not choosing:  # continuations and gray-box read the weights
+            raise InputError(f"model {config.model.text}: over an API a keyed audit asks a forced choice (--access "
+                             "black --probe choose: logit_bias); continuations and gray-box need local weights "
+                             "(hf:PATH or testbed:NAME)")
         reference = load_backend(config.reference) if config.reference is not None else None
+        if reference is not None and not hasattr(reference, "model"):
+            raise InputError(f"option --reference {config.reference.text}: the reference's log-probabilities are "
+                             "read from local weights (hf:PATH or testbed:NAME)")
         run = run_batches(config, release, backend, texts[stored["texts_used"]:], seen, stored["state"], progress,
                           reference)
         proc = run["eprocess"]

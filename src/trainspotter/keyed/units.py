@@ -144,8 +144,10 @@ class LexicalForms:
         return sorted(found, key=lambda r: -self.count[r[1]])
 
     def choice_record(self, unit: str, draws: list[int]) -> dict:
-        """A forced choice's unit record: the share of the draws that fell on each form."""
-        return {"unit": unit, "h": (np.bincount(draws, minlength=len(self.forms[unit])) / len(draws)).tolist()}
+        """A forced choice's unit record: the share of the draws that fell on each form (all 0 where
+        an API answered none of the forms: x = p = 0, a unit that bets nothing)."""
+        counts = np.bincount(draws, minlength=len(self.forms[unit])).astype(float)
+        return {"unit": unit, "h": (counts / max(1, len(draws))).tolist()}
 
 
 def lexical_units(forms: LexicalForms, prompt: str, continuation: str, seen: Seen) -> list[tuple[str, int]]:

@@ -248,7 +248,28 @@ class ChatMode(Mode):
         return super().describe(profile) | {"list_prompts": False, "empty_prompt": ""}
 
 
+class ChoiceMode(Mode):
+    """One token after a token-id prompt, sampled ``n`` times with a ``logit_bias`` (a keyed audit's
+    forced choice, ``trainspotter.keyed.answers.choose``): only the answers' texts are read."""
+
+    name = "choice"
+    lists = False
+    uses_k = False
+
+    def send(self, client, prompts: list, params: dict):
+        return client.completions.with_raw_response.create(
+            model=params["model"], prompt=prompts[0], max_tokens=1, temperature=params["temperature"],
+            logit_bias=params["logit_bias"], n=params["n"], seed=params["seed"])
+
+    def parse(self, body: dict, prompts: list, params: dict, where: str) -> list[dict]:
+        texts = [c.get("text") for c in _choices(body, params["n"])]
+        if not all(isinstance(t, str) for t in texts):
+            raise MalformedResponse(f"{where}: a choice without text")
+        return [{"texts": texts}]
+
+
 LABEL, LOGPROBS, ECHO, CHAT = LabelMode(), LogprobsMode(), EchoMode(), ChatMode()
+CHOICE = ChoiceMode()  # not a scoring mode: asked by name, never probed
 BY_NAME: dict[str, Mode] = {m.name: m for m in (ECHO, LOGPROBS, LABEL, CHAT)}
 MODES = ("auto", *BY_NAME)  # what a spec's mode= may ask for ("auto": the probe chooses)
 

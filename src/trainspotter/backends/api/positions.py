@@ -44,7 +44,7 @@ class LocalTokens:
 
     def prompt_tokens(self, prompts: list[str]) -> int:
         """Estimate of the prompt tokens a request bills, before the server says."""
-        return sum(len(self.tokenizer(p)["input_ids"]) + 1 for p in prompts)
+        return sum((len(p) if isinstance(p, list) else len(self.tokenizer(p)["input_ids"])) + 1 for p in prompts)
 
     def to_local(self, prefix_ids: list[int], prefix: str, answer: str) -> int:
         """Local id of an answer string: the first local token after the prefix's in the
