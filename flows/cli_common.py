@@ -39,8 +39,9 @@ ShiftCheck = Enum("ShiftCheck", {a: a for a in ("stop", "continue", "match")}, t
 TextFeatures = Enum("TextFeatures", {a: a for a in ("ngrams", "ngrams+minilm")}, type=str)  # features.text
 TwinsPrivate = Enum("TwinsPrivate", {a: a for a in ("all", "one")}, type=str)  # trainspotter.twins.rounds
 KeyedAccess = Enum("KeyedAccess", {a: a for a in ("black", "gray")}, type=str)  # trainspotter.keyed.audit
-KEYED_ACCESS_HELP = ("black: the model's sampled continuations of neutral prompts (an API that returns only "
-                     "text; see --probe); gray: its next-token probabilities on neutral passages (local weights).")
+KEYED_ACCESS_HELP = ("black: only the tokens the model writes (its continuations of neutral prompts, or a forced "
+                     "choice: --probe; over an API, the forced choice); gray: its next-token probabilities on neutral "
+                     "passages (local weights).")
 KeyedProbe = Enum("KeyedProbe", {a: a for a in ("continue", "choose")}, type=str)  # trainspotter.keyed.audit
 KEYED_PROBE_HELP = ("Black-box on a lexical release: continue: free continuations, units scored where the model "
                     "happens to write them; choose: each unit once in a neutral context, the model's next tokens "

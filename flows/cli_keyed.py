@@ -147,9 +147,10 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
               tracking_uri: Optional[str] = TRACKING_URI,
               record: Optional[Path] = RECORD,
               json_out: bool = JSON) -> None:
-    """Sample the model's continuations of neutral prompts (black) or read its next-token
-    probabilities on neutral passages (gray), score every unit of the release once under its key,
-    and bet until the e-value reaches 1/α or the budget is spent."""
+    """Sample the model's continuations of neutral prompts or its forced choice among each unit's
+    forms (black), or read its next-token probabilities on neutral passages (gray), score every
+    unit of the release once under its key, and bet until the e-value reaches 1/α or the budget is
+    spent."""
     from pydantic import ValidationError
     from trainspotter.flows.cli_common import edge_specs, input_error
 
