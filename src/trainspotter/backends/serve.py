@@ -164,6 +164,25 @@ def _completion_choice(m: _Model, index: int, prompt, max_tokens: int, k: int | 
     return choice, len(ids), len(gen)
 
 
+def _biased(m: _Model, body: dict, prompts: list, max_tokens: int) -> tuple[list[dict], int, int]:
+    """One token after one prompt, ``n`` times, from the logits plus ``logit_bias``, sampled at
+    ``temperature`` from ``seed`` (greedy at 0): (choices, prompt tokens, generated tokens)."""
+    if len(prompts) != 1 or max_tokens != 1 or body.get("echo") or body.get("logprobs") is not None:
+        raise HTTPException(400, "logit_bias is served for one prompt and one token (no echo, no logprobs)")
+    ids, n, temperature = m.ids_of(prompts[0]), int(body.get("n") or 1), float(body.get("temperature", 1.0))
+    _, logp = m.run(ids, 0)
+    logits = logp[-1].clone()
+    for token, bias in body["logit_bias"].items():
+        logits[int(token)] += float(bias)
+    if temperature > 0:
+        gen = torch.Generator().manual_seed(int(body.get("seed") or 0))
+        drawn = torch.multinomial(torch.softmax(logits / temperature, -1), n, replacement=True, generator=gen)
+    else:
+        drawn = logits.argmax().repeat(n)
+    return ([{"index": j, "text": m.piece(int(t)), "logprobs": None, "finish_reason": "length"}
+             for j, t in enumerate(drawn.tolist())], len(ids), n)
+
+
 def _prompts(body: dict) -> list:
     """A completion request's prompts: one string or token list, or a list of them."""
     prompt = body.get("prompt", "")
@@ -228,12 +247,10 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
         k = body.get("logprobs")
         if k is not None and not 0 <= int(k) <= 20:
             raise HTTPException(400, "logprobs must be between 0 and 20")
-        if quirks.ignore_logprobs:
-            k = None
-        if body.get("logit_bias"):
-            return biased(body, prompts, max_tokens)
-        choices, n_prompt, n_gen = [], 0, 0
-        for i, p in enumerate(prompts):
+        k = None if quirks.ignore_logprobs else k
+        # a logit_bias: a forced choice's draws (``_biased``)
+        choices, n_prompt, n_gen = _biased(m, body, prompts, max_tokens) if body.get("logit_bias") else ([], 0, 0)
+        for i, p in enumerate([] if body.get("logit_bias") else prompts):
             c, a, b = _completion_choice(m, i, p, max_tokens, None if k is None else int(k),
                                          bool(body.get("echo", False)), quirks.echo_logprobs)
             choices.append(c)
@@ -243,27 +260,6 @@ def create_app(backend, model_name: str, fail_rate: float = 0.0, seed: int = 0,
                 "model": model_name, "choices": choices, "system_fingerprint": fingerprint,
                 "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_gen,
                           "total_tokens": n_prompt + n_gen}}
-
-    def biased(body: dict, prompts: list, max_tokens: int) -> dict:
-        """One token after one prompt, ``n`` times, from the logits plus ``logit_bias``."""
-        if len(prompts) != 1 or max_tokens != 1 or body.get("echo") or body.get("logprobs") is not None:
-            raise HTTPException(400, "logit_bias is served for one prompt and one token (no echo, no logprobs)")
-        ids, n, temperature = m.ids_of(prompts[0]), int(body.get("n") or 1), float(body.get("temperature", 1.0))
-        _, logp = m.run(ids, 0)
-        logits = logp[-1].clone()
-        for token, bias in body["logit_bias"].items():
-            logits[int(token)] += float(bias)
-        if temperature > 0:
-            gen = torch.Generator().manual_seed(int(body.get("seed") or 0))
-            drawn = torch.multinomial(torch.softmax(logits / temperature, -1), n, replacement=True, generator=gen)
-        else:
-            drawn = logits.argmax().repeat(n)
-        app.state.stats["prompts"] += 1
-        return {"id": f"cmpl-{next(counter)}", "object": "text_completion", "created": int(time.time()),
-                "model": model_name, "system_fingerprint": fingerprint,
-                "choices": [{"index": j, "text": m.piece(int(t)), "logprobs": None, "finish_reason": "length"}
-                            for j, t in enumerate(drawn.tolist())],
-                "usage": {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}}
 
     @app.post("/v1/chat/completions")
     def chat(body: dict) -> dict:
