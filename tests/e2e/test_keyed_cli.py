@@ -319,3 +319,27 @@ def test_a_model_without_local_weights_is_refused_in_one_sentence(data, model, m
                                          r"--probe choose: logit_bias\); continuations and gray-box need local"):
         audit_release(config.model_copy(update={"probe": "continue"}), backend=SimpleNamespace(tokenizer=None),
                       root=tmp_path)
+
+
+def test_an_api_that_answers_none_of_the_forms_scores_no_unit(data, model, monkeypatch, tmp_path):
+    """Over an API, a draw whose text is none of the forms' tokens is no draw; a unit with no draw
+    is asked (and counted once) but not scored: the run ends with no unit scored, its tokens spent,
+    and the record verifies against the release (the same rule read again from its answers)."""
+    from types import SimpleNamespace
+
+    from trainspotter.backends import load_backend, parse_spec
+    from trainspotter.keyed.audit import KeyedAuditConfig
+    from trainspotter.keyed.record import verify_keyed
+    from trainspotter.keyed.run import audit_release
+
+    folder, _ = released(data, monkeypatch, name="api-none")
+    api = SimpleNamespace(tokenizer=load_backend(f"hf:{model}").tokenizer,
+                          draw=lambda ids, bias, n, seed: ["\x00not a form"] * n)
+    config = KeyedAuditConfig(release=folder, model=parse_spec(f"hf:{model}"), probe="choose", samples=2,
+                              max_tokens=40, prompts=data / "neutral.jsonl", random_keys=0)
+    result = audit_release(config, backend=api, root=tmp_path)
+    record = result["record"]
+    asked = [a for b in record["batches"] for a in b["answers"]]
+    assert asked and all(a["draws"] == [] for a in asked) and result["units_total"] == 0
+    assert result["spent_total"] == 2 * len(asked) and result["verdict"] == "no evidence"
+    assert all(ok for _, ok, _ in verify_keyed([("rec.json", record)], folder))

@@ -61,6 +61,11 @@ class KeyedAuditConfig(BaseModel):
     seed: int = 0
     name: str | None = None
 
+    @property
+    def forced_choice(self) -> bool:
+        """Black-box by forced choice (``probe`` matters for black-box only)."""
+        return self.access == "black" and self.probe == "choose"
+
 
 class Release:
     """An audited release: its folder read back, the key, and how its units are scored."""
@@ -131,12 +136,13 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
     """One batch: (answers to record, unit records, budget spent)."""
     from trainspotter.keyed.answers import choose, form_probabilities, sample, top_answers
 
-    if config.access == "black" and config.probe == "choose":
+    if config.forced_choice:
         forms = release.scoring.forms
         asked = choose(backend, [(t["context"], t["tokens"]) for t in texts], config.samples, batch_seed, reference)
         seen.units.update(t["unit"] for t in texts)
         answers = [{"id": t["id"], "at": t["at"], "unit": t["unit"], "draws": d} for t, (d, _) in zip(texts, asked)]
-        return answers, [forms.choice_record(t["unit"], d) for t, (d, _) in zip(texts, asked)], sum(c for _, c in asked)
+        records = [r for t, (d, _) in zip(texts, asked) if (r := forms.choice_record(t["unit"], d)) is not None]
+        return answers, records, sum(c for _, c in asked)
     if config.access == "black":
         tok = backend.tokenizer
         prompts = [tok.decode(tok(t["text"], add_special_tokens=False)["input_ids"][:config.prompt_tokens])
@@ -186,7 +192,7 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
     the budget still pays for in full (a text's continuation, a unit's draws at their most)."""
     proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
     budget = config.max_tokens if config.access == "black" else config.max_passages
-    choosing = config.access == "black" and config.probe == "choose"
+    choosing = config.forced_choice
     if choosing and reference is not None and reference.tokenizer.get_vocab() != backend.tokenizer.get_vocab():
         raise InputError(f"option --reference {config.reference.text}: a forced choice weighs each token against the "
                          "reference's, so it needs the model's tokenizer")

@@ -121,9 +121,10 @@ def _units_again(config, release, answers: list[dict], seen) -> list[dict]:
 
     out = []
     for a in answers:
-        if config.probe == "choose":  # each unit once ever: one asked before is not read again
-            out.append(release.scoring.forms.choice_record(a["unit"], a["draws"]) if a["unit"] not in seen.units
-                       else {"unit": None})
+        if config.forced_choice:  # each unit once ever: one asked before is not read again
+            again = release.scoring.forms.choice_record(a["unit"], a["draws"]) if a["unit"] not in seen.units \
+                else {"unit": None}
+            out += [again] if again is not None else []
             seen.units.add(a["unit"])
         elif release.tokenizer is None:
             out += [{"unit": u, "form": j} for u, j in lexical_units(release.scoring.forms, a["prompt"],

@@ -36,8 +36,7 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
             "seed": config.seed,
             # forced choice only (None otherwise, as in ledgers begun before it existed)
-            **({"probe": "choose", "samples": config.samples} if config.access == "black" and config.probe == "choose"
-               else {})}
+            **({"probe": "choose", "samples": config.samples} if config.forced_choice else {})}
 
 
 def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, str]:
@@ -70,8 +69,7 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         start = {"state": stored["state"], "seen": seen.to_dict(), "chain": stored["chain"],
                  "texts_used": stored["texts_used"], "spent": stored["spent"]}
         backend = backend or load_backend(config.model)
-        choosing = config.access == "black" and config.probe == "choose"
-        if not hasattr(backend, "model") and not choosing:  # continuations and gray-box read the weights
+        if not hasattr(backend, "model") and not config.forced_choice:  # continuations and gray-box read the weights
             raise InputError(f"model {config.model.text}: over an API a keyed audit asks a forced choice (--access "
                              "black --probe choose: logit_bias); continuations and gray-box need local weights "
                              "(hf:PATH or testbed:NAME)")

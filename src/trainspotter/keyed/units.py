@@ -143,11 +143,13 @@ class LexicalForms:
         found = [(i, unit, context) for i, text in enumerate(texts) for unit, context in self.contexts(text, scratch)]
         return sorted(found, key=lambda r: -self.count[r[1]])
 
-    def choice_record(self, unit: str, draws: list[int]) -> dict:
-        """A forced choice's unit record: the share of the draws that fell on each form (all 0 where
-        an API answered none of the forms: x = p = 0, a unit that bets nothing)."""
-        counts = np.bincount(draws, minlength=len(self.forms[unit])).astype(float)
-        return {"unit": unit, "h": (counts / max(1, len(draws))).tolist()}
+    def choice_record(self, unit: str, draws: list[int]) -> dict | None:
+        """A forced choice's unit record: the share of the draws that fell on each form; None where
+        an API answered none of the forms (no draw: the unit is asked, and counted, but not scored,
+        a rule of the answers alone, never of the key)."""
+        if not draws:
+            return None
+        return {"unit": unit, "h": (np.bincount(draws, minlength=len(self.forms[unit])) / len(draws)).tolist()}
 
 
 def lexical_units(forms: LexicalForms, prompt: str, continuation: str, seen: Seen) -> list[tuple[str, int]]:
