@@ -73,8 +73,8 @@ def single_token_units(folder: Path, name: str) -> dict:
     out = {}
     for label, tok in (("the testbed's", AutoTokenizer.from_pretrained(folder / "target")),
                        ("SmolLM2's", AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name))):
-        single = [all(len(s) == 1 for s in seqs) for *_, seqs, _ in choice_plan(bed.scoring.forms, tok, passages,
-                                                                                  Seen(), 1)]
+        single = [all(len(s) == 1 for s in where[0][2]) for _, where, _ in choice_plan(bed.scoring.forms, tok,
+                                                                                         passages, Seen(), 1)]
         out[label] = {"vocab": len(tok), "units": len(single), "all": sum(single), "first_400": sum(single[:400])}
     return out
 

@@ -44,9 +44,9 @@ KEYED_ACCESS_HELP = ("black: only the tokens the model writes (its continuations
                      "passages (local weights).")
 KeyedProbe = Enum("KeyedProbe", {a: a for a in ("continue", "choose")}, type=str)  # trainspotter.keyed.audit
 KEYED_PROBE_HELP = ("Black-box on a lexical release: continue: free continuations, units scored where the model "
-                    "happens to write them; choose: each unit once in a neutral context, the model's next tokens "
-                    "restricted to the unit's forms (what an API's logit_bias gives), --samples draws each, the "
-                    "units the release shows most first.")
+                    "happens to write them; choose: each unit once, in --contexts neutral contexts, the model's "
+                    "next tokens restricted to the unit's forms (what an API's logit_bias gives), --samples draws "
+                    "in each, the units the release shows most first.")
 SHIFT_CHECK_HELP = ("When the blind check finds that the held-out set differs from the suspect set (the verdict is "
                     "then inconclusive, exit 3): stop before any model query, or continue to record the model's "
                     "e-value anyway; match: first pair passages of the same text-only propensity, drop the rest, "

@@ -35,7 +35,7 @@ from trainspotter.flows.cli_common import (
 from trainspotter.flows.cli_verify import RECORD, print_record, write_record
 
 from trainspotter.errors import InputError
-from trainspotter.keyed.audit import SHINGLE
+from trainspotter.keyed.audit import CONTEXTS, SAMPLES, SHINGLE
 
 keyed_app = Typer(help="A keyed release: every passage you publish written under one secret key that "
                        "derives from a public random value nobody chose, and its audit in anything a model "
@@ -129,8 +129,12 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
                                                                  "relative to it (more power, the same exact null)."),
               access: KeyedAccess = choice(KeyedAccess, "access", "black", KEYED_ACCESS_HELP),
               probe: KeyedProbe = choice(KeyedProbe, "probe", "continue", KEYED_PROBE_HELP),
-              samples: int = typer.Option(16, min=1, help="--probe choose: draws per unit (one generated token "
-                                                          "each where the forms part)."),
+              samples: int = typer.Option(SAMPLES, min=1, help="--probe choose: draws per unit and context (one "
+                                                          "generated token each where the forms part)."),
+              contexts: int = typer.Option(CONTEXTS, min=1, help="--probe choose: each unit is asked in its first "
+                                                                 "context in this many neutral passages, its draws "
+                                                                 "pooled (a model's preference varies more between "
+                                                                 "contexts than between draws)."),
               prompts: Optional[Path] = typer.Option(None, help="Neutral text that is not the release (as audit's "
                                                                 "--heldout: JSONL, Parquet, CSV, txt...): prompts "
                                                                 "(black) or passages (gray) (default: the packaged "
@@ -165,9 +169,9 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
                          "in a forced choice (--probe choose), not in free continuations")
     try:
         config = KeyedAuditConfig(release=folder, model=spec, reference=more[0] if more else None,
-                                  access=access.value, probe=probe.value, samples=samples, prompts=prompts,
-                                  max_tokens=max_tokens, max_passages=max_passages, random_keys=random_keys, alpha=alpha,
-                                  seed=seed, name=name if ledger else None)
+                                  access=access.value, probe=probe.value, samples=samples, contexts=contexts,
+                                  prompts=prompts, max_tokens=max_tokens, max_passages=max_passages,
+                                  random_keys=random_keys, alpha=alpha, seed=seed, name=name if ledger else None)
     except ValidationError as e:
         raise input_error(e) from None
     open_release(folder)  # a folder that is not a complete, released one: one line before any model loads

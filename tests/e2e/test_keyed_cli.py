@@ -7,6 +7,7 @@ fixed by patching the operating system's generator for the test."""
 import json
 import os
 import re
+from itertools import groupby
 
 import pytest
 from cli_process import run_cli
@@ -250,8 +251,8 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
     monkeypatch.setattr("trainspotter.keyed.answers.choose", _keys_form(folder, calls))
     record = tmp_path / "rec.json"
     out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{model}", "--prompts",
-              data / "neutral.jsonl", "--probe", "choose", "--samples", 4, "--max-tokens", 400, "--random-keys", 200,
-              "--record", record)
+              data / "neutral.jsonl", "--probe", "choose", "--samples", 4, "--contexts", 2, "--max-tokens", 400,
+              "--random-keys", 200, "--record", record)
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert re.fullmatch(r"verdict: trained on \(e-value [\d.]+ after \d+ units, \d+ generated tokens\)", lines[0])
@@ -260,9 +261,14 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
     assert calls and all(s == 4 and ref for _, s, ref in calls)
     sealed = json.loads(record.read_text())
     answers = [a for b in sealed["batches"] for a in b["answers"]]
-    units = [a["unit"] for a in answers]
-    assert len(units) == len(set(units)) and sealed["result"]["spent_total"] == 4 * len(units) <= 400
-    assert all(len(a["draws"]) == 4 for a in answers)
+    units = [u for u, _ in groupby(a["unit"] for a in answers)]  # a unit's answers: one per context, together
+    assert len(units) == len(set(units)) and sealed["result"]["spent_total"] == 4 * len(answers) <= 400
+    assert all(len(a["draws"]) == 4 for a in answers) and len(answers) > len(units)  # some units asked twice
+    for unit in units:  # in two passages at most, each its first context there
+        ids = [a["id"] for a in answers if a["unit"] == unit]
+        assert len(ids) <= 2 and len(set(ids)) == len(ids)
+    scored = [r for b in sealed["batches"] for r in b["units"]]
+    assert [r["unit"] for r in scored] == units and all(max(r["h"]) == 1.0 for r in scored)  # draws pooled
     out = cli("verify", record, "--release", folder)
     assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
     # a draw edited (and every digest sealed again): the units no longer read from the answers
@@ -283,7 +289,7 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
                               "choose")).startswith("error: option --probe choose: a black-box probe (--access black)")
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
                               "--probe", "choose", "--samples", 16, "--max-tokens", 10)).startswith(
-        "error: option --max-tokens 10: less than one unit's draws can cost (16 tokens")
+        "error: option --max-tokens 10: less than one unit's draws can cost (16 tokens: --samples 16 in each")
     chat = tiny_llama(tmp_path / "chat", chat=True)  # other special tokens: another vocabulary
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{chat}",
                               "--prompts", data / "neutral.jsonl", "--probe", "choose")) == (

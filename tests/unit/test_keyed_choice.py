@@ -126,14 +126,21 @@ def test_units_are_asked_the_most_shown_first_each_once():
     forms = LexicalForms(KeyedLexicalRewriter(), texts)
     assert forms.count["hall"] == 3 and forms.count["large"] == 3 and forms.count["storm"] == 1
     seen = Seen({"often"})
-    asked = forms.asked_first(["The old hall and a storm.", "A large town hall, often cold."], seen)
-    units = [u for _, u, _ in asked]
+    neutral = ["The old hall and a storm.", "A large town hall, often cold.", "The hall; a hall again."]
+    asked = forms.asked_first(neutral, seen)
+    units = [u for u, _ in asked]
     assert units[:2] == ["hall", "large"] and "often" not in units and len(set(units)) == len(units)
-    assert [c for _, u, c in asked if u == "hall"] == ["The old "]  # its first context
+    assert dict(asked)["hall"] == [(0, "The old ")]  # its first context
     assert seen.units == {"often"}  # asking marks a unit, planning does not
+    # with more contexts: its first one in each of the first texts that show it, never two from one text
+    assert dict(forms.asked_first(neutral, seen, 2))["hall"] == [(0, "The old "), (1, "A large town ")]
+    assert dict(forms.asked_first(neutral, seen, 5))["hall"] == [(0, "The old "), (1, "A large town "), (2, "The ")]
+    assert dict(forms.asked_first(neutral, seen, 5))["storm"] == [(0, "The old hall and a ")]
     tok = Words({" " + f: [hash(f) % 1000 + 1] for u in units for f in forms.forms[u]})
-    plan = choice_plan(forms, tok, ["The old hall and a storm.", "A large town hall, often cold."], seen, 8)
-    assert [p[1] for p in plan] == units and all(p[4] == 8 for p in plan)
+    plan = choice_plan(forms, tok, neutral, seen, 8)
+    assert [u for u, _, _ in plan] == units and all(cost == 8 for *_, cost in plan)
+    # each context's draws cost: 3 contexts of hall, one token per draw in each
+    assert dict((u, cost) for u, _, cost in choice_plan(forms, tok, neutral, seen, 8, contexts=3))["hall"] == 24
 
 
 def test_a_choice_record_is_the_share_of_draws_on_each_form():

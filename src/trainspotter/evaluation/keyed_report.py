@@ -41,7 +41,7 @@ def _answers(probe: str, backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: i
         return black_answers(backend, bed, _prompts(backend, bed, cfg, trial), cfg.new_tokens, seed=seed)
     if probe == "choice":
         return choice_answers(backend, bed.scoring.forms, choice_passages(bed, cfg, trial), cfg.black_tokens,
-                              cfg.samples, seed=seed, reference=ref)
+                              cfg.samples, seed=seed, reference=ref, contexts=cfg.contexts)
     return gray_answers(backend, bed.scoring.forms, _passages(bed, cfg, trial), ref)
 
 
@@ -117,19 +117,19 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
 def _whole_forms(backend, bed: KeyedBed, cfg: KeyedSuiteConfig, trial: int, ref) -> Answers:
     """What the forced choice would give if every form were one token (SmolLM2's tokenizer writes
     most units so; the testbed's 2048 tokens split most forms): the choice row's units, each with
-    ``samples`` draws from the whole forms' shares (``form_probabilities``, relative to ``ref``).
-    A simulation from gray-box answers, labelled so wherever it is reported."""
-    from trainspotter.evaluation.keyed_suite import choice_plan_within
+    ``samples`` draws in each context from the whole forms' shares (``form_probabilities``, relative
+    to ``ref``). A simulation from gray-box answers, labelled so wherever it is reported."""
+    from trainspotter.evaluation.keyed_suite import choice_plan_within, pooled
     from trainspotter.keyed.answers import form_probabilities
 
     forms = bed.scoring.forms
     plan = choice_plan_within(forms, backend.tokenizer, choice_passages(bed, cfg, trial), cfg.black_tokens,
-                              cfg.samples)
-    hs = form_probabilities(backend, [(context, forms.forms[unit]) for _, unit, context, _, _ in plan], ref)
+                              cfg.samples, cfg.contexts)
+    hs = form_probabilities(backend, [(context, forms.forms[unit]) for unit, where, _ in plan
+                                      for _, context, _ in where], ref)
     rng = np.random.default_rng(cfg.seed * 100_003 + trial)
     draws = [rng.choice(len(h), size=cfg.samples, p=np.asarray(h) / np.sum(h)).tolist() for h in hs]
-    return Answers([forms.choice_record(unit, d) for (_, unit, *_), d in zip(plan, draws)],
-                   [cfg.samples * (i + 1) for i in range(len(plan))], [i for i, *_ in plan])
+    return pooled(plan, draws, forms, [cfg.samples] * len(draws))
 
 
 def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int = 50,

@@ -6,9 +6,10 @@ Black-box: each trial draws prompts from the neutral passages (non-member and he
 never trained on, not the release), samples ``new_tokens`` continuation tokens from each
 (``keyed.answers.sample``) until ``black_tokens`` are generated, and scores the release's units
 (``keyed.units.lexical_units``). Black-box forced choice (a lexical release): each trial shuffles
-the neutral passages and asks each unit once in its first context, the units the release shows
-most first, ``samples`` draws restricted to its forms (relative to the reference with
-``calibrate``), until ``black_tokens`` are generated. Gray-box: each trial draws ``gray_passages``
+the neutral passages and asks each unit once, in its first context in each of the first
+``contexts`` passages that show it, the units the release shows most first, ``samples`` draws in
+each restricted to its forms (relative to the reference with ``calibrate``), pooled, until
+``black_tokens`` are generated. Gray-box: each trial draws ``gray_passages``
 neutral passages (whole) and scores the key's form of each unit against its others in its first
 context (``form_probabilities``; with ``calibrate``, relative to the testbed's reference model,
 which never saw the release).
@@ -42,6 +43,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy.stats import binomtest, ttest_1samp
 
+from trainspotter.keyed.audit import CONTEXTS, SAMPLES
 from trainspotter.keyed.score import GreenScoring, LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_units
 from trainspotter.stats.eprocess import wealth_path
@@ -64,7 +66,8 @@ class KeyedSuiteConfig(BaseModel):
     prompt_tokens: int = Field(32, ge=1)
     new_tokens: int = Field(64, ge=1)
     gray_passages: int = Field(40, ge=1)
-    samples: int = Field(16, ge=1)  # black-box forced choice: draws per unit (``keyed.answers.choose``)
+    samples: int = Field(SAMPLES, ge=1)  # black-box forced choice: draws per unit and context (``keyed.answers.choose``)
+    contexts: int = Field(CONTEXTS, ge=1)  # black-box forced choice: neutral passages each unit is asked in
     probes: list[Literal["black", "choice", "gray"]] = ["black", "choice", "gray"]  # the rows to measure
     alpha: float = Field(0.05, gt=0, lt=1)
     strategy: str = "mixture"
@@ -175,30 +178,44 @@ def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=No
     return Answers([{"unit": u, "h": h} for (u, _), h in zip(contexts, hs)], [d + 1 for d in doc], doc)
 
 
-def choice_plan_within(forms: LexicalForms, tokenizer, passages: list[str], tokens: int, samples: int) -> list[tuple]:
+def choice_plan_within(forms: LexicalForms, tokenizer, passages: list[str], tokens: int, samples: int,
+                       contexts: int = 1) -> list[tuple]:
     """The forced choice's plan (``keyed.answers.choice_plan``) while its draws' most cost fits in
     ``tokens`` (as the audit takes it)."""
     from trainspotter.keyed.answers import choice_plan
 
     plan, bound = [], 0
-    for item in choice_plan(forms, tokenizer, passages, Seen(), samples):
-        if bound + item[4] > tokens:
+    for item in choice_plan(forms, tokenizer, passages, Seen(), samples, contexts):
+        if bound + item[2] > tokens:
             break
         plan.append(item)
-        bound += item[4]
+        bound += item[2]
     return plan
 
 
+def pooled(plan: list[tuple], draws: list[list[int]], forms: LexicalForms, costs: list[int]) -> Answers:
+    """The forced choice's answers: each unit's draws in its contexts (``draws`` in the plan's order)
+    pooled into its record, the tokens spent by then, and its first context's passage."""
+    ans, d, c, spent = Answers(), iter(draws), iter(costs), 0
+    for unit, asked, _ in plan:
+        ans.records.append(forms.choice_record(unit, [x for _ in asked for x in next(d)]))
+        spent += sum(next(c) for _ in asked)
+        ans.spent.append(spent)
+        ans.doc.append(asked[0][0])
+    return ans
+
+
 def choice_answers(backend, forms: LexicalForms, passages: list[str], tokens: int, samples: int, seed: int,
-                   reference=None) -> Answers:
+                   reference=None, contexts: int = 1) -> Answers:
     """Forced choice on ``passages`` (``keyed.answers.choose``): the units the release shows most first,
-    each once in its first context, within ``tokens``; relative to ``reference``'s tokens when given."""
+    each once in its first ``contexts`` contexts, within ``tokens``; relative to ``reference``'s
+    tokens when given."""
     from trainspotter.keyed.answers import choose
 
-    plan = choice_plan_within(forms, backend.tokenizer, passages, tokens, samples)
-    asked = choose(backend, [(context, seqs) for _, _, context, seqs, _ in plan], samples, seed, reference)
-    return Answers([forms.choice_record(unit, d) for (_, unit, *_), (d, _) in zip(plan, asked)],
-                   np.cumsum([c for _, c in asked], dtype=int).tolist(), [i for i, *_ in plan])
+    plan = choice_plan_within(forms, backend.tokenizer, passages, tokens, samples, contexts)
+    asked = choose(backend, [(context, seqs) for _, where, _ in plan for _, context, seqs in where], samples, seed,
+                   reference)
+    return pooled(plan, [d for d, _ in asked], forms, [c for _, c in asked])
 
 
 def _stamp_p(x: np.ndarray, doc: np.ndarray) -> np.ndarray:

@@ -86,22 +86,31 @@ def branchings(seqs: list[tuple[int, ...]]) -> int:
     return max(sum(len({s[i] for s in seqs if s[:i] == q[:i]}) > 1 for i in range(len(q))) for q in seqs)
 
 
-def choice_plan(forms: LexicalForms, tokenizer, texts: list[str], seen: Seen, samples: int) -> list[tuple]:
-    """The units a forced choice asks, in order (``LexicalForms.asked_first``): (text index, unit,
-    context, its forms' tokens, the most tokens its ``samples`` draws can cost); units whose forms
-    the tokens cannot tell apart are left out (``form_tokens``)."""
-    return [(i, unit, context, seqs, samples * branchings(seqs)) for i, unit, context in forms.asked_first(texts, seen)
-            if (seqs := form_tokens(tokenizer, context, forms.forms[unit]))]
+def choice_plan(forms: LexicalForms, tokenizer, texts: list[str], seen: Seen, samples: int,
+                contexts: int = 1) -> list[tuple[str, list[tuple[int, str, list]], int]]:
+    """The units a forced choice asks, in order (``LexicalForms.asked_first``): (unit, its contexts
+    as (text index, context, its forms' tokens there), the most tokens its ``samples`` draws in each
+    can cost); contexts where the tokens cannot tell the forms apart are left out (``form_tokens``),
+    and a unit with none left."""
+    plan = []
+    for unit, where in forms.asked_first(texts, seen, contexts):
+        asked = [(i, context, seqs) for i, context in where
+                 if (seqs := form_tokens(tokenizer, context, forms.forms[unit]))]
+        if asked:
+            plan.append((unit, asked, samples * sum(branchings(seqs) for *_, seqs in asked)))
+    return plan
 
 
 def _next_logprobs(backend, prefixes: list[list[int]], wanted: list[list[int]]) -> list[np.ndarray]:
-    """log p(token | prefix) of each prefix's ``wanted`` tokens (right-padded batches, read at each
-    row's last token, so positions are the row's own)."""
+    """log p(token | prefix) of each prefix's ``wanted`` tokens (right-padded batches of similar
+    lengths, read at each row's last token, so positions are the row's own)."""
     import torch
 
-    out = []
-    for b in range(0, len(prefixes), backend.batch_size):
-        rows = prefixes[b:b + backend.batch_size]
+    out: list[np.ndarray] = [np.empty(0)] * len(prefixes)
+    order = sorted(range(len(prefixes)), key=lambda j: len(prefixes[j]))  # less padding
+    for b in range(0, len(order), backend.batch_size):
+        idx = order[b:b + backend.batch_size]
+        rows = [prefixes[j] for j in idx]
         width = max(map(len, rows))
         ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=backend.model.device)
         mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=backend.model.device)
@@ -109,7 +118,8 @@ def _next_logprobs(backend, prefixes: list[list[int]], wanted: list[list[int]]) 
             logits = backend.model(input_ids=ids, attention_mask=mask).logits
         last = logits[torch.arange(len(rows)), torch.tensor([len(r) - 1 for r in rows])].float()
         logp = torch.log_softmax(last, dim=-1).cpu().numpy()
-        out += [logp[j, w] for j, w in enumerate(wanted[b:b + backend.batch_size])]
+        for k, j in enumerate(idx):
+            out[j] = logp[k, wanted[j]]
     return out
 
 

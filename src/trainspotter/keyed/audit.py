@@ -5,8 +5,9 @@ release key, one e-process over the units (``stats.units``), until W ≥ 1/α or
 Black-box: prompts that are not the release (the user's neutral text, or the packaged Wikipedia
 leads), each cut to ``prompt_tokens`` tokens, continued by ``new_tokens`` sampled tokens; the budget
 is generated tokens. Black-box forced choice (``probe="choose"``, a lexical release): each unit once
-in its first context in the neutral texts, the units the release shows most first, ``samples``
-draws restricted to its forms (``keyed.answers.choose``; relative to a ``reference`` when given);
+ever, in its first context in each of the first ``contexts`` neutral texts that show it, the units
+the release shows most first, ``samples`` draws in each restricted to its forms
+(``keyed.answers.choose``; relative to a ``reference`` when given), pooled into the unit's share;
 the budget is generated tokens too. Gray-box: neutral passages, each unit scored in its first
 context; the budget is passages. A prompt that shares a run of ``SHINGLE`` words with the release is refused (a prompt
 must not show the key; the units it shows are skipped anyway). A named audit (``name``) keeps a
@@ -38,6 +39,10 @@ __all__ = ["KeyedAuditConfig", "Release", "choice_items", "neutral_texts", "open
            "run_batches"]
 
 SHINGLE = 8  # words: a prompt sharing this many consecutive words with the release is refused
+# forced choice: each unit asked in its first context in CONTEXTS neutral texts, SAMPLES draws in each: chosen on
+# exploration trials apart from the suite's (benchmarks/bench_keyed_contexts.py: a model's preference for a form
+# varies more between contexts than between draws in one)
+CONTEXTS, SAMPLES = 16, 4
 
 
 class KeyedAuditConfig(BaseModel):
@@ -48,7 +53,8 @@ class KeyedAuditConfig(BaseModel):
     reference: Spec | None = None  # lexical, gray or forced choice: forms relative to a model that never saw it
     access: Literal["black", "gray"] = "black"
     probe: Literal["continue", "choose"] = "continue"  # black-box: free continuations, or forced choice (lexical)
-    samples: int = Field(16, ge=1)  # forced choice: draws per unit
+    samples: int = Field(SAMPLES, ge=1)  # forced choice: draws per unit and context
+    contexts: int = Field(CONTEXTS, ge=1)  # forced choice: neutral passages each unit is asked in
     prompts: Path | None = None
     max_tokens: int = Field(20000, ge=1)
     max_passages: int = Field(40, ge=1)
@@ -138,11 +144,18 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 
     if config.forced_choice:
         forms = release.scoring.forms
-        asked = choose(backend, [(t["context"], t["tokens"]) for t in texts], config.samples, batch_seed, reference)
-        seen.units.update(t["unit"] for t in texts)
-        answers = [{"id": t["id"], "at": t["at"], "unit": t["unit"], "draws": d} for t, (d, _) in zip(texts, asked)]
-        records = [r for t, (d, _) in zip(texts, asked) if (r := forms.choice_record(t["unit"], d)) is not None]
-        return answers, records, sum(c for _, c in asked)
+        asked = iter(choose(backend, [(a["context"], a["tokens"]) for t in texts for a in t["asked"]], config.samples,
+                            batch_seed, reference))
+        answers, records, spent = [], [], 0
+        for t in texts:  # a unit's draws in each of its contexts, pooled into one record
+            pooled = []
+            for a in t["asked"]:
+                draws, cost = next(asked)
+                answers.append({"id": a["id"], "at": a["at"], "unit": t["unit"], "draws": draws})
+                pooled, spent = pooled + draws, spent + cost
+            records += [r] if (r := forms.choice_record(t["unit"], pooled)) is not None else []
+            seen.units.add(t["unit"])
+        return answers, records, spent
     if config.access == "black":
         tok = backend.tokenizer
         prompts = [tok.decode(tok(t["text"], add_special_tokens=False)["input_ids"][:config.prompt_tokens])
@@ -171,17 +184,19 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 
 
 def choice_items(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen) -> list[dict]:
-    """Forced choice: the units to ask, in order (``LexicalForms.asked_first``), each with its context,
-    where it ends in its text (``at``), its forms' tokens and the most tokens its draws can cost;
-    units whose forms the model's tokens cannot tell apart are left out (``form_tokens``)."""
+    """Forced choice: the units to ask, in order (``keyed.answers.choice_plan``), each with its
+    contexts (the text's id, where the context ends in it: ``at``, the context, its forms' tokens)
+    and the most tokens its draws can cost."""
     from trainspotter.keyed.answers import choice_plan
 
     if release.tokenizer is not None:
         raise InputError("option --probe choose: forced choice asks a lexical release's forms; a watermarked "
                          "release is audited black-box by its continuations (--probe continue)")
-    return [{"id": texts[i]["id"], "at": len(context), "unit": unit, "context": context, "tokens": seqs, "cost": cost}
-            for i, unit, context, seqs, cost in choice_plan(release.scoring.forms, backend.tokenizer,
-                                                            [t["text"] for t in texts], seen, config.samples)]
+    plan = choice_plan(release.scoring.forms, backend.tokenizer, [t["text"] for t in texts], seen, config.samples,
+                       config.contexts)
+    return [{"unit": unit, "cost": cost, "asked": [{"id": texts[i]["id"], "at": len(context), "context": context,
+                                                     "tokens": seqs} for i, context, seqs in asked]}
+            for unit, asked, cost in plan]
 
 
 def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
@@ -201,7 +216,7 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
              * len(items))
     if choosing and items and min(costs) > budget:
         raise InputError(f"option --max-tokens {budget}: less than one unit's draws can cost ({min(costs)} tokens: "
-                         f"--samples {config.samples} at each token where its forms part)")
+                         f"--samples {config.samples} in each of its contexts, at each token where its forms part)")
     batches, spent, start = [], 0, 0
     while start < len(items) and not proc.rejected:
         end, cost = start, 0

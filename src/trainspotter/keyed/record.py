@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from itertools import groupby
 from pathlib import Path
 
 import numpy as np
@@ -119,14 +120,17 @@ def _recompute(record: dict, folder: Path) -> list[tuple[str, bool, str]]:
 def _units_again(config, release, answers: list[dict], seen) -> list[dict]:
     from trainspotter.keyed.units import lexical_units, window_units
 
+    if config.forced_choice:  # a unit's answers (one per context) pooled; each unit once ever
+        out = []
+        for unit, asked in groupby(answers, key=lambda a: a["unit"]):
+            again = release.scoring.forms.choice_record(unit, [d for a in asked for d in a["draws"]]) \
+                if unit not in seen.units else {"unit": None}
+            out += [again] if again is not None else []
+            seen.units.add(unit)
+        return out
     out = []
     for a in answers:
-        if config.forced_choice:  # each unit once ever: one asked before is not read again
-            again = release.scoring.forms.choice_record(a["unit"], a["draws"]) if a["unit"] not in seen.units \
-                else {"unit": None}
-            out += [again] if again is not None else []
-            seen.units.add(a["unit"])
-        elif release.tokenizer is None:
+        if release.tokenizer is None:
             out += [{"unit": u, "form": j} for u, j in lexical_units(release.scoring.forms, a["prompt"],
                                                                      a["continuation"], seen)]
         else:

@@ -35,8 +35,9 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
             "reference": config.reference.text if config.reference is not None else None,
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
             "seed": config.seed,
-            # forced choice only (None otherwise, as in ledgers begun before it existed)
-            **({"probe": "choose", "samples": config.samples} if config.forced_choice else {})}
+            # forced choice only (None otherwise, as in ledgers begun before it existed; so is one context)
+            **({"probe": "choose", "samples": config.samples} if config.forced_choice else {}),
+            **({"contexts": config.contexts} if config.forced_choice and config.contexts != 1 else {})}
 
 
 def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, str]:

@@ -16,8 +16,9 @@ Black-box, a model's continuations of prompts that are not the release:
   under H0 because nothing it read showed the key's choice for u).
 
 Black-box forced choice (``keyed.answers.choose``): each unit once ever, in its first context in
-a neutral passage, the model's draws restricted to the unit's forms; x = the share of the draws on
-the key's form, null mean 1/(m+1) as for the gray-box shares below.
+each of the first few neutral passages that show it, the model's draws restricted to the unit's
+forms; x = the share of all its draws on the key's form, null mean 1/(m+1) as for the gray-box
+shares below.
 
 Gray-box, on neutral passages: the key's form against its others in the same context (x: the
 model's probability of the key's form, normalised over the forms; null mean 1/(m+1)), or the
@@ -134,14 +135,20 @@ class LexicalForms:
                 out.append((unit, text[:start]))
         return out
 
-    def asked_first(self, texts: list[str], seen: Seen) -> list[tuple[int, str, str]]:
-        """Black-box forced choice: (text index, unit, context) at the first context in ``texts`` of
-        each unit not in ``seen``, the units the release shows most (n_u) first, so that the bets on
-        the units that carry most of the effect come first (an order of the units and the committed
-        originals, never of the key); ``seen`` is left as it is (a unit counts once it is asked)."""
-        scratch = Seen(set(seen.units))
-        found = [(i, unit, context) for i, text in enumerate(texts) for unit, context in self.contexts(text, scratch)]
-        return sorted(found, key=lambda r: -self.count[r[1]])
+    def asked_first(self, texts: list[str], seen: Seen, contexts: int = 1) -> list[tuple[str, list[tuple[int, str]]]]:
+        """Black-box forced choice: (unit, [(text index, context), ...]) for each unit not in ``seen``,
+        its first context in each of the first ``contexts`` texts that show it (a model's preference
+        varies from context to context more than its draws in one do: measured,
+        ``benchmarks/bench_keyed_contexts.py``), the units the release shows most (n_u) first, so that
+        the bets on the units that carry most of the effect come first (an order of the units and the
+        committed originals, never of the key); ``seen`` is left as it is (a unit counts once it is asked)."""
+        asked: dict[str, list[tuple[int, str]]] = {}
+        for i, text in enumerate(texts):
+            for unit, context in self.contexts(text, Seen()):
+                where = asked.setdefault(unit, []) if unit not in seen.units else []
+                if len(where) < contexts:
+                    where.append((i, context))
+        return sorted(asked.items(), key=lambda r: -self.count[r[0]])
 
     def choice_record(self, unit: str, draws: list[int]) -> dict | None:
         """A forced choice's unit record: the share of the draws that fell on each form; None where
