@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import chisquare
 from tiny_lm import tiny_llama
 
-from trainspotter.keyed.answers import branchings, choice_plan, choose, form_tokens
+from trainspotter.keyed.answers import branchings, choice_plan, choice_shares, choose, form_tokens
 from trainspotter.keyed.units import LexicalForms, Seen
 from trainspotter.twins.lexical import KeyedLexicalRewriter
 
@@ -106,6 +106,9 @@ def test_where_forms_share_their_first_token_the_second_is_asked(models):
     counts = _counts(draws, 3)
     assert _fits(counts, want) > 0.001
     assert spent == DRAWS + counts[0] + counts[1]  # a second token for every draw that began with 11
+    # the exact probabilities the draws follow, computed without drawing
+    [shares] = choice_shares(target, [(CONTEXT, seqs)])
+    assert shares == pytest.approx(want, rel=1e-5) and shares.sum() == pytest.approx(1.0)
 
 
 def test_a_reference_divides_each_tokens_probability_out(models):
@@ -118,6 +121,9 @@ def test_a_reference_divides_each_tokens_probability_out(models):
     # the model against itself: every form alike, whatever the model prefers
     [(draws, _)] = choose(target, [(CONTEXT, seqs)], DRAWS, seed=3, reference=target)
     assert chisquare(_counts(draws, 3)).pvalue > 0.001
+    [shares] = choice_shares(target, [(CONTEXT, seqs)], reference=reference)
+    assert shares == pytest.approx(_restricted(lp, [11, 40, 97]), rel=1e-5)
+    assert choice_shares(target, [(CONTEXT, seqs)], reference=target)[0] == pytest.approx([1 / 3] * 3)
 
 
 def test_units_are_asked_the_most_shown_first_each_once():

@@ -24,7 +24,7 @@ import numpy as np
 from trainspotter.keyed.score import TOP
 from trainspotter.keyed.units import LexicalForms, Seen
 
-__all__ = ["choice_plan", "choose", "form_probabilities", "form_tokens", "sample", "top_answers"]
+__all__ = ["choice_plan", "choice_shares", "choose", "form_probabilities", "form_tokens", "sample", "top_answers"]
 
 
 def sample(backend, prompts: list[str], max_new_tokens: int, seed: int, temperature: float = 1.0,
@@ -123,6 +123,42 @@ def _next_logprobs(backend, prefixes: list[list[int]], wanted: list[list[int]]) 
     return out
 
 
+def _prompts(backend, requests: list[tuple[str, list[tuple[int, ...]]]]) -> list[list[int]]:
+    """Each request's context as the model reads it: [BOS] + its last tokens, room left for a form."""
+    limit = min(backend.max_length, getattr(backend.model.config, "max_position_embeddings", backend.max_length)) \
+        if hasattr(backend, "model") else API_CONTEXT
+    bos = backend.tokenizer.bos_token_id
+    out = []
+    for context, seqs in requests:
+        ids = backend.tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"]
+        out.append(([bos] if bos is not None else []) + ids[max(0, len(ids) - (limit - 1 - max(map(len, seqs)))):])
+    return out
+
+
+def choice_shares(backend, requests: list[tuple[str, list[tuple[int, ...]]]], reference=None) -> list[np.ndarray]:
+    """The probability that one draw of ``choose`` (local weights) is each form: the product, over
+    the points where the forms part, of the restricted next-token distribution (relative to
+    ``reference``), for measuring plans without sampling (``benchmarks/bench_keyed_contexts.py``)."""
+    prompts = _prompts(backend, requests)
+    heads, nxts, where = [], [], []
+    for i, (_, seqs) in enumerate(requests):
+        for prefix in sorted({s[:j] for s in seqs for j in range(len(s))}):
+            nxt = sorted({s[len(prefix)] for s in seqs if s[:len(prefix)] == prefix})
+            if len(nxt) > 1:
+                heads.append(prompts[i] + list(prefix))
+                nxts.append(nxt)
+                where.append((i, prefix))
+    logp = _next_logprobs(backend, heads, nxts)
+    if reference is not None:
+        logp = [lp - lr for lp, lr in zip(logp, _next_logprobs(reference, heads, nxts))]
+    step = {}
+    for (i, prefix), nxt, lp in zip(where, nxts, logp):
+        q = np.exp(lp - lp.max())
+        step[i, prefix] = dict(zip(nxt, q / q.sum()))
+    return [np.array([np.prod([step[i, s[:j]][s[j]] for j in range(len(s)) if (i, s[:j]) in step]) for s in seqs])
+            for i, (_, seqs) in enumerate(requests)]
+
+
 def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: int, seed: int,
            reference=None) -> list[tuple[list[int], int]]:
     """Black-box forced choice. For each (context, its forms' tokens from ``form_tokens``),
@@ -138,13 +174,8 @@ def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: 
     the reference's, independent of the key, so the key's form is among them at the rate
     1/(m + 1) exactly."""
     local = hasattr(backend, "model")
-    limit = min(backend.max_length, getattr(backend.model.config, "max_position_embeddings", backend.max_length)) \
-        if local else API_CONTEXT
     bos = backend.tokenizer.bos_token_id
-    prompts = []
-    for context, seqs in requests:
-        ids = backend.tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"]
-        prompts.append(([bos] if bos is not None else []) + ids[max(0, len(ids) - (limit - 1 - max(map(len, seqs)))):])
+    prompts = _prompts(backend, requests)
     rng = np.random.default_rng(seed)
     drawn: list[list[int]] = [[] for _ in requests]
     spent = [0] * len(requests)

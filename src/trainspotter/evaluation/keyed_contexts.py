@@ -1,0 +1,74 @@
+"""The forced choice's plans compared (``benchmarks/bench_keyed_contexts.py``, which says how): each
+unit's exact form probabilities in its first contexts (``keyed.answers.choice_shares``), plans of C
+contexts × K draws drawn from them within a token budget, the e-process on the pooled shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PLANS", "render_contexts", "shares", "simulate"]
+
+# (contexts, draws in each); several contexts with at least 32 draws a unit (at most 625 units in 20,000 tokens)
+PLANS = [(1, 16), (1, 32), (1, 64), (2, 16), (4, 8), (4, 16), (8, 4), (8, 8), (16, 2), (16, 4)]
+
+
+def shares(folder: Path, name: str, trial: int, max_contexts: int, many: int, units: int) -> list[dict]:
+    """Per unit of a suite trial's forced choice (the plan's order): each context's cost per draw
+    and form probabilities, the first ``many`` units in up to ``max_contexts`` contexts, the next
+    ones (to ``units``) in their first context only."""
+    from trainspotter.backends.hf import HFBackend
+    from trainspotter.evaluation.keyed_report import choice_passages
+    from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig, keyed_bed
+    from trainspotter.keyed.answers import branchings, choice_plan, choice_shares
+    from trainspotter.keyed.units import Seen
+
+    bed = keyed_bed(folder)
+    target, reference = HFBackend(folder / "target", device="cpu"), HFBackend(folder / "reference", device="cpu")
+    plan = choice_plan(bed.scoring.forms, target.tokenizer, choice_passages(bed, KeyedSuiteConfig(testbed=name), trial),
+                       Seen(), 1, max_contexts)[:units]
+    plan = [(unit, where if k < many else where[:1]) for k, (unit, where, _) in enumerate(plan)]
+    h = iter(choice_shares(target, [(c, seqs) for _, where in plan for _, c, seqs in where], reference))
+    return [{"unit": unit, "cost": [branchings(seqs) for *_, seqs in where], "h": [next(h).tolist() for _ in where]}
+            for unit, where in plan]
+
+
+def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, alpha: float,
+             rng: np.random.Generator) -> dict:
+    """One draw of a plan: the units within the budget, each pooled over its contexts."""
+    from trainspotter.stats.units import unit_eprocess
+
+    records, spent, total = [], [], 0
+    for u in units:
+        cost = samples * sum(u["cost"][:contexts])
+        if total + cost > budget:
+            break
+        total += cost
+        counts = sum(rng.multinomial(samples, np.asarray(h) / np.sum(h)) for h in u["h"][:contexts])
+        records.append({"unit": u["unit"], "h": (counts / counts.sum()).tolist()})
+        spent.append(total)
+    x, p = bed.scoring.outcomes(records, bed.key)
+    proc = unit_eprocess(x, p, alpha=alpha, w=bed.scoring.weights(records))
+    flat = unit_eprocess(x, p, alpha=alpha)
+    return {"rejected": bool(proc.rejected), "flat": bool(flat.rejected), "units": len(records),
+            "spent": spent[proc.stop_time - 1] if proc.rejected else budget}
+
+
+def render_contexts(report: dict) -> str:
+    lines = ["# Keyed forced choice: contexts or draws", "",
+             f"`python benchmarks/bench_keyed_contexts.py` ({report['date']}, {report['seconds']:.0f} s): testbed "
+             f"`{report['testbed']}`, exploration trials {report['trials'][0]}–{report['trials'][-1]} (the keyed "
+             f"suite reports trials 0–39), {report['draws']} draws of each plan from the exact form probabilities "
+             f"(relative to the reference), {report['budget']:,} generated tokens, α = {report['alpha']}. A plan: "
+             "each unit asked in its first context in each of C neutral passages, K draws in each, pooled; the "
+             "units the release shows most first. The units of a trial are the same for every plan; only how "
+             "many fit the budget changes. Units past the "
+             f"first {report['many']} have only their first context measured, so plans of several contexts stop "
+             "there (marked *capped* where one did).", "",
+             "| contexts C | draws K | e-process TPR | unweighted | units asked | median tokens to decision |",
+             "|---|---|---|---|---|---|"]
+    for r in report["plans"]:
+        lines.append(f"| {r['contexts']} | {r['samples']} | {r['tpr']:.2f} | {r['flat_tpr']:.2f} | "
+                     f"{r['units']:.0f}{' (capped)' if r['capped'] else ''} | {r['median_spent']:,.0f} |")
+    return "\n".join(lines) + "\n"
