@@ -214,13 +214,14 @@ def _print_keyed(res: dict) -> None:
     cfg = res["config"]
     t = folded_table(f"{res['testbed']}: {res['members']} members, {100 * res['member_fraction']:.1f}% of the "
                      f"tokens, {cfg['trials']} trials, α = {cfg['alpha']:g}",
-                     ("access", "budget", "TPR", "median to decision", "fixed-n", "STAMP", "key rank"))
+                     ("access", "budget", "TPR", "unweighted", "median to decision", "fixed-n", "STAMP", "key rank"))
     for access, unit in (("black", "tokens"), ("choice", "tokens"), ("gray", "passages")):
         r = res.get(access)
         if r is None:
-            t.add_row(access, "–", "not measured", "", "", "", "")
+            t.add_row(access, "–", "not measured", "", "", "", "", "")
             continue
-        t.add_row(access, f"{r['budget']} {unit}", f"{r['tpr']:.2f}", f"{r['median_to_decision']:.0f}",
+        t.add_row(access, f"{r['budget']} {unit}", f"{r['tpr']:.2f}", f"{r['flat_tpr']:.2f}",
+                  f"{r['median_to_decision']:.0f}",
                   f"{r['fixed_power']:.2f}", f"{r['stamp_power']:.2f}", f"{r['rank_power']:.2f}")
     _console.print(t)
     h = folded_table(f"H0: \"trained on\" rate over {cfg['random_keys']} fresh keys (never seen)",

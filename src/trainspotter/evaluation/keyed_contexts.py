@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PLANS", "render_contexts", "shares", "simulate"]
+__all__ = ["PLANS", "draw_plan", "render_contexts", "shares", "simulate"]
 
 # (contexts, draws in each); several contexts with at least 32 draws a unit (at most 625 units in 20,000 tokens)
 PLANS = [(1, 16), (1, 32), (1, 64), (2, 16), (4, 8), (4, 16), (8, 4), (8, 8), (16, 2), (16, 4)]
@@ -34,11 +34,11 @@ def shares(folder: Path, name: str, trial: int, max_contexts: int, many: int, un
             for unit, where in plan]
 
 
-def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, alpha: float,
-             rng: np.random.Generator) -> dict:
-    """One draw of a plan: the units within the budget, each pooled over its contexts."""
-    from trainspotter.stats.units import unit_eprocess
-
+def draw_plan(units: list[dict], contexts: int, samples: int, budget: int,
+              rng: np.random.Generator) -> tuple[list[dict], list[int]]:
+    """One draw of a plan: the units (in order) whose draws at their most fit the budget, each
+    ``samples`` draws in each of its first ``contexts`` contexts, pooled into one record; and the
+    tokens spent by each unit's end."""
     records, spent, total = [], [], 0
     for u in units:
         cost = samples * sum(u["cost"][:contexts])
@@ -48,6 +48,15 @@ def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, a
         counts = sum(rng.multinomial(samples, np.asarray(h) / np.sum(h)) for h in u["h"][:contexts])
         records.append({"unit": u["unit"], "h": (counts / counts.sum()).tolist()})
         spent.append(total)
+    return records, spent
+
+
+def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, alpha: float,
+             rng: np.random.Generator) -> dict:
+    """The e-process (weighted as the audit weighs, and unweighted) on one draw of a plan."""
+    from trainspotter.stats.units import unit_eprocess
+
+    records, spent = draw_plan(units, contexts, samples, budget, rng)
     x, p = bed.scoring.outcomes(records, bed.key)
     proc = unit_eprocess(x, p, alpha=alpha, w=bed.scoring.weights(records))
     flat = unit_eprocess(x, p, alpha=alpha)

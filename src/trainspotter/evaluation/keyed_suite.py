@@ -66,7 +66,7 @@ class KeyedSuiteConfig(BaseModel):
     prompt_tokens: int = Field(32, ge=1)
     new_tokens: int = Field(64, ge=1)
     gray_passages: int = Field(40, ge=1)
-    samples: int = Field(SAMPLES, ge=1)  # black-box forced choice: draws per unit and context (``keyed.answers.choose``)
+    samples: int = Field(SAMPLES, ge=1)  # black-box forced choice: draws per unit and context (``answers.choose``)
     contexts: int = Field(CONTEXTS, ge=1)  # black-box forced choice: neutral passages each unit is asked in
     probes: list[Literal["black", "choice", "gray"]] = ["black", "choice", "gray"]  # the rows to measure
     alpha: float = Field(0.05, gt=0, lt=1)
