@@ -167,3 +167,10 @@ def test_keyed_effect_table_renders_from_its_json():
 
     report = json.loads((RESULTS / "keyed" / "effect.json").read_text())
     assert render_effect(report) == (RESULTS / "keyed" / "effect.md").read_text()
+
+
+def test_keyed_contexts_table_renders_from_its_json():
+    from trainspotter.evaluation.keyed_contexts import render_contexts
+
+    report = json.loads((RESULTS / "keyed" / "contexts.json").read_text())
+    assert render_contexts(report) == (RESULTS / "keyed" / "contexts.md").read_text()
