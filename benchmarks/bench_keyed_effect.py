@@ -48,8 +48,10 @@ def main() -> None:
         if "choice" in args.accesses:
             report.setdefault("single_token", {})[name] = single_token_units(folder, name)
         print(name, json.dumps(rows), flush=True)
+    cfg = KeyedSuiteConfig()
     report["runs"] = runs + [{"date": time.strftime("%Y-%m-%d"), "seconds": time.time() - start,
-                              "trials": args.trials, "accesses": args.accesses}]
+                              "trials": args.trials, "accesses": args.accesses, "contexts": cfg.contexts,
+                              "samples": cfg.samples}]
     for key in ("date", "seconds", "trials"):  # (a report of one run kept them at the top)
         report.pop(key, None)
     args.out.mkdir(parents=True, exist_ok=True)

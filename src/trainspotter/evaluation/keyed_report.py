@@ -197,7 +197,8 @@ EFFECT_ROWS = ("black", "choice", "choice, whole forms", "gray")
 
 
 def effect_runs(report: dict) -> list[dict]:
-    """The runs whose rows effect.json holds (one, written before runs were listed: black and gray)."""
+    """The runs whose rows effect.json holds (one, written before runs were listed: black and gray;
+    a forced choice's run without ``contexts`` asked one context, 16 draws, the defaults then)."""
     return report.get("runs") or [{"date": report["date"], "seconds": report["seconds"], "trials": report["trials"],
                                    "accesses": ["black", "gray"]}]
 
@@ -207,6 +208,8 @@ def render_effect(report: dict) -> str:
     lines = ["# Keyed releases: the key's effect per unit", "",
              "`python benchmarks/bench_keyed_effect.py` ("
              + "; ".join(f"`--trials {r['trials']}`, {r['date']}, {r['seconds']:.0f} s: {', '.join(r['accesses'])}"
+                         + (f" ({r.get('contexts', 1)} context{'s' * (r.get('contexts', 1) > 1)} × "
+                            f"{r.get('samples', 16)} draws a unit)" if any("choice" in a for a in r["accesses"]) else "")
                          for r in effect_runs(report))
              + "): per testbed and access, over the keyed suite's first trials (as many as the run's `--trials`; "
              "its prompts and passages, seed 0) on the target that saw the release once: δ, the mean of "
