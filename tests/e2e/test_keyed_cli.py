@@ -302,9 +302,10 @@ def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkey
     fit in what is left), so the tokens spent never exceed the budget."""
     folder, _ = released(data, monkeypatch, name="choose-real")
     out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl", "--probe",
-              "choose", "--samples", 3, "--max-tokens", 50, "--random-keys", 0, "--json")
+              "choose", "--samples", 3, "--contexts", 2, "--max-tokens", 50, "--random-keys", 0, "--json")
     result = json.loads(out.stdout)
-    assert 0 < result["spent_this_run"] <= 50 and result["units_this_run"] >= 50 // (3 * 3)
+    # a unit: 3 draws in each of at most 2 contexts, at most 3 tokens a draw (this vocabulary's forms)
+    assert 0 < result["spent_this_run"] <= 50 and result["units_this_run"] >= 50 // (3 * 2 * 3)
     assert result["verdict"] in ("no evidence", "trained on")
 
 
