@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
+    from trainspotter.backends.hf import HFBackend
     from trainspotter.evaluation.keyed_contexts import PLANS, render_contexts, shares, simulate
     from trainspotter.evaluation.keyed_suite import keyed_bed
     from trainspotter.evaluation.testbed import PRESETS, build_testbed
@@ -44,7 +45,8 @@ def main() -> None:
     args = parser.parse_args()
     start, folder = time.time(), build_testbed(PRESETS[args.testbed])
     bed = keyed_bed(folder)
-    measured = {t: shares(folder, args.testbed, t, args.max_contexts, args.many, args.units) for t in args.trials}
+    target, reference = HFBackend(folder / "target", device="cpu"), HFBackend(folder / "reference", device="cpu")
+    measured = {t: shares(bed, target, reference, t, args.max_contexts, args.many, args.units) for t in args.trials}
     rng, plans = np.random.default_rng(0), []
     for contexts, samples in PLANS:
         runs = [simulate(bed, units if contexts == 1 else units[:args.many], contexts, samples, args.budget, 0.05, rng)

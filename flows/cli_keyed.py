@@ -130,7 +130,7 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
               access: KeyedAccess = choice(KeyedAccess, "access", "black", KEYED_ACCESS_HELP),
               probe: KeyedProbe = choice(KeyedProbe, "probe", "continue", KEYED_PROBE_HELP),
               samples: int = typer.Option(SAMPLES, min=1, help="--probe choose: draws per unit and context (one "
-                                                          "generated token each where the forms part)."),
+                                                               "generated token each where the forms part)."),
               contexts: int = typer.Option(CONTEXTS, min=1, help="--probe choose: each unit is asked in its first "
                                                                  "context in this many neutral passages, its draws "
                                                                  "pooled (a model's preference varies more between "

@@ -4,8 +4,6 @@ contexts × K draws drawn from them within a token budget, the e-process on the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 __all__ = ["PLANS", "draw_plan", "render_contexts", "shares", "simulate"]
@@ -14,20 +12,17 @@ __all__ = ["PLANS", "draw_plan", "render_contexts", "shares", "simulate"]
 PLANS = [(1, 16), (1, 32), (1, 64), (2, 16), (4, 8), (4, 16), (8, 4), (8, 8), (16, 2), (16, 4)]
 
 
-def shares(folder: Path, name: str, trial: int, max_contexts: int, many: int, units: int) -> list[dict]:
-    """Per unit of a suite trial's forced choice (the plan's order): each context's cost per draw
-    and form probabilities, the first ``many`` units in up to ``max_contexts`` contexts, the next
-    ones (to ``units``) in their first context only."""
-    from trainspotter.backends.hf import HFBackend
+def shares(bed, target, reference, trial: int, max_contexts: int, many: int, units: int) -> list[dict]:
+    """Per unit of a suite trial's forced choice on ``target`` (the plan's order): each context's
+    cost per draw and form probabilities relative to ``reference``, the first ``many`` units in up to
+    ``max_contexts`` contexts, the next ones (to ``units``) in their first context only."""
     from trainspotter.evaluation.keyed_report import choice_passages
-    from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig, keyed_bed
+    from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
     from trainspotter.keyed.answers import branchings, choice_plan, choice_shares
     from trainspotter.keyed.units import Seen
 
-    bed = keyed_bed(folder)
-    target, reference = HFBackend(folder / "target", device="cpu"), HFBackend(folder / "reference", device="cpu")
-    plan = choice_plan(bed.scoring.forms, target.tokenizer, choice_passages(bed, KeyedSuiteConfig(testbed=name), trial),
-                       Seen(), 1, max_contexts)[:units]
+    passages = choice_passages(bed, KeyedSuiteConfig(testbed=bed.name), trial)
+    plan = choice_plan(bed.scoring.forms, target.tokenizer, passages, Seen(), 1, max_contexts)[:units]
     plan = [(unit, where if k < many else where[:1]) for k, (unit, where, _) in enumerate(plan)]
     h = iter(choice_shares(target, [(c, seqs) for _, where in plan for _, c, seqs in where], reference))
     return [{"unit": unit, "cost": [branchings(seqs) for *_, seqs in where], "h": [next(h).tolist() for _ in where]}

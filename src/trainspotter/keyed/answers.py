@@ -81,6 +81,11 @@ def form_tokens(tokenizer, context: str, forms: tuple[str, ...]) -> list[tuple[i
     return seqs
 
 
+def _after(seqs: list[tuple[int, ...]], prefix: tuple[int, ...]) -> list[int]:
+    """The tokens that continue the forms still possible after ``prefix``."""
+    return sorted({s[len(prefix)] for s in seqs if s[:len(prefix)] == prefix})
+
+
 def branchings(seqs: list[tuple[int, ...]]) -> int:
     """The most tokens one draw can cost: the points on a form's tokens where the forms part."""
     return max(sum(len({s[i] for s in seqs if s[:i] == q[:i]}) > 1 for i in range(len(q))) for q in seqs)
@@ -143,8 +148,7 @@ def choice_shares(backend, requests: list[tuple[str, list[tuple[int, ...]]]], re
     heads, nxts, where = [], [], []
     for i, (_, seqs) in enumerate(requests):
         for prefix in sorted({s[:j] for s in seqs for j in range(len(s))}):
-            nxt = sorted({s[len(prefix)] for s in seqs if s[:len(prefix)] == prefix})
-            if len(nxt) > 1:
+            if len(nxt := _after(seqs, prefix)) > 1:
                 heads.append(prompts[i] + list(prefix))
                 nxts.append(nxt)
                 where.append((i, prefix))
@@ -187,7 +191,7 @@ def choose(backend, requests: list[tuple[str, list[tuple[int, ...]]]], samples: 
             if prefix in seqs:
                 drawn[i] += [seqs.index(prefix)] * n
                 continue
-            nxt = sorted({s[len(prefix)] for s in seqs if s[:len(prefix)] == prefix})
+            nxt = _after(seqs, prefix)
             if len(nxt) == 1:  # one form left: its tokens follow, nothing generated
                 later.append((i, prefix + (nxt[0],), n))
             else:

@@ -145,8 +145,7 @@ class LexicalForms:
         asked: dict[str, list[tuple[int, str]]] = {}
         for i, text in enumerate(texts):
             for unit, context in self.contexts(text, Seen()):
-                where = asked.setdefault(unit, []) if unit not in seen.units else []
-                if len(where) < contexts:
+                if unit not in seen.units and len(where := asked.setdefault(unit, [])) < contexts:
                     where.append((i, context))
         return sorted(asked.items(), key=lambda r: -self.count[r[0]])
 
