@@ -126,29 +126,35 @@ def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data,
     assert out.exit_code == 1 and "does not verify: batch 1: its digest does not continue the chain" in out.output
 
 
-def _forged_weight_fails(sealed: dict, folder, path):
-    """Each unit's weight is the release's min(1, n_u / n_95); one unit weighed higher, its wealth
-    recomputed and every digest sealed again (all a forger can do without the release), replays
-    but does not recompute from the owner's release."""
-    from trainspotter.keyed.audit import open_release
+def _resealed(sealed: dict, w: list[list[float]], path):
+    """``sealed`` with batch k's weights ``w[k]``, its wealth replayed and every digest sealed again
+    (all a forger can do without the release), written to ``path``."""
     from trainspotter.keyed.record import SECTIONS, seal
     from trainspotter.stats.eprocess import EProcess
     from trainspotter.stats.units import unit_payoffs
 
+    proc, batches = EProcess(sealed["config"]["strategy"], 0.8, sealed["config"]["alpha"]), []
+    for b, wb in zip(sealed["batches"], w):
+        batches.append({k: v for k, v in b.items() if k != "digest"} | {"w": wb, "log_wealth": []})
+        for u in unit_payoffs(b["x"], b["p"], wb):
+            proc.update(u)
+            batches[-1]["log_wealth"].append(float(proc.log_wealth[0]))
+    result = sealed["result"] | {"e_value": float(proc.e_value), "reject": bool(proc.rejected)}
+    parts = {s: sealed[s] for s in SECTIONS if s != "end"} | {"result": result, "end": {"state": proc.to_dict()}}
+    path.write_text(json.dumps(seal(parts, batches, sealed["start"]["chain"])))
+    return path
+
+
+def _forged_weight_fails(sealed: dict, folder, path):
+    """Each unit's weight is the release's min(1, n_u / n_95); one unit weighed higher replays but
+    does not recompute from the owner's release."""
+    from trainspotter.keyed.audit import open_release
+
     release = open_release(folder)
-    b = sealed["batches"][0]
-    assert b["w"] == release.scoring.weights(b["units"]).tolist() and 0 < min(b["w"]) < 1 <= max(b["w"])
-    i = b["w"].index(min(b["w"]))
-    b["w"][i] = 1.0
-    proc = EProcess(sealed["config"]["strategy"], 0.8, sealed["config"]["alpha"])
-    b["log_wealth"] = []
-    for u in unit_payoffs(b["x"], b["p"], b["w"]):
-        proc.update(u)
-        b["log_wealth"].append(float(proc.log_wealth[0]))
-    sealed["result"] |= {"e_value": float(proc.e_value), "reject": bool(proc.rejected)}
-    parts = {s: sealed[s] for s in SECTIONS if s != "end"} | {"end": {"state": proc.to_dict()}}
-    path.write_text(json.dumps(seal(parts, [{k: v for k, v in b.items() if k != "digest"}], sealed["start"]["chain"])))
-    out = cli("verify", path)
+    w = [b["w"] for b in sealed["batches"]]
+    assert w[0] == release.scoring.weights(sealed["batches"][0]["units"]).tolist() and 0 < min(w[0]) < 1 <= max(w[0])
+    w[0][w[0].index(min(w[0]))] = 1.0
+    out = cli("verify", _resealed(sealed, w, path))
     assert out.exit_code == 0, out.output  # digests and the replay hold
     out = cli("verify", path, "--release", folder)
     assert out.exit_code == 1 and "batch 1: a unit's weight differs from the release's counts" in out.output
@@ -271,6 +277,7 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
     assert [r["unit"] for r in scored] == units and all(max(r["h"]) == 1.0 for r in scored)  # draws pooled
     out = cli("verify", record, "--release", folder)
     assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
+    _weighed_alike(sealed, folder, tmp_path, monkeypatch)
     # a draw edited (and every digest sealed again): the units no longer read from the answers
     b = sealed["batches"][0]
     b["answers"][0]["draws"][0] = 1 - b["answers"][0]["draws"][0]
@@ -295,6 +302,56 @@ def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
                               "--prompts", data / "neutral.jsonl", "--probe", "choose")) == (
         f"error: option --reference hf:{chat}: a forced choice weighs each token against the reference's, so it "
         "needs the model's tokenizer")
+
+
+def _weighed_alike(sealed: dict, folder, tmp_path, monkeypatch):
+    """The forced choice's units weigh 1 each though the release shows them unequally often; a record
+    of version 1 (when they weighed min(1, n_u / n_95)) is checked by its own version's rule (the
+    checks' words read from the library: the CLI's table wraps them)."""
+    from trainspotter.keyed.audit import open_release
+    from trainspotter.keyed.record import verify_keyed
+
+    def said(path):
+        return {detail for _, ok, detail in verify_keyed([(path, json.loads(path.read_text()))], folder)
+                if "weigh" in detail}
+
+    release = open_release(folder)
+    counts = [release.scoring.weights(b["units"]).tolist() for b in sealed["batches"]]
+    assert all(w == 1.0 for b in sealed["batches"] for w in b["w"]) and min(min(w) for w in counts) < 1
+    assert said(tmp_path / "rec.json") == {"every unit read again from the answers and scored under the re-derived "
+                                           "key and weighed alike (forced choice)"}
+    with monkeypatch.context() as m:
+        m.setattr("trainspotter.keyed.record.VERSION", 1)
+        old = _resealed(sealed, counts, tmp_path / "v1.json")
+        alike = _resealed(sealed, [b["w"] for b in sealed["batches"]], tmp_path / "v1-alike.json")
+    assert json.loads(old.read_text())["version"] == 1 and cli("verify", old, "--release", folder).exit_code == 0
+    assert said(old) == {"every unit read again from the answers and scored under the re-derived key and weighed "
+                         "by the release's counts"}
+    assert cli("verify", alike, "--release", folder).exit_code == 1
+    assert said(alike) == {"batch 1: a unit's weight differs from the release's counts"}
+
+
+def test_a_forced_choice_ledger_begun_weighing_by_counts_cannot_continue(data, model, monkeypatch, tmp_path):
+    """A named forced choice begun before its units weighed alike (its ledger's setup says no
+    weights) is refused in one line, not continued under another rule."""
+    from trainspotter.keyed.run import ledger_root
+    from trainspotter.loop.ledger import ledger_path
+
+    folder, _ = released(data, monkeypatch, name="choose-ledger")
+    monkeypatch.setattr("trainspotter.keyed.answers.choose", _keys_form(folder, []))
+    monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
+    args = ("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl", "--probe",
+            "choose", "--samples", 4, "--contexts", 1, "--max-tokens", 64, "--alpha", 0.001, "--random-keys", 0,
+            "--name", "kc", "--ledger")
+    assert cli(*args).exit_code == 0
+    path = ledger_path("kc", ledger_root(tmp_path))
+    ledger = json.loads(path.read_text())
+    assert ledger["setup"]["weights"] == "alike"
+    del ledger["setup"]["weights"]
+    path.write_text(json.dumps(ledger))
+    assert one_error_line(run(*args)) == (
+        "error: audit 'kc': its ledger was begun when the forced choice weighed each unit by how often the release "
+        "shows it; its bets cannot change rule mid-way, so start a new audit name")
 
 
 def test_forced_choice_asks_the_real_model_within_the_budget(data, model, monkeypatch):

@@ -99,6 +99,28 @@ def test_each_unit_weighs_by_how_often_the_release_shows_it(bed):
     records = [{"unit": u, "form": 0} for u in want]
     assert bed.scoring.n_95 == 2.0
     np.testing.assert_allclose(bed.scoring.weights(records), [1.0, 1.0, 0.5, 1.0, 0.5])
+    np.testing.assert_allclose(bed.scoring.weights(records, forced_choice=True), np.ones(5))  # its plan picks by n_u
+
+
+def test_the_forced_choice_bets_unweighted_and_reports_the_weighted_beside(bed):
+    """Shares where the key's form wins 2/3 of the draws: the forced choice's e-process is the
+    unweighted one (its wealth path and decision), the one weighed by n_u is reported beside it and,
+    with half the units at w = 1/2, ends lower; the summary carries both."""
+    forms = bed.scoring.forms
+    ans = Answers()
+    for i, unit in enumerate(u for u in forms.forms for _ in range(4)):  # each unit four times: enough bets
+        h = np.full(len(forms.forms[unit]), 1 / 3 / (len(forms.forms[unit]) - 1))
+        h[forms.key_form(bed.key, unit)] = 2 / 3
+        ans.records.append({"unit": unit, "h": h.tolist()})
+        ans.spent.append(16 * (i + 1))
+        ans.doc.append(i // 8)
+    cfg = KeyedSuiteConfig(testbed="t", random_keys=50)
+    chose, gray = (evaluate(bed, ans, bed.key, fresh_keys(50, 2), cfg, forced_choice=f) for f in (True, False))
+    assert (chose["rejected"], chose["spent"]) == (chose["flat_rejected"], chose["flat_spent"]) and chose["rejected"]
+    assert (chose["counted_rejected"], chose["counted_spent"]) == (gray["rejected"], gray["spent"])
+    assert chose["log_wealth"] > gray["log_wealth"] and "counted_rejected" not in gray
+    s = summarise([chose, chose | {"rejected": False, "counted_rejected": False}], cfg.alpha, 10_000)
+    assert (s["tpr"], s["counted_tpr"]) == (0.5, 0.5 * chose["counted_rejected"])
 
 
 def test_answers_written_under_the_key_are_found(bed):

@@ -48,7 +48,8 @@ def draw_plan(units: list[dict], contexts: int, samples: int, budget: int,
 
 def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, alpha: float,
              rng: np.random.Generator) -> dict:
-    """The e-process (weighted as the audit weighs, and unweighted) on one draw of a plan."""
+    """The e-process on one draw of a plan, its units weighed by n_u (``rejected``: as the gray-box, and
+    the forced choice until this comparison) and unweighted (``flat``: as the audit weighs the forced choice)."""
     from trainspotter.stats.units import unit_eprocess
 
     records, spent = draw_plan(units, contexts, samples, budget, rng)
@@ -70,7 +71,8 @@ def render_contexts(report: dict) -> str:
              "many fit the budget changes. Units past the "
              f"first {report['many']} have only their first context measured, so plans of several contexts stop "
              "there (marked *capped* where one did).", "",
-             "| contexts C | draws K | e-process TPR | unweighted | units asked | median tokens to decision |",
+             "| contexts C | draws K | e-process TPR, weighed by n_u | unweighted (the audit's rule) | units asked "
+             "| median tokens to decision |",
              "|---|---|---|---|---|---|"]
     for r in report["plans"]:
         lines.append(f"| {r['contexts']} | {r['samples']} | {r['tpr']:.2f} | {r['flat_tpr']:.2f} | "

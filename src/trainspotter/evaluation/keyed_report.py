@@ -92,7 +92,7 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
     for t in range(cfg.trials):
         for probe in probes:
             ans = _answers(probe, models["target"], bed, cfg, t, cfg.seed * 100_003 + t, ref)
-            trials[probe].append(evaluate(bed, ans, bed.key, keys, cfg))
+            trials[probe].append(evaluate(bed, ans, bed.key, keys, cfg, probe == "choice"))
         if progress:
             progress("members' trials", t + 1, cfg.trials)
     for probe, budget in (("black", cfg.black_tokens), ("choice", cfg.black_tokens), ("gray", cfg.gray_passages)):
@@ -102,9 +102,9 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
         res["h0"][name] = {}
         for probe in probes:
             ans = _answers(probe, backend, bed, cfg, -1, cfg.seed, ref)
-            res["h0"][name][probe] = h0_rates(bed, ans, keys, cfg)
+            res["h0"][name][probe] = h0_rates(bed, ans, keys, cfg, probe == "choice")
             if name != "target":  # the public key on a model that never saw the release: its path
-                paths[f"{probe} {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg)["path"]]
+                paths[f"{probe} {name}"] = [evaluate(bed, ans, bed.key, keys[:8], cfg, probe == "choice")["path"]]
         if progress:
             progress("H0 models", len(res["h0"]), len(models))
     # (a generative release under a fresh key would need new paraphrases)
@@ -268,8 +268,11 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
                                                   else "") + f". α = {cfg.alpha:g}, {cfg.trials} trials, "
              f"{cfg.random_keys} random keys. The e-process weighs each unit by how often the release shows it, "
              "min(1, n/n_95) with n_95" + (f" = {res['n_95']:g}" if res.get("n_95") else "") + " the 95th percentile "
-             "of n over the release's units (`keyed.score`); \"unweighted\": the same e-process on the same units, "
-             "every weight 1.", "",
+             "of n over the release's units, except the forced choice's, which weigh 1 (its plan asks the units "
+             "shown most; `keyed.score`); \"unweighted\": the same e-process on the same units, every weight 1."
+             + (f" Weighed by n as the other probes are, the forced choice's TPR would be {c['counted_tpr']:.2f} "
+                f"(median {c['counted_median_to_decision']:.0f} to decision)." if (c := res.get("choice") or {}).get(
+                 "counted_tpr") is not None else ""), "",
              "| access | budget | e-process TPR | mean / median / 95% to decision | unweighted: TPR, median | "
              "fixed-n (Sander) | STAMP t-test | key rank | units |", "|---|---|---|---|---|---|---|---|---|"]
     for access, unit in ROWS:

@@ -247,31 +247,40 @@ def _fixed_p(x: np.ndarray, p: np.ndarray) -> float:
     return float(np.nan_to_num(ttest_1samp(d, 0.0, alternative="greater").pvalue, nan=1.0))
 
 
-def evaluate(bed: KeyedBed, ans: Answers, key: bytes, null_keys: list[bytes], cfg: KeyedSuiteConfig) -> dict:
-    """One trial's tests on the same units (module docstring): the e-process (rejected, budget at
-    decision, final log-wealth and its path), the fixed-n test, STAMP's t-test and the key's rank."""
+def evaluate(bed: KeyedBed, ans: Answers, key: bytes, null_keys: list[bytes], cfg: KeyedSuiteConfig,
+             forced_choice: bool = False) -> dict:
+    """One trial's tests on the same units (module docstring): the e-process weighed as the audit
+    weighs this probe (rejected, budget at decision, final log-wealth and its path), the same
+    unweighted (``flat_``) and, for the forced choice, weighed by n_u (``counted_``), the fixed-n
+    test, STAMP's t-test and the key's rank."""
     if not ans.records:
         return {"units": 0, "rejected": False, "spent": None, "flat_rejected": False, "flat_spent": None,
-                "fixed_p": 1.0, "stamp_p": 1.0, "rank_p": 1.0, "log_wealth": 0.0, "path": []}
+                "fixed_p": 1.0, "stamp_p": 1.0, "rank_p": 1.0, "log_wealth": 0.0, "path": []} | (
+            {"counted_rejected": False, "counted_spent": None} if forced_choice else {})
     x, p = bed.scoring.outcomes(ans.records, key)
-    w = bed.scoring.weights(ans.records)
+    w = bed.scoring.weights(ans.records, forced_choice)
     proc = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
     flat = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha)  # every weight 1: what the weights add
+    counted = _decided("counted_", unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha,
+                                                 w=bed.scoring.weights(ans.records)), ans.spent) if forced_choice else {}
     path = np.log(np.maximum(wealth_path(unit_payoffs(x, p, w), cfg.strategy, 0.8), 1e-300))
     xs, ps = bed.scoring.outcomes_many(ans.records, null_keys)
     null = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
     privates = xs[:PRIVATE]
     stamp = _stamp_p(np.concatenate([x[None], privates]), np.asarray(ans.doc))
-    return {"units": len(x), "rejected": bool(proc.rejected),
-            "spent": int(ans.spent[proc.stop_time - 1]) if proc.rejected else None,
-            "flat_rejected": bool(flat.rejected), "flat_spent": int(ans.spent[flat.stop_time - 1]) if flat.rejected
-            else None,
-            "fixed_p": _fixed_p(x, p), "stamp_p": float(stamp), "log_wealth": float(np.log(proc.wealth)),
-            "rank_p": key_rank(float(np.log(proc.wealth)), np.log(null.wealth))["p_value"],
-            "path": [[int(s), float(w)] for s, w in zip(ans.spent, path)]}
+    return {"units": len(x)} | _decided("", proc, ans.spent) | _decided("flat_", flat, ans.spent) | counted | {
+        "fixed_p": _fixed_p(x, p), "stamp_p": float(stamp), "log_wealth": float(np.log(proc.wealth)),
+        "rank_p": key_rank(float(np.log(proc.wealth)), np.log(null.wealth))["p_value"],
+        "path": [[int(s), float(w)] for s, w in zip(ans.spent, path)]}
 
 
-def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConfig) -> dict:
+def _decided(prefix: str, proc, spent: list[int]) -> dict:
+    return {prefix + "rejected": bool(proc.rejected),
+            prefix + "spent": int(spent[proc.stop_time - 1]) if proc.rejected else None}
+
+
+def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConfig,
+             forced_choice: bool = False) -> dict:
     """Each fresh key public in turn on answers that never saw it (module docstring): the rate of
     "trained on" of the e-process, the fixed-n test, STAMP's t-test (privates: the next keys) and
     the rank among the other keys, each with its one-sided binomial p against α."""
@@ -279,7 +288,8 @@ def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConf
     if not ans.records:
         return {"keys": M, "units": 0}
     xs, ps = bed.scoring.outcomes_many(ans.records, keys)
-    proc = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha, w=bed.scoring.weights(ans.records))
+    proc = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha,
+                         w=bed.scoring.weights(ans.records, forced_choice))
     logw = np.log(proc.wealth)
     fixed = np.array([_fixed_p(xs[m], ps[m]) for m in range(M)]) < cfg.alpha
     order = np.array([[(m + j) % M for j in range(PRIVATE + 1)] for m in range(M)])
@@ -303,8 +313,8 @@ def fresh_keys(n: int, seed: int) -> list[bytes]:
 
 
 def _to_decision(trials: list[dict], budget: int, prefix: str = "") -> np.ndarray:
-    """Budget each trial's e-process (``prefix`` "flat_": the unweighted one) spent to say "trained
-    on", or the whole budget where it did not."""
+    """Budget each trial's e-process (``prefix`` "flat_": the unweighted one; "counted_": weighed by
+    n_u) spent to say "trained on", or the whole budget where it did not."""
     return np.array([t[prefix + "spent"] if t[prefix + "rejected"] else budget for t in trials], dtype=float)
 
 
@@ -317,6 +327,9 @@ def summarise(trials: list[dict], alpha: float, budget: int) -> dict:
            "mean_units": float(np.mean([t["units"] for t in trials])),
            "flat_tpr": float(np.mean([t["flat_rejected"] for t in trials])),
            "flat_median_to_decision": float(np.median(flat))}
+    if "counted_rejected" in trials[0]:
+        out |= {"counted_tpr": float(np.mean([t["counted_rejected"] for t in trials])),
+                "counted_median_to_decision": float(np.median(_to_decision(trials, budget, "counted_")))}
     for name in ("fixed_p", "stamp_p", "rank_p"):
         out[name.replace("_p", "_power")] = float(np.mean([t[name] <= alpha if name == "rank_p" else t[name] < alpha
                                                           for t in trials]))

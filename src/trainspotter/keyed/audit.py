@@ -230,7 +230,7 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
                                         reference)
         spent += cost
         x, p = release.scoring.outcomes(records, release.key, seen)
-        w = release.scoring.weights(records)
+        w = release.scoring.weights(records, choosing)
         logw = []
         for u in unit_payoffs(x, p, w):
             proc.update(u)
@@ -250,7 +250,8 @@ def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_we
     if not config.random_keys or not records:
         return None
     xs, ps = release.scoring.outcomes_many(records, random_keys(config.random_keys, config.seed))
-    null = unit_eprocess(xs, ps, strategy=config.strategy, alpha=config.alpha, w=release.scoring.weights(records))
+    null = unit_eprocess(xs, ps, strategy=config.strategy, alpha=config.alpha,
+                        w=release.scoring.weights(records, config.forced_choice))
     return key_rank(log_wealth, np.log(null.wealth))
 
 

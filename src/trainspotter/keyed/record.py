@@ -28,7 +28,8 @@ from trainspotter.stats.units import unit_payoffs
 
 __all__ = ["FORMAT", "seal", "verify_keyed"]
 
-FORMAT, VERSION = "trainspotter-keyed-record", 1
+# version 2: the forced choice weighs every unit 1 (``keyed.score``); version 1 records weighed it by n_u
+FORMAT, VERSION = "trainspotter-keyed-record", 2
 SECTIONS = ("header", "config", "release", "model", "reference", "code", "start", "result", "end")
 
 
@@ -51,9 +52,9 @@ def seal(parts: dict, batches: list[dict], chain: str = GENESIS) -> dict:
 
 def load_keyed(path: Path, record: dict) -> dict:
     missing = [k for k in (*SECTIONS, "batches", "sections", "digest") if k not in record]
-    if missing or record.get("version") != VERSION:
+    if missing or record.get("version") not in (1, VERSION):
         raise InputError(f"{path}: a keyed record of version {record.get('version')!r} without "
-                         f"{', '.join(missing) or 'nothing'}; this trainspotter reads version {VERSION}")
+                         f"{', '.join(missing) or 'nothing'}; this trainspotter reads versions 1 to {VERSION}")
     return record
 
 
@@ -68,7 +69,7 @@ def _digests(record: dict) -> tuple[bool, str]:
             return False, f"batch {n}: its digest does not continue the chain"
     if chain != record["end"]["chain"]:
         return False, "the chain's head is not the one sealed"
-    want = sha256({"format": FORMAT, "version": VERSION, "sections": record["sections"], "chain": chain})
+    want = sha256({"format": FORMAT, "version": record["version"], "sections": record["sections"], "chain": chain})
     return want == record["digest"], "every section and batch matches its sha256" if want == record["digest"] else \
         "the record's digest differs"
 
@@ -103,6 +104,7 @@ def _recompute(record: dict, folder: Path) -> list[tuple[str, bool, str]]:
         return checks + [("release", False, f"{folder} is not the release this record audited")]
     config = KeyedAuditConfig.model_validate(record["config"] | {"release": str(folder)})
     seen = Seen.from_dict(record["start"]["seen"])
+    alike = config.forced_choice and record["version"] >= 2  # the weights its version's rule gave (VERSION)
     for n, b in enumerate(record["batches"], start=1):
         units = _units_again(config, release, b["answers"], seen) if config.access == "black" else b["units"]
         if units != b["units"]:
@@ -110,9 +112,11 @@ def _recompute(record: dict, folder: Path) -> list[tuple[str, bool, str]]:
         x, p = release.scoring.outcomes(units, release.key, seen)
         if not (np.allclose(x, b["x"], atol=1e-12) and np.allclose(p, b["p"], atol=1e-12)):
             return checks + [("outcomes", False, f"batch {n}: an outcome or null mean differs under the derived key")]
-        if "w" in b and not np.allclose(release.scoring.weights(units), b["w"], atol=1e-12):
-            return checks + [("outcomes", False, f"batch {n}: a unit's weight differs from the release's counts")]
-    weighed = " and weighed by the release's counts" if any("w" in b for b in record["batches"]) else ""
+        if "w" in b and not np.allclose(release.scoring.weights(units, alike), b["w"], atol=1e-12):
+            return checks + [("outcomes", False, f"batch {n}: a unit's weight differs from "
+                                                 + ("1, the forced choice's" if alike else "the release's counts"))]
+    weighed = "" if not any("w" in b for b in record["batches"]) else \
+        " and weighed alike (forced choice)" if alike else " and weighed by the release's counts"
     return checks + [("outcomes", True, "every unit read again from the answers and scored under the re-derived key"
                                         + weighed)]
 

@@ -35,8 +35,9 @@ def _setup(config: KeyedAuditConfig, release) -> dict:
             "reference": config.reference.text if config.reference is not None else None,
             "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
             "seed": config.seed,
-            # forced choice only (None otherwise, as in ledgers begun before it existed; so is one context)
-            **({"probe": "choose", "samples": config.samples} if config.forced_choice else {}),
+            # forced choice only (None otherwise, as in ledgers begun before it existed; so is one context);
+            # its units weigh alike since record version 2: a ledger begun weighing them by n_u cannot continue
+            **({"probe": "choose", "samples": config.samples, "weights": "alike"} if config.forced_choice else {}),
             **({"contexts": config.contexts} if config.forced_choice and config.contexts != 1 else {})}
 
 
@@ -63,6 +64,10 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
         if config.name:
             sweep_temps(config.name, ledger_root(root))
             ledger = load_ledger(config.name, ledger_root(root)) or new_ledger(config.name, _setup(config, release))
+            if config.forced_choice and ledger["setup"].get("probe") == "choose" and "weights" not in ledger["setup"]:
+                raise InputError(f"audit {config.name!r}: its ledger was begun when the forced choice weighed each "
+                                 "unit by how often the release shows it; its bets cannot change rule mid-way, so "
+                                 "start a new audit name")
             check_setup(ledger, _setup(config, release))
         stored = (ledger or {}).get("keyed") or {"state": None, "seen": None, "records": [], "texts_used": 0,
                                                 "chain": GENESIS, "spent": 0}

@@ -15,11 +15,15 @@ most likely next tokens and their probabilities). ``outcomes(records, key)`` tur
 
 ``outcomes_many`` does the same under M keys at once (the random-key null, ``stats.units.key_rank``);
 ``weights`` gives each unit's weight w ∈ [0, 1] in the payoff (``stats.units``), a function of the
-unit and the release alone: lexical, w_u = min(1, n_u / n_95) with n_u the times the release shows
-the unit (its originals' occurrences of it, each written in the key's form) and n_95 the 95th
-percentile of n over the release's units. A model learns the key's form of a unit from those n_u
-sightings, so a unit shown once carries almost none of the effect but all of the noise (measured,
-``benchmarks/bench_keyed_effect.py``: the effect per unit grows with n_u); windows: 1.
+unit, the release and the probe alone: lexical, w_u = min(1, n_u / n_95) with n_u the times the
+release shows the unit (its originals' occurrences of it, each written in the key's form) and n_95
+the 95th percentile of n over the release's units. A model learns the key's form of a unit from
+those n_u sightings, so a unit shown once carries almost none of the effect but all of the noise
+(measured, ``benchmarks/bench_keyed_effect.py``: the effect per unit grows with n_u). The forced
+choice weighs every unit 1: its plan asks the units the release shows most first and no others
+(``LexicalForms.asked_first``; at 13.5% the ~307 units 20,000 tokens pay for all have n_u ≥ 9),
+so the weights would only shrink the bets on units chosen for their n_u (exploration trials
+100–105, ``benchmarks/bench_keyed_contexts.py``: unweighted ahead on 10 of 10 plans). Windows: 1.
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ class LexicalScoring:
         x = np.array([h[self.forms.key_form(key, r["unit"])] for r, h in zip(records, hs)])
         return x, np.array([h.mean() for h in hs])
 
-    def weights(self, records: list[dict]) -> np.ndarray:
+    def weights(self, records: list[dict], forced_choice: bool = False) -> np.ndarray:
+        if forced_choice:
+            return np.ones(len(records))
         return np.array([min(1.0, self.forms.count[r["unit"]] / self.n_95) for r in records])
 
     def outcomes_many(self, records: list[dict], keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +89,7 @@ class GreenScoring:
         self.green = green or (lambda key: KeyedGreenList(key, vocab_size, gamma))
 
     @staticmethod
-    def weights(records: list[dict]) -> np.ndarray:
+    def weights(records: list[dict], forced_choice: bool = False) -> np.ndarray:
         return np.ones(len(records))
 
     def outcomes(self, records: list[dict], key: bytes, seen: Seen | None = None) -> tuple[np.ndarray, np.ndarray]:
