@@ -320,6 +320,9 @@ def _weighed_alike(sealed: dict, folder, tmp_path, monkeypatch):
     assert all(w == 1.0 for b in sealed["batches"] for w in b["w"]) and min(min(w) for w in counts) < 1
     assert said(tmp_path / "rec.json") == {"every unit read again from the answers and scored under the re-derived "
                                            "key and weighed alike (forced choice)"}
+    by_counts = _resealed(sealed, counts, tmp_path / "v2-counts.json")  # replays, but not this version's rule
+    assert cli("verify", by_counts).exit_code == 0 and cli("verify", by_counts, "--release", folder).exit_code == 1
+    assert said(by_counts) == {"batch 1: a unit's weight differs from 1, the forced choice's"}
     with monkeypatch.context() as m:
         m.setattr("trainspotter.keyed.record.VERSION", 1)
         old = _resealed(sealed, counts, tmp_path / "v1.json")

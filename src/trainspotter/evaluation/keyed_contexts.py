@@ -48,8 +48,9 @@ def draw_plan(units: list[dict], contexts: int, samples: int, budget: int,
 
 def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, alpha: float,
              rng: np.random.Generator) -> dict:
-    """The e-process on one draw of a plan, its units weighed by n_u (``rejected``: as the gray-box, and
-    the forced choice until this comparison) and unweighted (``flat``: as the audit weighs the forced choice)."""
+    """The e-process on one draw of a plan, its units weighed by n_u (``rejected``: as the gray-box weighs,
+    and the forced choice did when these plans were compared) and unweighted (``flat``: as the audit
+    weighs the forced choice since)."""
     from trainspotter.stats.units import unit_eprocess
 
     records, spent = draw_plan(units, contexts, samples, budget, rng)
