@@ -262,6 +262,9 @@ def _cell(row: dict, key: str) -> str:
 
 def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
     """The suite's tables: power on the members' release, then H0 over fresh keys."""
+    c = res.get("choice") or {}
+    counted = (f" Weighed by n as the other probes are, the forced choice's TPR would be {c['counted_tpr']:.2f} "
+               f"(median {c['counted_median_to_decision']:.0f} to decision)." if "counted_tpr" in c else "")
     lines = [f"# Keyed suite: testbed `{res['testbed']}`", "", header, "",
              f"Release: {res['members']} members, {100 * res['member_fraction']:.2f}% of the training tokens, "
              f"seen once; unit: {res['unit']}" + (f", {res['release_units']} rewritable units" if res["release_units"]
@@ -270,9 +273,7 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
              "min(1, n/n_95) with n_95" + (f" = {res['n_95']:g}" if res.get("n_95") else "") + " the 95th percentile "
              "of n over the release's units, except the forced choice's, which weigh 1 (its plan asks the units "
              "shown most; `keyed.score`); \"unweighted\": the same e-process on the same units, every weight 1."
-             + (f" Weighed by n as the other probes are, the forced choice's TPR would be {c['counted_tpr']:.2f} "
-                f"(median {c['counted_median_to_decision']:.0f} to decision)." if (c := res.get("choice") or {}).get(
-                 "counted_tpr") is not None else ""), "",
+             + counted, "",
              "| access | budget | e-process TPR | mean / median / 95% to decision | unweighted: TPR, median | "
              "fixed-n (Sander) | STAMP t-test | key rank | units |", "|---|---|---|---|---|---|---|---|---|"]
     for access, unit in ROWS:
