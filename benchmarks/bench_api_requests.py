@@ -2,7 +2,7 @@
 batched /v1/completions (many prefixes per request) against one request per position.
 
 Starts `trainspotter serve` on the mini testbed over loopback (the tests' helper) and counts
-requests server-side (trainspotter.evaluation.api_cost). Writes benchmarks/results/api_requests.md.
+requests server-side (studies.api_cost). Writes benchmarks/results/api_requests.md.
 
     .venv/bin/python benchmarks/bench_api_requests.py [--samples 16]
 """
@@ -28,7 +28,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests" / "api"))
     from conftest import running_server  # the tests' loopback server helper
 
-    from trainspotter.evaluation.api_cost import (fresh_backend, member_texts, positions_per_sample, render_requests,
+    from studies.api_cost import (fresh_backend, member_texts, positions_per_sample, render_requests,
                                                   timed_score)
 
     texts, rows = member_texts(args.samples), []

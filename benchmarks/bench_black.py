@@ -33,7 +33,7 @@ reads (same configuration, so every extraction task is a cache hit):
    only near the decision boundary (margins near 0); wherever the gain sits far below it, a
    label-only audit cannot see it at any number of queries of the original text.
 
-The computation: trainspotter.evaluation.black_signal.
+The computation: studies.black_signal.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from trainspotter.evaluation.benchmark import BenchmarkConfig, mia_rows
-    from trainspotter.evaluation.black_signal import ablation, boundary_table, gray_vs_black, render_black
+    from studies.black_signal import ablation, boundary_table, gray_vs_black, render_black
     from trainspotter.evaluation.plots import power_plot
     from trainspotter.features.extract import feature_columns
     from trainspotter.features.features import FEATURE_SETS

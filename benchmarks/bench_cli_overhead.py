@@ -23,7 +23,7 @@ collector's callbacks, and the wall time left outside: interpreter start and exi
 Writes benchmarks/results/cli_overhead.{md,json}; ``--phases-only`` runs the breakdown alone
 and prints it as JSON.
 
-The runs and the tables: trainspotter.evaluation.cli_cost; the phase clock: evaluation.machine.PhaseClock.
+The runs and the tables: studies.cli_cost; the phase clock: harness.machine.PhaseClock.
 
     python benchmarks/bench_cli_overhead.py [--repeats 3] [--phases-only]
     python benchmarks/bench_cli_overhead.py --render   # cli_overhead.md from its JSON (its reading below kept)
@@ -39,7 +39,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trainspotter.evaluation.cli_cost import (PAIRS, overhead_inputs, overhead_runs, phases, render_overhead, stop_api,
+from studies.cli_cost import (PAIRS, overhead_inputs, overhead_runs, phases, render_overhead, stop_api,
                                               timed)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ LIBRARY_PHASES = [  # the audit loop's own names (trainspotter.loop.run, `trains
 
 def child(mode: str, argv: list[str]) -> None:
     """One audit in this process, each phase timed (``PhaseClock``); the seconds go to $PHASES_OUT at exit."""
-    from trainspotter.evaluation.machine import PhaseClock
+    from harness.machine import PhaseClock
 
     clock = PhaseClock(os.environ["PHASES_OUT"])
     if mode == "library":

@@ -9,7 +9,7 @@
 each the median of ``--repeats`` runs, with the bare import (`trainspotter --help`) timed in
 the same run so the difference is the work. Writes benchmarks/results/cli_stats.{md,json}.
 
-The measurement: trainspotter.evaluation.cli_cost.cli_stats.
+The measurement: studies.cli_cost.cli_stats.
 
     python benchmarks/bench_cli_stats.py [--repeats 3] [--before OTHER_CHECKOUT/.venv/bin/python]
     python benchmarks/bench_cli_stats.py --render   # cli_stats.md from cli_stats.json
@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-from trainspotter.evaluation.cli_cost import cli_stats, render_cli_stats
+from studies.cli_cost import cli_stats, render_cli_stats
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -40,7 +40,7 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def passages(n: int, folder: Path) -> Path:
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     root = build_testbed(PRESETS["mini"])
     rows = [json.loads(line) for split in ("member", "nonmember", "heldout")

@@ -24,7 +24,7 @@ the black-box audit's power grows with the exposures k, all else fixed:
   independent, which they are not); the pooled control re-draws the split and is what the
   guarantee FPR ≤ α is about.
 
-The computation: trainspotter.evaluation.exposures.
+The computation: studies.exposures.
 
     python benchmarks/bench_exposures.py [--repeats 1 2 4] [--trials 500] [--null-trials 1000]
     python benchmarks/bench_exposures.py --render   # exposures.md from exposures.json
@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--render", action="store_true", help="only rewrite exposures.md from exposures.json "
                     "(one written before it recorded torch's threads: 2, as it was run)")
     args = ap.parse_args()
-    from trainspotter.evaluation.exposures import render_exposures
+    from studies.exposures import render_exposures
 
     if args.render:
         return (OUT / "exposures.md").write_text(render_exposures(json.loads((OUT / "exposures.json").read_text()), 2))
@@ -63,9 +63,9 @@ def main() -> None:
     from prefect import flow
 
     from trainspotter.evaluation.benchmark import BenchmarkConfig
-    from trainspotter.evaluation.exposures import exposure_result, exposure_rows, feature_sets, exposure_testbed
+    from studies.exposures import exposure_result, exposure_rows, feature_sets, exposure_testbed
     from trainspotter.evaluation.plots import power_plot
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
+    from trainspotter.testbeds.build import PRESETS, build_testbed, load_manifest
     from trainspotter.flows.benchmark import features_table
     from trainspotter.stats.sequential import TestConfig
 

@@ -20,7 +20,7 @@
 Model, MiniLM, BERTScore and WordNet loading is done first and not timed; every time is
 the minimum over ``--repeats`` interleaved repeats (the machine is shared).
 
-The measurements: trainspotter.evaluation.extract_cost.
+The measurements: studies.extract_cost.
 
     python benchmarks/bench_extract.py [--testbed tiny] [--passages 64] [--batch-size 16]
     python benchmarks/bench_extract.py --model artifacts/models/smollm2-135m --passages-from tiny-pretrain
@@ -64,7 +64,7 @@ def inputs(args):
     extraction loads lazily (MiniLM, BERTScore, WordNet): not timed."""
     from trainspotter.backends import HFBackend
     from trainspotter.data import load_passages
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
     from trainspotter.features.perturb import synonyms
     from trainspotter.features.probability import bert_scorer, minilm
 
@@ -81,7 +81,7 @@ def inputs(args):
 
 def main() -> None:
     args = parse()
-    from trainspotter.evaluation.extract_cost import bare_forward, configurations, fill_token_table, measure, render_extract
+    from studies.extract_cost import bare_forward, configurations, fill_token_table, measure, render_extract
 
     if args.render:
         result = json.loads((RESULTS / f"{args.render}.json").read_text())

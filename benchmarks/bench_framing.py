@@ -45,10 +45,10 @@ def _choices(score_target, score_reference):
 def one_try(passages: list[dict], work: Path, n: int) -> list[dict]:
     from trainspotter.auditing.config import AuditConfig
     from trainspotter.auditing.verdict import decide
-    from trainspotter.evaluation.framing import choose, preference, write_legacy
-    from trainspotter.evaluation.testbed_twins import PerPassageKeys
+    from studies.framing import choose, preference, write_legacy
+    from trainspotter.testbeds.twins_variant import PerPassageKeys
     from trainspotter.loop.run import audit
-    from trainspotter.twins.lexical import KeyedLexicalRewriter
+    from trainspotter.rewriters.lexical import KeyedLexicalRewriter
     from trainspotter.twins.make import make_twins
 
     twins = make_twins(passages, 2, PerPassageKeys(KeyedLexicalRewriter()))
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     bed = build_testbed(PRESETS["mini"])
     passages = [json.loads(line) for s in ("heldout", "nonmember")

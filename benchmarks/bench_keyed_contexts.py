@@ -3,9 +3,9 @@
 exploration trials kept apart from the keyed suite's (its trials are 0 to 39; these default to
 100 to 105), each unit's first context in each of the first ``--max-contexts`` neutral passages
 that show it, and the exact probability of each form in a draw there
-(``keyed.answers.choice_shares``, relative to the testbed's reference, as the suite asks). Each
+(``keyed.queries.choice_shares``, relative to the testbed's reference, as the suite asks). Each
 plan (C contexts × K draws in each) is then drawn ``--draws`` times from those probabilities (what
-``keyed.answers.choose`` samples on local weights), the units the release shows most first within
+``keyed.queries.choose`` samples on local weights), the units the release shows most first within
 the token budget (each draw costing its most, as the audit plans it), and the e-process run on
 the pooled shares under the release key: its rate of "trained on" (weighted and unweighted), the
 units asked and the median tokens to decision.
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     from trainspotter.backends.hf import HFBackend
-    from trainspotter.evaluation.keyed_contexts import PLANS, render_contexts, shares, simulate
+    from studies.keyed_contexts import PLANS, render_contexts, shares, simulate
     from trainspotter.evaluation.keyed_suite import keyed_bed
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--testbed", default="tiny-pretrain-keyed")

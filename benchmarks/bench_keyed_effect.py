@@ -1,7 +1,7 @@
 """Why the keyed suite's budgets do or do not suffice (issue 53: "where measured power falls short,
 why, measured"): on each keyed testbed's target, over the suite's first trials (its own prompts and
 neutral passages, seed 0), the key's per-unit effect δ = mean(x − p) under the public key, beside
-the same under fresh keys, and the units a fixed-n test would need (``evaluation.keyed_report.unit_effect``,
+the same under fresh keys, and the units a fixed-n test would need (``evaluation.keyed_suite_report.unit_effect``,
 ``render_effect``; ``--render`` rewrites effect.md from effect.json); for the forced choice, also
 what its draws would give if each form were one token ("choice, whole forms", simulated from the
 whole forms' shares) and how many units have one-token forms under the testbed's tokenizer and
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    from trainspotter.evaluation.keyed_report import effect_runs, render_effect, unit_effect
+    from trainspotter.evaluation.keyed_suite_report import effect_runs, render_effect, unit_effect
     from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--testbeds", nargs="+", default=["tiny-pretrain-keyed", "tiny-pretrain-keyed-3pct"])
@@ -65,9 +65,9 @@ def single_token_units(folder: Path, name: str) -> dict:
     from transformers import AutoTokenizer
 
     from trainspotter.assets import smollm2_gguf
-    from trainspotter.evaluation.keyed_report import choice_passages
+    from trainspotter.evaluation.keyed_suite_report import choice_passages
     from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig, keyed_bed
-    from trainspotter.keyed.answers import choice_plan
+    from trainspotter.keyed.queries import choice_plan
     from trainspotter.keyed.units import Seen
 
     bed, gguf = keyed_bed(folder), smollm2_gguf()

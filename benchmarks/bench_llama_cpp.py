@@ -5,7 +5,7 @@ position (what the backend did before it could read that server's echo).
 Needs `llama-cpp-python[server]==0.3.36` in the Python named by $LLAMA_CPP_PYTHON (default:
 this one); serves the packaged SmolLM2-135M-Instruct gguf with --logits_all true. Both modes
 run in this one process, one after the other, on the same passages, each on a fresh query
-cache; requests are the backend's own counts (the probe excluded; trainspotter.evaluation.api_cost).
+cache; requests are the backend's own counts (the probe excluded; studies.api_cost).
 Writes benchmarks/results/llama_cpp.md.
 
     LLAMA_CPP_PYTHON=/path/to/python .venv/bin/python benchmarks/bench_llama_cpp.py [--samples 16]
@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("TRAINSPOTTER_ARTIFACTS", tempfile.mkdtemp(prefix="bench-llama-"))
     from trainspotter.assets import smollm2_gguf
-    from trainspotter.evaluation.api_cost import (fresh_backend, member_texts, positions_per_sample, render_llama,
+    from studies.api_cost import (fresh_backend, member_texts, positions_per_sample, render_llama,
                                                   score_agreement, timed_score)
 
     texts, gguf = member_texts(args.samples), smollm2_gguf()

@@ -21,7 +21,7 @@ D. Type-I error of the fixed payoff on fresh null streams (scalar streams of
    very different scales / tails, and the full pipeline with suspect = held-out
    distribution): one-sided binomial test of the rejection rate vs α.
 
-The computation: trainspotter.evaluation.mmd_payoff.
+The computation: studies.mmd_payoff.
 
     python benchmarks/bench_mmd.py   # → benchmarks/results/mmd_payoff.{md,json} (md: text above the marker is kept)
     python benchmarks/bench_mmd.py --render   # the measured part of mmd_payoff.md from mmd_payoff.json
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainspotter.evaluation.mmd_payoff import (MARKER, diagnosis, null_rows, pipeline_power, provenance,
+from studies.mmd_payoff import (MARKER, diagnosis, null_rows, pipeline_power, provenance,
                                                 render_mmd, scalar_power)
 
 RESULTS = Path(__file__).parent / "results"

@@ -13,7 +13,7 @@ d) weak signal — 32 N(0,1) features, 2 of them shifted by δ for suspects —
 e) Type-I of the online scorer on fresh null streams (2000 trials), one-sided
    binomial test vs α = 0.05 (scipy.stats.binomtest).
 
-The measurements: trainspotter.evaluation.scorer_cost (a-c) and synthetic (d, e).
+The measurements: studies.scorer_cost (a-c) and synthetic (d, e).
 
     OMP_NUM_THREADS=2 python benchmarks/bench_online_scorer.py
     python benchmarks/bench_online_scorer.py --render   # online_scorer.md from online_scorer.json (notes below kept)
@@ -26,8 +26,8 @@ import json
 import os
 from pathlib import Path
 
-from trainspotter.evaluation.scorer_cost import hardware, in_child, render_online, time_run_test
-from trainspotter.evaluation.synthetic import null_streams, weak_signal
+from studies.scorer_cost import hardware, in_child, render_online, time_run_test
+from studies.synthetic import null_streams, weak_signal
 
 RESULTS = Path(__file__).parent / "results"
 NOTES = "\nNotes."  # hand-written notes appended to online_scorer.md after a run: kept by --render

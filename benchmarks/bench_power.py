@@ -6,7 +6,7 @@ is compared with Kelly (Eq. 14), the mixture strategy, the KS and diff payoffs, 
 configurations are valid at the same α (the null rejection rate is measured too). Stopping times
 of non-rejecting trials are censored at N_max, so the mean over all trials ("mean stop,
 censored") compares configurations with different TPRs fairly; the mean over rejecting trials
-(the paper's figure) is reported as well (trainspotter.evaluation.synthetic.power_rows).
+(the paper's figure) is reported as well (studies.synthetic.power_rows).
 
     python benchmarks/bench_power.py [--trials 200] [--null-trials 400] [--n-max 800]
 """
@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from trainspotter.evaluation.synthetic import best_saving, power_rows, render_power
+from studies.synthetic import best_saving, power_rows, render_power
 
 RESULTS = Path(__file__).parent / "results"
 

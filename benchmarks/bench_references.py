@@ -4,7 +4,7 @@ Per-sample (1000 members vs 1000 non-members of ``tiny-pretrain``): AUROC and TP
 of the model-based methods (TDDBench A.1.3) on a bank of K OUT + K IN reference models, and of
 the audit's reference features, for K = 1, 2, 4, 8; dataset inference with the default audit,
 every K on the same trial streams, with the saving against today's single-reference audit
-(trainspotter.evaluation.reference_bank has the rows and their definitions).
+(studies.reference_bank has the rows and their definitions).
 
     python benchmarks/bench_references.py [--testbed tiny-pretrain] [--ks 1,2,4,8]
         [--trials 1000] [--null-trials 2000]
@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from trainspotter.evaluation.reference_bank import (HAYES, bank_inputs, dataset_inference, per_sample_rows,
+from studies.reference_bank import (HAYES, bank_inputs, dataset_inference, per_sample_rows,
                                                     plot_references, refl_rows, render_references)
 
 RESULTS = Path(__file__).parent / "results"

@@ -15,7 +15,7 @@ torch runs on one thread (on a shared 2-core machine, 2 threads were 4x slower p
 ``--max-seconds`` budget stops the generative rewriter after the passage where it runs out; the
 report says how many passages it covered.
 
-The measurement: trainspotter.evaluation.rewriters_bench. Writes benchmarks/results/twins/rewriters.json
+The measurement: studies.rewriters. Writes benchmarks/results/twins/rewriters.json
 (rewriters.md beside it is its reading, written by hand).
 
     nice -n 10 python benchmarks/bench_rewriters.py [--passages 32] [--max-seconds 1200]
@@ -39,7 +39,7 @@ def main() -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from trainspotter.evaluation.rewriters_bench import report
+    from studies.rewriters import report
 
     torch.set_num_threads(1)
     hf_logging.set_verbosity_error()

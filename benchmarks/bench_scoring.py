@@ -1,7 +1,7 @@
 """Cost of the online scorer: the full sequential test vs retraining per round.
 
 One run on `--pairs` pairs × `--features` features (default 2000 × 32), all timed in the same
-process (trainspotter.evaluation.scorer_cost):
+process (studies.scorer_cost):
 
 * online   — the sequential test with scorer="paper": trainspotter's vectorised numpy scorer
              (warm-started full-batch Adam, 30 epochs per round) + MMD + ONS;
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainspotter.evaluation.scorer_cost import render_scoring, time_online, time_scratch, time_torch
+from studies.scorer_cost import render_scoring, time_online, time_scratch, time_torch
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -5,8 +5,8 @@ another) and on IID splits, beside the default audit on the very same draws.
     TRAINSPOTTER_ARTIFACTS=/work/main/artifacts nice -n 10 .venv/bin/python benchmarks/bench_shift_matched.py \\
         --out benchmarks/results/shift-matched --sizes 20 40 80 --trials 200
 
-Features come from the shift suite's cached extraction (flows/shift.py ``_features``); the
-rows are trainspotter.evaluation.shift_matched_runs, the tables shift_matched_tables. Sizes run
+Features come from the shift suite's cached extraction (flows/shift_suite.py ``_features``); the
+rows are studies.shift_matched_runs, the tables shift_matched_tables. Sizes run
 outermost (every scenario at 20, then 40, ...), and the tables are rewritten after every
 scenario, so a run stopped early leaves complete smaller sizes. Size 0: the whole pools
 (``--whole-trials`` trials).
@@ -23,7 +23,7 @@ alternatives and IID splits, and the merge into the committed table:
 
 The text-only models' features side by side (issue 36 item 4: n-grams vs n-grams + MiniLM
 embeddings, for the blind check and matching's propensity, on the very same draws;
-trainspotter.evaluation.shift_text_features), gray features extracted by the library directly
+studies.shift_text_features), gray features extracted by the library directly
 (no Prefect, so no server), into text-features.md:
 
     ... bench_shift_matched.py --out OUT --table artifacts/gray.pkl --text-features ngrams ngrams+minilm \\
@@ -47,10 +47,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainspotter.evaluation.shift import AUDITS, KINDS
-from trainspotter.evaluation.shift_matched_runs import MatchedRuns, add_ceilings, greedy_match, run_scenarios
-from trainspotter.evaluation.shift_matched_tables import merge, render, with_shift_section
-from trainspotter.evaluation.shift_text_features import TextFeatureRuns, compare_text_features, render_text_features
+from trainspotter.evaluation.shift_suite import AUDITS, KINDS
+from studies.shift_matched_runs import MatchedRuns, add_ceilings, greedy_match, run_scenarios
+from studies.shift_matched_tables import merge, render, with_shift_section
+from studies.shift_text_features import TextFeatureRuns, compare_text_features, render_text_features
 
 
 def setup(testbed: str, seed: int, table: str | None):
@@ -62,8 +62,8 @@ def setup(testbed: str, seed: int, table: str | None):
     import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
     from prefect import flow
 
-    from trainspotter.evaluation.shift import shift_pools
-    from trainspotter.flows.shift import _difficulty, _features, _split
+    from trainspotter.evaluation.shift_suite import shift_pools
+    from trainspotter.flows.shift_suite import _difficulty, _features, _split
 
     @flow(name="shift-matched")
     def extracted():
@@ -145,7 +145,7 @@ def main() -> None:
         return
     args = parse()
     from trainspotter import __version__
-    from trainspotter.evaluation.machine import git_commit
+    from harness.machine import git_commit
 
     if args.greedy:  # the baseline rule in optimal matching's place, wherever the audit matches
         import trainspotter.auditing.matching

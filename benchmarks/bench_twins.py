@@ -5,10 +5,10 @@ decision against today's unpaired audit on the same members, and its false "trai
 Testbed `tiny-pretrain-twins` (built if missing: 45 min on 2 busy shared CPUs): every passage rewritten twice
 by the keyed lexical rewriter, one version drawn public; the target was pre-trained with the
 members' public versions mixed in once, the reference without them. The rows, their trials and
-the features: ``trainspotter.evaluation.twins_bench`` (k = 2); a testbed with k > 2 variants per
-passage (`tiny-pretrain-twins-k4`) runs ``trainspotter.evaluation.twins_kmean`` instead: one
+the features: ``studies.twins_k2`` (k = 2); a testbed with k > 2 variants per
+passage (`tiny-pretrain-twins-k4`) runs ``studies.twins_kmean`` instead: one
 private variant drawn at random against the mean of the pairwise payoffs over all k − 1. The
-Markdown: ``trainspotter.evaluation.twins_tables``.
+Markdown: ``studies.twins_tables``.
 
 Black box (``--access black``): the greedy tokens only; its testbed is
 `tiny-pretrain-2k-twins-x2` (``--testbed``; 2000 passages per split, the members' public versions
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 from trainspotter.evaluation.plots import power_plot
-from trainspotter.evaluation.twins_bench import ACCESS, TESTBED, k2_run, twins_testbed
-from trainspotter.evaluation.twins_kmean import KSUBSETS, kmean_run
+from studies.twins_k2 import ACCESS, TESTBED, k2_run, twins_testbed
+from studies.twins_kmean import KSUBSETS, kmean_run
 from trainspotter.evaluation.twins_suite import decided_curves
-from trainspotter.evaluation.twins_tables import render_k2, render_kmean
+from studies.twins_tables import render_k2, render_kmean
 
 OUT = Path(__file__).resolve().parent / "results" / "twins"
 

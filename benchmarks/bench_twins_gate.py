@@ -14,7 +14,7 @@ quality). The ratio: old's total time over new's; the texts encoded are counted 
 It also measures whether batched embeddings (sentence-transformers pads a batch to its longest
 text) equal one-text-per-pass embeddings, on the same originals and attempt-0 paraphrases.
 
-The measurement: trainspotter.evaluation.twins_gate_bench.
+The measurement: studies.twins_gate.
 
     python benchmarks/bench_twins_gate.py [--passages 200]
     python benchmarks/bench_twins_gate.py --render   # twins_gate.md from twins_gate.json
@@ -28,7 +28,7 @@ import argparse
 import json
 from pathlib import Path
 
-from trainspotter.evaluation.twins_gate_bench import gate_rounds, passages_and_rewriter, render_gate
+from studies.twins_gate import gate_rounds, passages_and_rewriter, render_gate
 
 OUT = Path(__file__).resolve().parent / "results"
 

@@ -4,7 +4,7 @@ Each trial draws new data with the same distribution on both sides (N(0, I) feat
 full online test (scorer → payoff → bets) and records whether the wealth ever reached 1/α. Under
 H0 this must happen with probability ≤ α (Ville's inequality); a one-sided binomial test of
 H: rate ≤ α flags a rate significantly above α — that would be a bug
-(trainspotter.evaluation.synthetic.type1_rows).
+(studies.synthetic.type1_rows).
 
     python benchmarks/bench_type1.py [--trials 5000] [--pairs 150] [--features 4]
 """
@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from trainspotter.evaluation.synthetic import render_type1, type1_rows
+from studies.synthetic import render_type1, type1_rows
 from trainspotter.stats.payoffs import PAYOFFS
 
 RESULTS = Path(__file__).parent / "results"

@@ -13,7 +13,7 @@ library check (``load_record`` + ``verify_records``: every hash, the recomputati
 both replays) and the CLI as a user runs it, beside the bare import (`trainspotter --help`).
 Writes benchmarks/results/verify.{md,json}.
 
-The record and the timings: trainspotter.evaluation.verify_cost.
+The record and the timings: studies.verify_cost.
 
     python benchmarks/bench_verify.py [--pairs 1000] [--repeats 3]
     python benchmarks/bench_verify.py --render   # verify.md from verify.json
@@ -29,7 +29,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trainspotter.evaluation.verify_cost import make_record, record_sizes, render_verify, verify_seconds
+from studies.verify_cost import make_record, record_sizes, render_verify, verify_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.render:
         return (RESULTS / "verify.md").write_text(render_verify(json.loads((RESULTS / "verify.json").read_text()), 7))
-    from trainspotter.evaluation.machine import git_commit
+    from harness.machine import git_commit
     from trainspotter.record.verify import load_record
 
     load = [os.getloadavg()[0]]

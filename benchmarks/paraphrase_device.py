@@ -4,7 +4,7 @@ writes the jobs and joins the answers into the testbed's paraphrase table). Whol
 back as one or two sentences from this small model; single sentences keep their length better.
 
 Standalone on purpose (torch, transformers and gguf only: the device machine has none of
-trainspotter's other dependencies). It samples as ``trainspotter.twins.generative.HFRewriter``
+trainspotter's other dependencies). It samples as ``trainspotter.rewriters.generative.HFRewriter``
 does, on a CUDA device, batched, one sentence at a time: the same instruction in the tokenizer's chat template, sampling at
 temperature 0.7 / top-p 0.95 / top-k 0, new tokens capped at 1.5 × the sentence's tokens + 16,
 and transformers' watermark (``WatermarkingConfig``: lefthash, context width 1, bias 2.0, green

@@ -1,7 +1,7 @@
 """What matching leaves of a shift in the model's own evidence (issue 36): on the shift suite's null
 pools (no model saw either set), the mean per-pair difference of the reference-relative loss
 (`gray_ref_diff`) before and after matching, its spread, and the pairs a test of that mean would
-need to reach z = 3 on it alone (trainspotter.evaluation.shift_residual).
+need to reach z = 3 on it alone (studies.shift_residual).
 
     TRAINSPOTTER_ARTIFACTS=/work/main/artifacts .venv/bin/python benchmarks/shift_residual.py \\
         --table artifacts/shift-table.pkl --out benchmarks/results/shift-matched/residual.md
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainspotter.evaluation.shift_residual import members_gap, render, residuals
+from studies.shift_residual import members_gap, render, residuals
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

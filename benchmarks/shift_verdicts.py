@@ -1,5 +1,5 @@
 """Re-derive the shift suite's verdicts from its saved stop times with the current rules
-(trainspotter.evaluation.shift_stops): rewrites shift.md, shift.json and shift.png from
+(studies.shift_stops): rewrites shift.md, shift.json and shift.png from
 shift.json and shift-stops.npz; the matched audit's section of shift.md comes back with
 ``bench_shift_matched.py --shift-md``.
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from trainspotter.evaluation.plots import shift_plot
-from trainspotter.evaluation.shift import render_markdown
-from trainspotter.evaluation.shift_stops import rederive
+from trainspotter.evaluation.shift_suite import render_markdown
+from studies.shift_stops import rederive
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -14,7 +14,7 @@ On the CPU here SmolLM2-135M-Instruct paraphrases one passage a minute (README,
    to ``benchmarks/data/twins-smollm2/``, the file the preset `tiny-pretrain-twins-smollm2` names
    by path and sha256. The testbed build applies the generative gate (MiniLM similarity ≥ 0.7).
 
-The steps' work: trainspotter.evaluation.paraphrase_table.
+The steps' work: studies.paraphrase_table.
 
     python benchmarks/twins_paraphrases.py jobs --out .gpu/jobs.json.gz
     python benchmarks/twins_paraphrases.py table --jobs .gpu/jobs.json.gz --answers OUT/*.jsonl.gz
@@ -40,7 +40,7 @@ def main() -> None:
     t.add_argument("--jobs", type=Path, required=True)
     t.add_argument("--answers", type=Path, nargs="+", required=True)
     args = parser.parse_args()
-    from trainspotter.evaluation.paraphrase_table import jobs, table, table_bytes
+    from studies.paraphrase_table import jobs, table, table_bytes
 
     if args.step == "jobs":
         job = jobs()

@@ -31,7 +31,7 @@ from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal
 from trainspotter.evaluation.plots import benchmark_html, power_plot, roc_plot
 from trainspotter.evaluation.tddbench import partitions, render_tddbench, summarise
-from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.testbeds.build import PRESETS
 from trainspotter.flows.tracking import git_commit, log_steps, use_experiment
 from trainspotter.tasks.benchmark import (build_surrogate_task, evaluate_method_task, fresh_cost_task,
                                           method_costs_task, partition_metrics_task, pvalue_task)

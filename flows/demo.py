@@ -8,7 +8,7 @@ from trainspotter.data import load_passages
 from trainspotter.flows.audit import PROGRESS, AuditConfig, audit_flow
 from trainspotter.flows.testbed import testbed_flow
 from trainspotter.stats.sequential import TestConfig
-from trainspotter.evaluation.testbed import PRESETS, split_path
+from trainspotter.testbeds.build import PRESETS, split_path
 from trainspotter.tasks.progress import step
 
 CASES = (("members", "member"), ("negative-control", "nonmember"))

@@ -13,9 +13,9 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
-from trainspotter.evaluation.keyed_report import evidence_plot, render_markdown
+from trainspotter.evaluation.keyed_suite_report import evidence_plot, render_markdown
 from trainspotter.evaluation.keyed_suite import KeyedSuiteConfig
-from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.testbeds.build import PRESETS
 from trainspotter.flows.benchmark import default_out
 from trainspotter.flows.tracking import log_suite_run, suite_header
 from trainspotter.tasks.benchmark import keyed_suite_task

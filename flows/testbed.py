@@ -5,8 +5,8 @@ from prefect import flow
 
 import trainspotter.tasks  # noqa: F401
 from trainspotter.tasks.testbed import build_references_task, build_testbed_task
-from trainspotter.evaluation.references import check_request
-from trainspotter.evaluation.testbed import PRESETS, TestbedConfig
+from trainspotter.testbeds.reference_models import check_request
+from trainspotter.testbeds.build import PRESETS, TestbedConfig
 
 
 @flow(name="testbed")

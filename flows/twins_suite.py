@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 
 import trainspotter.tasks  # noqa: F401  (configures Prefect/MLflow environment first)
 from trainspotter.evaluation.plots import power_plot
-from trainspotter.evaluation.testbed import PRESETS
+from trainspotter.testbeds.build import PRESETS
 from trainspotter.evaluation.twins_suite import LEAN, TwinsSuiteConfig, check_twins_testbed, render_markdown
 from trainspotter.features.features import FEATURE_SETS
 from trainspotter.flows.benchmark import _extract, default_out

@@ -7,7 +7,7 @@ VENV=.venv
 # What was installed from: these files, and whether WordNet is there to copy (installing it
 # later makes the next run copy it). Computed again after the system packages: as root they
 # install WordNet, and a stamp of the state before would make the second run reinstall all.
-want() { (cat pyproject.toml scripts/install.sh scripts/system-packages.sh; ls /usr/share/wordnet 2>/dev/null || true) \
+want() { (cat pyproject.toml setup.py scripts/install.sh scripts/system-packages.sh; ls /usr/share/wordnet 2>/dev/null || true) \
   | sha256sum | cut -d' ' -f1; }
 stamp="$VENV/.trainspotter-installed"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(want)" ]; then

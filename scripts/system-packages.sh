@@ -2,7 +2,7 @@
 # The optional Debian packages (run by install.sh; idempotent): WordNet 3.0 for synonym
 # substitution (perturb.py), copied (not symlinked) into the venv's NLTK data folder, which
 # perturb.py puts on nltk.data.path; the Python 3.11 docs' reST sources, the out-of-domain
-# corpus of the held-out shift suite (trainspotter.evaluation.shift). Installed with apt-get
+# corpus of the held-out shift suite (trainspotter.evaluation.shift_suite). Installed with apt-get
 # when run as root; otherwise (or without apt-get) skipped with one note saying what is
 # missing and what it costs: everything else works without them.
 set -euo pipefail

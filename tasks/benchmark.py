@@ -83,7 +83,7 @@ def twins_suite_task(V1, V0, H, public1, public0, columns: list[str], trials: in
 
 @task(cache_policy=NONE, task_run_name="keyed-suite[{config.testbed}]")  # model answers sampled anew: no cache
 def keyed_suite_task(config, folder: str) -> dict:
-    from trainspotter.evaluation.keyed_report import run_suite
+    from trainspotter.evaluation.keyed_suite_report import run_suite
     from trainspotter.tasks.progress import step
 
     return run_suite(config, Path(folder), progress=step)

@@ -3,8 +3,8 @@
 from prefect import task
 from prefect.cache_policies import NONE
 
-from trainspotter.evaluation.references import build_references
-from trainspotter.evaluation.testbed import TestbedConfig, build_testbed
+from trainspotter.testbeds.reference_models import build_references
+from trainspotter.testbeds.build import TestbedConfig, build_testbed
 from trainspotter.tasks.progress import step
 
 

@@ -3,6 +3,6 @@ conftest.py). ``TEST_BEACON`` is a value anyone knew in advance, so a draw or ke
 taken as shown random; a test of what a shown draw allows uses this value instead, which the tool
 treats as any round it is given (it fetches nothing, so a round's value is the auditor's to check)."""
 
-from trainspotter.twins.beacon import Beacon
+from trainspotter.proofs.beacon import Beacon
 
 STAND_IN = Beacon(1, bytes.fromhex("ab" * 32), "stand-in for a drand round (tests)")

@@ -9,7 +9,7 @@ def brief_training(mp: pytest.MonkeyPatch, batches: int = 3) -> None:
     many sampled steps): for tests that check *what* a build trains on (the blocks and their order,
     recorded before the call) and what it records, not how well it learns. Only for builds in a
     test's own root: a testbed in the session's shared root must be the recipe's real one."""
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
 
     real = testbed.train_causal_lm
 
@@ -26,7 +26,7 @@ def brief_training(mp: pytest.MonkeyPatch, batches: int = 3) -> None:
 def built_briefly(name: str, root):
     """The preset testbed ``name`` built under ``root`` (a test's own artifacts root) with
     :func:`brief_training`: for tests that read its rows and files, not its power."""
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     with pytest.MonkeyPatch.context() as mp:
         brief_training(mp)

@@ -63,7 +63,7 @@ def briefly_trained(monkeypatch):
 @pytest.fixture(scope="session")
 def mini_testbed(artifacts) -> Path:
     """The seconds-scale `mini` testbed (same recipe as `tiny`), built once per session."""
-    from trainspotter.evaluation.testbed import PRESETS, build_testbed
+    from trainspotter.testbeds.build import PRESETS, build_testbed
 
     return build_testbed(PRESETS["mini"])
 

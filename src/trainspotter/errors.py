@@ -7,7 +7,7 @@ class InputError(ValueError):
 
 class FieldError(InputError):
     """A config check on several fields (a model validator) that names the ``field`` to change:
-    the CLI names the option that sets it (``flows.cli_common.input_error``)."""
+    the CLI names the option that sets it (``flows.cli.common.input_error``)."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)

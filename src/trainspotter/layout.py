@@ -2,8 +2,8 @@
 folder and manifest, and its reference models' folder and manifest.
 
 Kept below ``backends`` (it imports only ``config``): resolving a ``testbed:`` spec reads
-these files and nothing of ``evaluation``, which builds them (``evaluation.testbed``,
-``evaluation.references``) and imports these functions from here.
+these files and nothing of ``evaluation``, which builds them (``testbeds.build``,
+``testbeds.reference_models``) and imports these functions from here.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 built-in testbeds (the one registry: each entry's one-line description and its recipe), each
 with the one check of a name against it.
 
-Kept apart from trainspotter.audit and trainspotter.evaluation.testbed (which import torch)
+Kept apart from trainspotter.audit and trainspotter.testbeds.build (which import torch)
 so the CLI can name them in ``--help`` cheaply: a testbed's recipe here is plain data (the
-``TestbedConfig`` fields it sets), made into a ``TestbedConfig`` by ``evaluation.testbed.PRESETS``.
+``TestbedConfig`` fields it sets), made into a ``TestbedConfig`` by ``testbeds.build.PRESETS``.
 Explicit strategy/payoff/lambda_max win.
 """
 
@@ -52,7 +52,7 @@ def check_testbed(name: str) -> str:
 
 class Testbed(NamedTuple):
     """One built-in testbed: what it models (``testbed build --help``) and its recipe (the
-    ``evaluation.testbed.TestbedConfig`` fields it sets besides its name; the fingerprint of
+    ``testbeds.build.TestbedConfig`` fields it sets besides its name; the fingerprint of
     the made config keys the built files)."""
 
     description: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cli_process import run_cli
 
-from trainspotter.evaluation.testbed import split_path
+from trainspotter.testbeds.build import split_path
 
 SECRET = "sk-test-SECRET-12345"
 

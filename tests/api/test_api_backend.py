@@ -12,7 +12,7 @@ from trainspotter.backends import load_backend, parse_api_spec, spec_fingerprint
 from trainspotter.backends.cache import QueryCache
 from trainspotter.backends.openai_compat import APIRequestError, OpenAIBackend
 from trainspotter.errors import BudgetExhausted, InputError
-from trainspotter.evaluation.testbed import split_path
+from trainspotter.testbeds.build import split_path
 from trainspotter.features.extract import extract
 from trainspotter.features.features import FeatureConfig
 

@@ -37,7 +37,7 @@ def test_api_draws_follow_the_served_models_restricted_next_tokens(served):
     import torch
 
     from trainspotter.backends import load_backend
-    from trainspotter.keyed.answers import choose
+    from trainspotter.keyed.queries import choose
 
     app, url = served
     api, local = load_backend(f"openai:mini@{url}?tokenizer=testbed:mini"), load_backend("testbed:mini")

@@ -189,7 +189,7 @@ def test_cli_audit_reports_the_mode(start_server, artifacts, tmp_path):
     from typer.testing import CliRunner
 
     from trainspotter.flows.cli import app as cli
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
 
     results = {}
     for name, quirks in (("clean", {}), ("quirky", {"list_prompts": False, "echo_logprobs": "shifted"})):

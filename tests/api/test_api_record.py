@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from trainspotter.evaluation.testbed import split_path
+from trainspotter.testbeds.build import split_path
 
 
 def test_a_black_box_audit_through_serve_verifies(mini_testbed, start_server, monkeypatch):

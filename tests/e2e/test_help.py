@@ -103,7 +103,7 @@ def _benchmark_defaults() -> dict[str, tuple[str, str | None]]:
     from trainspotter.config import artifacts_root
     from trainspotter.evaluation.benchmark import BenchmarkConfig
     from trainspotter.evaluation.mia import METHODS
-    from trainspotter.evaluation.shift import ShiftConfig
+    from trainspotter.evaluation.shift_suite import ShiftConfig
     from trainspotter.flows.benchmark import default_out
 
     b, s = BenchmarkConfig(), ShiftConfig()
@@ -158,12 +158,12 @@ def _descriptive(verb: str, name: str, stated: str, param) -> bool:
     if verb == "serve" and name == "model_name":
         return stated == "SPEC" and param.default is None  # serve_cmd: model_name or spec
     if verb == "twins make" and name == "rate":  # None: the rewriter's own rule, the uniform choice
-        from trainspotter.twins.lexical import KeyedLexicalRewriter
+        from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 
         return (stated.startswith("each key picks uniformly") and param.default is None
                 and KeyedLexicalRewriter().rate is None)
     if verb == "twins make" and name == "unit":  # None: a generative rewriter's unit (the lexical one takes none)
-        from trainspotter.flows.cli_twins import DEFAULT_UNIT
+        from trainspotter.flows.cli.twins import DEFAULT_UNIT
 
         return stated == DEFAULT_UNIT and param.default is None
     if verb == "twins make" and name in ("max_edit_rate", "min_similarity"):  # None: the rewriter's gate
@@ -242,7 +242,7 @@ def test_benchmark_help_and_features_list_name_every_method_and_tddbench_algorit
     methods table of `features list --all` shows them too (the short listing has none)."""
     from trainspotter.evaluation.mia import METHODS
     from trainspotter.evaluation.tddbench import PARADIGMS
-    from trainspotter.flows.cli_benchmark import METHOD_HELP
+    from trainspotter.flows.cli.benchmark import METHOD_HELP
 
     tddbench = {m.tddbench for m in METHODS.values() if m.tddbench}
     assert len(tddbench) == 21  # LiRA online and offline are both TDDBench's Model-lira
@@ -307,7 +307,7 @@ def test_help_fits_100_columns_without_cutting_a_word(path):
 # ------------------------------------------------------------------ one meaning per option name
 
 # Option names whose help may differ between verbs, and why (everything else shared by
-# several verbs must be the one definition in flows/cli_common.py).
+# several verbs must be the one definition in flows/cli/common.py).
 MAY_DIFFER = {
     "suspect": "extract labels rows, audit tests them", "heldout": "extract labels rows, audit tests them",
     "out": "a page, a table or a folder",

@@ -13,11 +13,11 @@ import pytest
 from cli_process import run_cli
 from tiny_lm import tiny_llama
 from trainspotter.flows.cli import app
-from trainspotter.flows.cli_common import own_command
+from trainspotter.flows.cli.common import own_command
 from typer.testing import CliRunner
 
 from trainspotter.assets import wikipedia_leads
-from trainspotter.twins.beacon import TEST_BEACON
+from trainspotter.proofs.beacon import TEST_BEACON
 
 BEACON = "4242:" + "ab" * 32
 ENV = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
@@ -54,7 +54,7 @@ def model(tmp_path_factory):
 
 
 def released(root, monkeypatch, beacon=BEACON, name="rel"):
-    monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
+    monkeypatch.setattr("trainspotter.keyed.release.secrets.token_bytes", lambda n: bytes(range(n)))
     folder = root / name
     out = cli("keyed", "make", root / "data.jsonl", "--out", folder, "--beacon-round", beacon.split(":")[0])
     assert out.exit_code == 0, out.output
@@ -64,7 +64,7 @@ def released(root, monkeypatch, beacon=BEACON, name="rel"):
 
 
 def test_make_and_release_say_what_to_publish_and_what_to_keep(data, monkeypatch):
-    monkeypatch.setattr("trainspotter.twins.keyed.secrets.token_bytes", lambda n: bytes(range(n)))
+    monkeypatch.setattr("trainspotter.keyed.release.secrets.token_bytes", lambda n: bytes(range(n)))
     folder = data / "made"
     assert one_error_line(run("keyed", "make", data / "data.jsonl", "--out", folder)).startswith(
         "error: option --beacon-round: missing; the round of a public randomness beacon")
@@ -104,7 +104,7 @@ def _copying(folder):
 
 def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data, model, monkeypatch, tmp_path):
     folder, _ = released(data, monkeypatch)
-    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
     record = tmp_path / "rec.json"
     out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
               "--max-tokens", 2048, "--random-keys", 200, "--record", record)
@@ -129,9 +129,9 @@ def test_a_model_that_writes_the_key_is_trained_on_and_the_record_verifies(data,
 def _resealed(sealed: dict, w: list[list[float]], path):
     """``sealed`` with batch k's weights ``w[k]``, its wealth replayed and every digest sealed again
     (all a forger can do without the release), written to ``path``."""
-    from trainspotter.keyed.record import SECTIONS, seal
+    from trainspotter.keyed.sealed import SECTIONS, seal
     from trainspotter.stats.eprocess import EProcess
-    from trainspotter.stats.units import unit_payoffs
+    from trainspotter.stats.exact_null import unit_payoffs
 
     proc, batches = EProcess(sealed["config"]["strategy"], 0.8, sealed["config"]["alpha"]), []
     for b, wb in zip(sealed["batches"], w):
@@ -164,7 +164,7 @@ def test_a_key_from_the_fixed_test_beacon_is_never_trained_on(data, model, monke
     """Anybody could have chosen a secret whose key a model favours when the 'random' value was
     known in advance: the same answers as above say inconclusive."""
     folder, _ = released(data, monkeypatch, beacon=TEST_BEACON.text, name="test-beacon")
-    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
     out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
               "--max-tokens", 2048, "--random-keys", 0, "--json")
     result = json.loads(out.stdout)
@@ -188,7 +188,7 @@ def test_the_budget_is_never_overrun_and_prompts_that_run_out_are_said(data, mod
 
 def test_a_ledger_counts_units_once_and_multiplies_on(data, model, monkeypatch):
     folder, _ = released(data, monkeypatch, name="ledger")
-    monkeypatch.setattr("trainspotter.keyed.answers.sample", _copying(folder))
+    monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
     runs = []
     for _ in range(2):
         out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
@@ -242,7 +242,7 @@ def _keys_form(folder, calls):
 
 def _unit_at(forms, context, seqs, backend):
     """The forms whose tokens after ``context`` are ``seqs``."""
-    from trainspotter.keyed.answers import form_tokens
+    from trainspotter.keyed.queries import form_tokens
 
     return next(f for f in forms.forms.values() if form_tokens(backend.tokenizer, context, f) == seqs)
 
@@ -250,11 +250,11 @@ def _unit_at(forms, context, seqs, backend):
 def test_forced_choice_through_the_cli(data, model, monkeypatch, tmp_path):
     """`--probe choose`: the units asked once each within the token budget, the reference passed
     on, the record verifies against the release, and draws edited in the record do not."""
-    from trainspotter.keyed.record import SECTIONS, seal
+    from trainspotter.keyed.sealed import SECTIONS, seal
 
     folder, _ = released(data, monkeypatch, name="choose")
     calls = []
-    monkeypatch.setattr("trainspotter.keyed.answers.choose", _keys_form(folder, calls))
+    monkeypatch.setattr("trainspotter.keyed.queries.choose", _keys_form(folder, calls))
     record = tmp_path / "rec.json"
     out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--reference", f"hf:{model}", "--prompts",
               data / "neutral.jsonl", "--probe", "choose", "--samples", 4, "--contexts", 2, "--max-tokens", 400,
@@ -309,7 +309,7 @@ def _weighed_alike(sealed: dict, folder, tmp_path, monkeypatch):
     of version 1 (when they weighed min(1, n_u / n_95)) is checked by its own version's rule (the
     checks' words read from the library: the CLI's table wraps them)."""
     from trainspotter.keyed.audit import open_release
-    from trainspotter.keyed.record import verify_keyed
+    from trainspotter.keyed.sealed import verify_keyed
 
     def said(path):
         return {detail for _, ok, detail in verify_keyed([(path, json.loads(path.read_text()))], folder)
@@ -324,7 +324,7 @@ def _weighed_alike(sealed: dict, folder, tmp_path, monkeypatch):
     assert cli("verify", by_counts).exit_code == 0 and cli("verify", by_counts, "--release", folder).exit_code == 1
     assert said(by_counts) == {"batch 1: a unit's weight differs from 1, the forced choice's"}
     with monkeypatch.context() as m:
-        m.setattr("trainspotter.keyed.record.VERSION", 1)
+        m.setattr("trainspotter.keyed.sealed.VERSION", 1)
         old = _resealed(sealed, counts, tmp_path / "v1.json")
         alike = _resealed(sealed, [b["w"] for b in sealed["batches"]], tmp_path / "v1-alike.json")
     assert json.loads(old.read_text())["version"] == 1 and cli("verify", old, "--release", folder).exit_code == 0
@@ -341,7 +341,7 @@ def test_a_forced_choice_ledger_begun_weighing_by_counts_cannot_continue(data, m
     from trainspotter.loop.ledger import ledger_path
 
     folder, _ = released(data, monkeypatch, name="choose-ledger")
-    monkeypatch.setattr("trainspotter.keyed.answers.choose", _keys_form(folder, []))
+    monkeypatch.setattr("trainspotter.keyed.queries.choose", _keys_form(folder, []))
     monkeypatch.setenv("TRAINSPOTTER_ARTIFACTS", str(tmp_path))
     args = ("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl", "--probe",
             "choose", "--samples", 4, "--contexts", 1, "--max-tokens", 64, "--alpha", 0.001, "--random-keys", 0,
@@ -396,7 +396,7 @@ def test_an_api_that_answers_none_of_the_forms_scores_no_unit(data, model, monke
 
     from trainspotter.backends import load_backend, parse_spec
     from trainspotter.keyed.audit import KeyedAuditConfig
-    from trainspotter.keyed.record import verify_keyed
+    from trainspotter.keyed.sealed import verify_keyed
     from trainspotter.keyed.run import audit_release
 
     folder, _ = released(data, monkeypatch, name="api-none")

@@ -154,7 +154,7 @@ def test_trained_on_says_what_it_rests_on_and_the_next_step(target_trained_on_me
 
 
 def test_the_verify_hint_is_the_plain_name_where_it_is_on_path(monkeypatch, tmp_path):
-    from trainspotter.flows.cli_common import own_command
+    from trainspotter.flows.cli.common import own_command
 
     venv_bin = Path(sys.executable).parent
     monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
@@ -235,7 +235,7 @@ def test_the_audit_table_keeps_every_value_whole_and_names_model_and_access(targ
 def test_a_row_that_does_not_fit_goes_vertical_with_each_value_on_its_line():
     from rich.console import Console
 
-    from trainspotter.flows.cli import _results_table
+    from trainspotter.flows.cli.audit import _results_table
 
     r = {"set": "negative-control", "pairs_used": 80, "pairs_available": 80, "e_value": 3.2, "alpha": 0.05,
          "p_value": 0.31, "baseline_p_value": 0.4, "blind": {"e_value": 25.0}, "verdict": "inconclusive",

@@ -131,8 +131,8 @@ def _finetuned(mini_testbed, texts: list[str], out):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainspotter.evaluation.lm_training import save_model, train_causal_lm
-    from trainspotter.evaluation.testbed import PRESETS
+    from trainspotter.testbeds.training import save_model, train_causal_lm
+    from trainspotter.testbeds.build import PRESETS
 
     config = PRESETS["mini"]
     tokenizer = AutoTokenizer.from_pretrained(mini_testbed / "reference")
@@ -178,7 +178,7 @@ def _unproven_needs_your_word(twins, model, tmp_path):
     a user reads the audit at 80 columns: the model's test rejects, the draw guard makes it
     inconclusive and says what to do (exit 3); vouching for the draw (--assume-exchangeable) makes
     it "trained on", resting on the auditor's word."""
-    from trainspotter.evaluation.framing import write_legacy
+    from studies.framing import write_legacy
 
     folder = write_legacy(twins, twins.public, tmp_path / "legacy")
     env = os.environ | {"COLUMNS": "80"}
@@ -265,7 +265,7 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     from tiny_lm import sentence_llama
 
     from trainspotter.twins.folder import load_twins
-    from trainspotter.twins.generative import split_sentences
+    from trainspotter.rewriters.generative import split_sentences
 
     model = sentence_llama(tmp_path / "model")
     texts = ["The river town grew quickly after the railway arrived. Its market became the largest in the region.",
@@ -303,7 +303,7 @@ def test_a_draw_from_the_fixed_test_value_is_said_not_shown_random(tmp_path):
     nobody chose it: `twins release` and `twins verify` say so in those words, name no fact it
     "rests on", and verify exits 1 without claiming the draw fails."""
     from trainspotter.assets import wikipedia_leads
-    from trainspotter.twins.beacon import TEST_BEACON
+    from trainspotter.proofs.beacon import TEST_BEACON
 
     data, folder = tmp_path / "passages.jsonl", tmp_path / "twins"
     data.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in wikipedia_leads()[:8]))

@@ -27,9 +27,9 @@ def released(tmp_path_factory, mini_testbed):
     """A release made as `twins make` and `twins release` make it: twins (k = 2) of the 160 passages
     the mini target never saw, by an attacker who knows the blind check reads a keyed rewriter's
     dataset-wide word choices and so keys each passage's variants alone (``PerPassageKeys``)."""
-    from trainspotter.evaluation.testbed_twins import PerPassageKeys
+    from trainspotter.testbeds.twins_variant import PerPassageKeys
     from trainspotter.twins.folder import write_twins
-    from trainspotter.twins.lexical import KeyedLexicalRewriter
+    from trainspotter.rewriters.lexical import KeyedLexicalRewriter
     from trainspotter.twins.make import make_twins
     from trainspotter.twins.release import release_twins
 
@@ -47,7 +47,7 @@ def prefers(released):
     scores the release's variants once; every folder below holds the same texts)."""
     import numpy as np
 
-    from trainspotter.evaluation.framing import preference
+    from studies.framing import preference
     from trainspotter.twins.folder import load_twins
 
     twins = load_twins(released[0] / "honest")
@@ -81,7 +81,7 @@ UNPROVEN = re.compile(r"Inconclusive: the model's test rejected \(e-value \(\S+ 
 def test_a_version_1_folder_chosen_by_the_targets_preference_frames_no_one(released, prefers):
     """Measured on the code before (gray, no reference): "trained on", e ≈ 22 within 19 pairs. Now
     inconclusive or "no evidence", whichever audit."""
-    from trainspotter.evaluation.framing import choose, write_legacy
+    from studies.framing import choose, write_legacy
     from trainspotter.twins.folder import load_twins
 
     root, _ = released
@@ -101,7 +101,7 @@ def test_a_choice_of_the_targets_preference_over_its_references_passes_the_place
         released, prefers):
     """The stronger attack: versions the target prefers more than its reference does, so the
     reference in the target's place (the placebo check) sees no difference."""
-    from trainspotter.evaluation.framing import choose, write_legacy
+    from studies.framing import choose, write_legacy
     from trainspotter.twins.folder import load_twins
 
     root, _ = released
@@ -113,7 +113,7 @@ def test_a_choice_of_the_targets_preference_over_its_references_passes_the_place
 
 @pytest.mark.slow
 def test_a_forged_draw_is_inconclusive_whatever_the_model_shows(released, prefers):
-    from trainspotter.evaluation.framing import choose, forge
+    from studies.framing import choose, forge
     from trainspotter.twins.folder import load_twins
 
     root, made = released
@@ -137,7 +137,7 @@ def test_a_forged_draw_is_inconclusive_whatever_the_model_shows(released, prefer
 
 @pytest.mark.slow
 def test_a_new_secret_tried_against_a_public_round_fails_against_the_published_commitment(released, prefers):
-    from trainspotter.evaluation.framing import regrind
+    from studies.framing import regrind
 
     root, made = released
     folder = regrind(root / "honest", STAND_IN, prefers["target over reference"], 200, root / "regrind")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainspotter.evaluation.testbed import PRESETS as TESTBEDS
+from trainspotter.testbeds.build import PRESETS as TESTBEDS
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
 
 
@@ -63,7 +63,7 @@ def test_mlflow_run_holds_params_metrics_and_artifacts(demo):
 def test_rerun_hits_the_feature_cache(demo, monkeypatch):
     """A second identical audit recomputes no features: the task body never runs."""
     import trainspotter.tasks.worker as worker
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.audit import AuditConfig, audit_flow
 
     calls = []
@@ -95,7 +95,7 @@ def test_report_regenerated_from_mlflow(demo, tmp_path):
 def test_black_box_audit_from_greedy_tokens_alone(mini_testbed):
     """access="black": the features come from the greedy tokens only (BADI App. A.6), yet the
     members are still detected; the log-prob columns never enter the test."""
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.audit import AuditConfig, audit_flow
 
     result = audit_flow(AuditConfig(
@@ -111,7 +111,7 @@ def test_crashed_audit_leaves_a_failed_run_with_the_steps_before_the_crash(mini_
     """The run is open from the start and logs every batch: a crash on batch 3 leaves a
     FAILED run holding W_t for the 2 batches before it, and the error reaches the caller."""
     import trainspotter.flows.audit as audit_module
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.tracking import tracking_uri
 
     real = audit_module.extract_batch
@@ -141,7 +141,7 @@ def test_an_audit_reads_each_file_once(demo, monkeypatch):
     import sys
     from collections import Counter
 
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.audit import AuditConfig, run_audit
 
     audit_module = sys.modules["trainspotter.loop.inputs"]  # where the audit reads its files

@@ -43,8 +43,8 @@ def test_every_model_based_method_is_scored_and_costed(bench):
 def test_the_bank_columns_are_the_bank_models_log_likelihoods_and_training_sets(bench):
     from trainspotter.data import load_passages
     from trainspotter.evaluation.benchmark import BenchmarkConfig
-    from trainspotter.evaluation.references import load_reference_manifest
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.reference_models import load_reference_manifest
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.benchmark import features_table
 
     table = features_table(BenchmarkConfig(**bench["config"]))  # cached: the table the run scored

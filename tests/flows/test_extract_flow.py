@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainspotter.evaluation.testbed import split_path
+from trainspotter.testbeds.build import split_path
 
 # As `trainspotter extract` does: the artifacts folder's shared local Prefect API (started
 # detached, so it outlives a killed run), not a temporary server per process (~15 s each).

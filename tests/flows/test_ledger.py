@@ -9,7 +9,7 @@ from cli_process import run_cli
 
 
 def _config(name, max_pairs, **kw):
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
     from trainspotter.flows.audit import AuditConfig
 
     return AuditConfig(name=name, suspect=str(split_path("mini", "nonmember")),

@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from trainspotter.evaluation.testbed import split_path
+from trainspotter.testbeds.build import split_path
 
 FAKE = """
 import json, os, sys

@@ -1,4 +1,4 @@
-"""A draw nobody chose (trainspotter.twins.beacon): the derivation by its definition, the beacon's
+"""A draw nobody chose (trainspotter.proofs.beacon): the derivation by its definition, the beacon's
 two spellings and their errors, and an index exactly uniform."""
 
 import hashlib
@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import chisquare
 
 from trainspotter.errors import InputError
-from trainspotter.twins.beacon import TEST_BEACON, Beacon, derive, parse_beacon, secret_digest, uniform_index
+from trainspotter.proofs.beacon import TEST_BEACON, Beacon, derive, parse_beacon, secret_digest, uniform_index
 
 SECRET = bytes(range(32))
 R = bytes.fromhex("ab" * 32)

@@ -39,7 +39,7 @@ def test_the_rule_reads_imports_inside_functions(tmp_path):
 
 @pytest.mark.parametrize("folder", sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("twins/**/twins.json")))
 def test_committed_twins_tables_render_from_their_json(folder):
-    from trainspotter.evaluation.twins_tables import render_k2, render_kmean
+    from studies.twins_tables import render_k2, render_kmean
 
     report = json.loads((RESULTS / folder / "twins.json").read_text())
     render = render_k2 if report.get("k", 2) == 2 else render_kmean
@@ -48,7 +48,7 @@ def test_committed_twins_tables_render_from_their_json(folder):
 
 @pytest.mark.parametrize("folder", ["shift-matched", "shift-matched/greedy", "shift-matched/tiny-pretrain-2k-x2"])
 def test_committed_matched_tables_render_from_their_json(folder):
-    from trainspotter.evaluation.shift_matched_tables import render
+    from studies.shift_matched_tables import render
 
     summary = json.loads((RESULTS / folder / "shift-matched.json").read_text())
     assert render(summary, 0.05) == (RESULTS / folder / "shift-matched.md").read_text()
@@ -59,9 +59,9 @@ def test_shift_md_is_the_suite_rederived_from_its_stops_plus_the_matched_section
     `bench_shift_matched.py --shift-md` from shift-matched.json."""
     import numpy as np
 
-    from trainspotter.evaluation.shift import render_markdown
-    from trainspotter.evaluation.shift_matched_tables import with_shift_section
-    from trainspotter.evaluation.shift_stops import rederive
+    from trainspotter.evaluation.shift_suite import render_markdown
+    from studies.shift_matched_tables import with_shift_section
+    from studies.shift_stops import rederive
 
     committed = json.loads((RESULTS / "shift.json").read_text())
     summary = rederive(json.loads((RESULTS / "shift.json").read_text()), np.load(RESULTS / "shift-stops.npz"))
@@ -73,7 +73,7 @@ def test_shift_md_is_the_suite_rederived_from_its_stops_plus_the_matched_section
 def test_text_features_tables_are_in_the_joined_page():
     """text-features.md joins the runs' tables (with a preamble, their headings one level down):
     every line of each run's table is on it."""
-    from trainspotter.evaluation.shift_text_features import render_text_features
+    from studies.shift_text_features import render_text_features
 
     page = (RESULTS / "shift-matched" / "text-features.md").read_text()
     runs = sorted((RESULTS / "shift-matched").glob("text-features-*.json"))
@@ -85,7 +85,7 @@ def test_text_features_tables_are_in_the_joined_page():
 
 def test_exposures_table_renders_from_its_json():
     """(exposures.json was written before it recorded torch's threads: 2, as its header says.)"""
-    from trainspotter.evaluation.exposures import render_exposures
+    from studies.exposures import render_exposures
 
     report = json.loads((RESULTS / "exposures" / "exposures.json").read_text())
     assert render_exposures(report, 2) == (RESULTS / "exposures" / "exposures.md").read_text()
@@ -94,7 +94,7 @@ def test_exposures_table_renders_from_its_json():
 def test_references_table_renders_from_its_json_but_the_hand_written_build_note():
     """references.md's line 3 (the run's minutes and the reference models' builds) was rewritten
     by hand after the run; every other line renders from references.json."""
-    from trainspotter.evaluation.reference_bank import render_references
+    from studies.reference_bank import render_references
 
     report = json.loads((RESULTS / "tiny-pretrain" / "references.json").read_text())
     made = render_references(report, "tiny-pretrain").splitlines()
@@ -106,7 +106,7 @@ def test_mmd_tables_render_from_their_json_but_the_names_changed_since():
     """mmd_payoff.md's measured part renders from mmd_payoff.json; the payoffs were renamed after
     the run (its note atop: then ``mmd`` was the standardised witness and ``mmd-paper`` the paper's),
     so two lines of the committed page keep the old names."""
-    from trainspotter.evaluation.mmd_payoff import MARKER, render_mmd
+    from studies.mmd_payoff import MARKER, render_mmd
 
     committed = (RESULTS / "mmd_payoff.md").read_text().split(MARKER)[1].removeprefix("\n").splitlines()
     made = render_mmd(json.loads((RESULTS / "mmd_payoff.json").read_text())).splitlines()
@@ -118,7 +118,7 @@ def test_mmd_tables_render_from_their_json_but_the_names_changed_since():
 
 def test_scorer_tables_render_from_their_json():
     """scoring.md exactly; online_scorer.md but for the notes written below it by hand."""
-    from trainspotter.evaluation.scorer_cost import render_online, render_scoring
+    from studies.scorer_cost import render_online, render_scoring
 
     assert render_scoring(json.loads((RESULTS / "scoring.json").read_text())) + "\n" == (
         RESULTS / "scoring.md").read_text()
@@ -131,7 +131,7 @@ def test_extract_table_renders_from_its_json_but_a_rounded_load_time():
     """extract_smollm2-135m.md renders from its JSON, which holds the untimed load rounded to 0.1 s
     (6.5 there): the page says 7 s, from the unrounded value; extract.md/json are of an earlier
     script (another table) and render no more."""
-    from trainspotter.evaluation.extract_cost import render_extract
+    from studies.extract_cost import render_extract
 
     made = render_extract(json.loads((RESULTS / "extract_smollm2-135m.json").read_text()),
                           "python benchmarks/bench_extract.py --model artifacts/models/smollm2-135m "
@@ -145,8 +145,8 @@ def test_cli_and_verify_tables_render_from_their_json():
     """cli_stats.md and verify.md exactly (verify.json was written before it recorded the features
     per passage: 7, the lean set with one reference); cli_overhead.md but for the reading written
     below it by hand (--render keeps it)."""
-    from trainspotter.evaluation.cli_cost import render_cli_stats, render_overhead
-    from trainspotter.evaluation.verify_cost import render_verify
+    from studies.cli_cost import render_cli_stats, render_overhead
+    from studies.verify_cost import render_verify
 
     assert render_cli_stats(json.loads((RESULTS / "cli_stats.json").read_text())) == (RESULTS / "cli_stats.md").read_text()
     assert render_verify(json.loads((RESULTS / "verify.json").read_text()), 7) == (RESULTS / "verify.md").read_text()
@@ -157,20 +157,20 @@ def test_cli_and_verify_tables_render_from_their_json():
 
 
 def test_twins_gate_table_renders_from_its_json():
-    from trainspotter.evaluation.twins_gate_bench import render_gate
+    from studies.twins_gate import render_gate
 
     assert render_gate(json.loads((RESULTS / "twins_gate.json").read_text())) == (RESULTS / "twins_gate.md").read_text()
 
 
 def test_keyed_effect_table_renders_from_its_json():
-    from trainspotter.evaluation.keyed_report import render_effect
+    from trainspotter.evaluation.keyed_suite_report import render_effect
 
     report = json.loads((RESULTS / "keyed" / "effect.json").read_text())
     assert render_effect(report) == (RESULTS / "keyed" / "effect.md").read_text()
 
 
 def test_keyed_contexts_table_renders_from_its_json():
-    from trainspotter.evaluation.keyed_contexts import render_contexts
+    from studies.keyed_contexts import render_contexts
 
     report = json.loads((RESULTS / "keyed" / "contexts.json").read_text())
     assert render_contexts(report) == (RESULTS / "keyed" / "contexts.md").read_text()

@@ -1,4 +1,4 @@
-"""The black-box benchmarks' helpers (trainspotter.evaluation.black_signal, exposures,
+"""The black-box benchmarks' helpers (studies.black_signal, exposures,
 reference_bank; benchmarks/bench_black.py, bench_exposures.py, bench_references.py) on
 hand-computed numbers."""
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from trainspotter.backends.base import TokenScores
-from trainspotter.evaluation.black_signal import boundary_counts, boundary_rows, extrapolated_pairs, groups
-from trainspotter.evaluation.exposures import exposure_result, exposure_testbed
-from trainspotter.evaluation.reference_bank import di_table
+from studies.black_signal import boundary_counts, boundary_rows, extrapolated_pairs, groups
+from studies.exposures import exposure_result, exposure_testbed
+from studies.reference_bank import di_table
 
 
 def test_extrapolated_pairs_fit_the_last_half_of_the_mean_log_wealth():

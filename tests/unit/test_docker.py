@@ -117,7 +117,7 @@ def test_deployments_load_real_flows_with_valid_parameters(monkeypatch):
     passages it names are the files `testbed:NAME` builds in the image's artifacts folder."""
     from prefect.flows import Flow, load_flow_from_entrypoint
 
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
 
     docker = _dockerfile()
     artifacts = Path(_image_env(docker)["TRAINSPOTTER_ARTIFACTS"])

@@ -1,10 +1,10 @@
-"""The extraction benchmark's instruments (trainspotter.evaluation.extract_cost;
+"""The extraction benchmark's instruments (studies.extract_cost;
 benchmarks/bench_extract.py): stage clocks, and a backend wrapper that counts and keeps what a
 configuration asks of each model."""
 
 import pytest
 
-from trainspotter.evaluation.extract_cost import Recording, Stopwatch, configurations
+from studies.extract_cost import Recording, Stopwatch, configurations
 
 
 class Echo:
@@ -22,7 +22,7 @@ class Echo:
 
 def test_stopwatch_adds_each_stage_s_seconds(monkeypatch):
     clock = iter([10.0, 10.5, 20.0, 20.25, 30.0, 31.0])
-    monkeypatch.setattr("trainspotter.evaluation.extract_cost.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("studies.extract_cost.time.perf_counter", lambda: next(clock))
     watch = Stopwatch()
     score, perturb = watch.wrap("score", lambda x: x + 1), watch.wrap("perturb", lambda: None)
     assert score(1) == 2 and score(5) == 6

@@ -49,10 +49,11 @@ def test_as_root_with_apt_get_they_are_installed(tmp_path):
 def test_a_second_install_after_the_system_packages_added_wordnet_installs_nothing(tmp_path):
     """On a fresh root machine the first run installs WordNet (system-packages.sh). The stamp
     hashed `ls /usr/share/wordnet` from before that, so the second run reinstalled everything;
-    it must find the stamp current, and a changed pyproject.toml must still reinstall."""
+    it must find the stamp current, and a changed pyproject.toml or setup.py must still reinstall."""
     repo, bin_, mark, log = tmp_path / "repo", tmp_path / "bin", tmp_path / "wordnet-installed", tmp_path / "pip.log"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", repo)
+    shutil.copy(ROOT / "setup.py", repo)
     shutil.copy(ROOT / "scripts/install.sh", repo / "scripts")
     # the system packages "install WordNet"; `ls /usr/share/wordnet` lists it from then on
     (repo / "scripts/system-packages.sh").write_text(f"touch {mark}\n")
@@ -73,6 +74,8 @@ def test_a_second_install_after_the_system_packages_added_wordnet_installs_nothi
     calls = pip_calls()
     second = install()
     assert second.returncode == 0 and second.stderr == "" and pip_calls() == calls  # nothing reinstalled
-    with open(repo / "pyproject.toml", "a") as f:
-        f.write("# changed\n")
-    assert install().returncode == 0 and pip_calls() > calls
+    for changed in ("pyproject.toml", "setup.py"):  # what the packages are built from
+        with open(repo / changed, "a") as f:
+            f.write("# changed\n")
+        assert install().returncode == 0 and pip_calls() > calls, changed
+        calls = pip_calls()

@@ -1,4 +1,4 @@
-"""Black-box forced choice on a keyed lexical release (trainspotter.keyed.answers.choose and the
+"""Black-box forced choice on a keyed lexical release (trainspotter.keyed.queries.choose and the
 plan it asks): the forms' tokens and where they part by hand, the draws' frequencies against the
 model's restricted next-token probabilities computed here from its logits (a chi-square test at a
 false-failure rate of 0.001, fixed seeds), calibration by a reference, the tokens counted, and the
@@ -9,9 +9,9 @@ import pytest
 from scipy.stats import chisquare
 from tiny_lm import tiny_llama
 
-from trainspotter.keyed.answers import branchings, choice_plan, choice_shares, choose, form_tokens
+from trainspotter.keyed.queries import branchings, choice_plan, choice_shares, choose, form_tokens
 from trainspotter.keyed.units import LexicalForms, Seen
-from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 
 CONTEXT = "The river town grew quickly after the railway arrived in the "
 DRAWS = 4000

@@ -1,8 +1,8 @@
-"""The forced choice's plans compared (trainspotter.evaluation.keyed_contexts): a plan's draws by hand."""
+"""The forced choice's plans compared (studies.keyed_contexts): a plan's draws by hand."""
 
 import numpy as np
 
-from trainspotter.evaluation.keyed_contexts import draw_plan
+from studies.keyed_contexts import draw_plan
 
 
 def _units(n):

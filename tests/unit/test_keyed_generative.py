@@ -1,4 +1,4 @@
-"""A generative keyed release (trainspotter.twins.keyed.KeyedHFRewriter) with a tiny random Llama
+"""A generative keyed release (trainspotter.keyed.release.KeyedHFRewriter) with a tiny random Llama
 (tests/tiny_lm.py: nothing downloaded), and its windows' outcomes (trainspotter.keyed.score): the
 release's windows are green far above γ under its key and at γ under others, gray-box answers'
 green share is read from the top answers, and a fixed-size list's later windows get their
@@ -13,12 +13,12 @@ from tiny_lm import TEXTS, tiny_llama
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.backends.spec import parse_spec
-from trainspotter.keyed.answers import top_answers
+from trainspotter.keyed.queries import top_answers
 from trainspotter.keyed.score import GreenScoring
 from trainspotter.keyed.units import Seen, window_units
-from trainspotter.twins.beacon import TEST_BEACON
-from trainspotter.twins.keyed import KeyedHFRewriter, commit_release, load_release, release, verify_release
-from trainspotter.twins.watermark import CudaRandpermGreenList, KeyedGreenList
+from trainspotter.proofs.beacon import TEST_BEACON
+from trainspotter.keyed.release import KeyedHFRewriter, commit_release, load_release, release, verify_release
+from trainspotter.keyed.watermark import CudaRandpermGreenList, KeyedGreenList
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_the_manifest_names_the_watermark_and_its_tokenizer(released):
 def test_green_bias_adds_the_bias_on_the_green_list_of_each_rows_last_token():
     import torch
 
-    from trainspotter.twins.watermark import GreenBias
+    from trainspotter.keyed.watermark import GreenBias
 
     green = KeyedGreenList(bytes(range(32)), 300)
     scores = torch.zeros(2, 310)  # a model's output may be wider than the tokenizer: the rest untouched

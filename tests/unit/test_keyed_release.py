@@ -1,4 +1,4 @@
-"""A keyed release (trainspotter.twins.keyed) and its scoring units (trainspotter.keyed.units): the
+"""A keyed release (trainspotter.keyed.release) and its scoring units (trainspotter.keyed.units): the
 folder's stages and checks, the key derived from the committed secret and the beacon, units counted
 once with the prompt's skipped, and the lexical null 1/(m+1) over fresh keys (binomial tests at a
 false-failure rate of 0.001)."""
@@ -19,15 +19,15 @@ from trainspotter.keyed.units import (
     lexical_units,
     window_units,
 )
-from trainspotter.stats.units import unit_eprocess
-from trainspotter.twins.beacon import TEST_BEACON, derive
-from trainspotter.twins.keyed import (
+from trainspotter.stats.exact_null import unit_eprocess
+from trainspotter.proofs.beacon import TEST_BEACON, derive
+from trainspotter.keyed.release import (
     commit_release,
     load_release,
     release,
     verify_release,
 )
-from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 
 TEXTS = ["The city council often met in the large hall while the old market was being rebuilt, because the "
          "building had been damaged in a storm several years before the mayor was elected.",

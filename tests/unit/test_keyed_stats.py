@@ -1,5 +1,5 @@
-"""The keyed release's test on arrays (trainspotter.stats.units) and its green lists
-(trainspotter.twins.watermark): hand-computed wealth, the exact null probabilities against brute
+"""The keyed release's test on arrays (trainspotter.stats.exact_null) and its green lists
+(trainspotter.keyed.watermark): hand-computed wealth, the exact null probabilities against brute
 force, and the Type-I rate over fresh keys by a binomial test at a false-failure rate of 0.001."""
 
 import itertools
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from trainspotter.stats.units import fixed_n_pvalue, hypergeometric_null, key_rank, unit_eprocess, unit_payoffs
-from trainspotter.twins.watermark import CudaRandpermGreenList, KeyedGreenList, green_many, philox4x32
+from trainspotter.stats.exact_null import fixed_n_pvalue, hypergeometric_null, key_rank, unit_eprocess, unit_payoffs
+from trainspotter.keyed.watermark import CudaRandpermGreenList, KeyedGreenList, green_many, philox4x32
 
 
 @pytest.mark.parametrize("ctr, key, want", [

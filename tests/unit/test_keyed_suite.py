@@ -11,7 +11,7 @@ from trainspotter.evaluation.keyed_suite import (Answers, KeyedBed, KeyedSuiteCo
                                                  fresh_keys, h0_rates, summarise)
 from trainspotter.keyed.score import LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units
-from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 
 TEXTS = ["The city council often met in the large hall while the old market was being rebuilt, because the "
          "building had been damaged in a storm several years before the mayor was elected.",

@@ -1,4 +1,4 @@
-"""Where a benchmark measured and its clocks (trainspotter.evaluation.machine, cli_cost,
+"""Where a benchmark measured and its clocks (harness.machine, cli_cost,
 verify_cost; benchmarks/bench_cli_stats.py, bench_cli_overhead.py, bench_verify.py)."""
 
 import gc
@@ -8,10 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from trainspotter.evaluation import machine
-from trainspotter.evaluation.cli_cost import breakdown_lines, stats_table
-from trainspotter.evaluation.machine import PhaseClock, cli_command, median_seconds
-from trainspotter.evaluation.verify_cost import FakeBackend, record_sizes
+from harness import machine
+from studies.cli_cost import breakdown_lines, stats_table
+from harness.machine import PhaseClock, cli_command, median_seconds
+from studies.verify_cost import FakeBackend, record_sizes
 
 
 def test_median_seconds_is_the_median_of_the_calls(monkeypatch):

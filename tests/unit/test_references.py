@@ -1,4 +1,4 @@
-"""Reference models of a pre-training testbed (evaluation/references.py, issue 19): what each
+"""Reference models of a pre-training testbed (testbeds/reference_models.py, issue 19): what each
 OUT and IN model was trained on (recorded at the optimiser's input), reuse when K grows, the
 specs testbed:NAME/out-N and /in-N, and builds killed half-way."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from trainspotter.backends import load_backend, parse_spec, resolve_spec
 from trainspotter.errors import InputError
-from trainspotter.evaluation import references as R
-from trainspotter.evaluation import testbed
-from trainspotter.evaluation.testbed import PRESETS, build_testbed, load_manifest
+from trainspotter.testbeds import reference_models as R
+from trainspotter.testbeds import build as testbed
+from trainspotter.testbeds.build import PRESETS, build_testbed, load_manifest
 from cli_process import run_cli
 
 NAME = "mini-pretrain"

@@ -10,7 +10,7 @@ from trainspotter.stats.payoffs import PAYOFF_REGISTRY, PAYOFFS, make_payoff, pa
 
 @pytest.mark.parametrize("name", list(PAYOFF_REGISTRY))
 def test_every_payoff_is_made_restored_offered_and_described(name):
-    from trainspotter.flows.cli_common import PAYOFF_HELP, Payoff
+    from trainspotter.flows.cli.common import PAYOFF_HELP, Payoff
 
     payoff = make_payoff(name, dim=2)
     assert payoff.name == name
@@ -30,7 +30,7 @@ def test_every_payoff_is_made_restored_offered_and_described(name):
 
 @pytest.mark.parametrize("name", ["ons", "kelly", "mixture"])
 def test_every_strategy_is_made_restored_and_offered(name):
-    from trainspotter.flows.cli_common import Strategy
+    from trainspotter.flows.cli.common import Strategy
     from trainspotter.stats.strategies import STRATEGIES, STRATEGY_REGISTRY, make_strategy, strategy_from_dict
 
     assert STRATEGIES == tuple(STRATEGY_REGISTRY) and name in STRATEGY_REGISTRY
@@ -41,7 +41,7 @@ def test_every_strategy_is_made_restored_and_offered(name):
 
 @pytest.mark.parametrize("name", ["online", "paper", "fixed"])
 def test_every_scorer_is_made_restored_and_offered(name):
-    from trainspotter.flows.cli_common import Scorer
+    from trainspotter.flows.cli.common import Scorer
     from trainspotter.stats.scoring import SCORER_REGISTRY, SCORERS, make_scorer, scorer_from_dict
     from trainspotter.stats.sequential import TestConfig
 
@@ -66,7 +66,7 @@ def test_every_backend_scheme_parses_loads_and_keys_its_cache():
 
     from trainspotter.backends import SCHEMES, parse_spec
     from trainspotter.errors import InputError
-    from trainspotter.flows.cli_common import MODEL
+    from trainspotter.flows.cli.common import MODEL
     from trainspotter.tasks.extract import EXTRACT_CODE
 
     assert set(EXAMPLES) == set(SCHEMES), "give the new scheme an example spec here"
@@ -183,7 +183,7 @@ def test_every_testbed_is_one_entry_with_a_description_and_a_recipe():
     check (check_testbed) knows it."""
     from typer.testing import CliRunner
 
-    from trainspotter.evaluation.testbed import PRESETS, TestbedConfig
+    from trainspotter.testbeds.build import PRESETS, TestbedConfig
     from trainspotter.flows.cli import app
     from trainspotter.presets import TESTBEDS, check_testbed
 
@@ -206,13 +206,13 @@ def test_every_method_is_in_the_light_index_and_the_help_without_sklearn():
 
     from trainspotter.evaluation.method_index import METHOD_INDEX, PARADIGMS
     from trainspotter.evaluation.mia import METHODS
-    from trainspotter.flows.cli_benchmark import METHOD_HELP
+    from trainspotter.flows.cli.benchmark import METHOD_HELP
 
     assert list(METHODS) == list(METHOD_INDEX)
     for name, method in METHODS.items():
         assert (method.paradigm, method.tddbench) == METHOD_INDEX[name] and method.paradigm in PARADIGMS
         assert (f" {name} ({method.tddbench})" if method.tddbench else f" {name}") in f" {METHOD_HELP}".replace(":", ": ")
         assert method.label and method.source and method.columns and callable(method.score), name
-    probe = ("import sys, trainspotter.flows.cli_benchmark; "
+    probe = ("import sys, trainspotter.flows.cli.benchmark; "
              "print(sorted(m for m in ('sklearn', 'trainspotter.evaluation.mia') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"

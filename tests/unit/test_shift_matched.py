@@ -1,4 +1,4 @@
-"""The shift suite's matched arm (trainspotter.evaluation.shift_matched) on synthetic pools whose
+"""The shift suite's matched arm (studies.shift_matched) on synthetic pools whose
 outcome can be checked by hand: disjoint vocabularies leave nothing to match (verdict "overlap");
 IID texts with a strong model signal are mostly matched and "trained on"; a signal the placebo
 model shares is never "trained on"; and the padded streams cross exactly where the unpadded
@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pandas as pd
 
-from trainspotter.evaluation.shift_matched import matched_trials, matched_verdicts, summarise_matched
+from studies.shift_matched import matched_trials, matched_verdicts, summarise_matched
 from trainspotter.features.orientation import directions
 from trainspotter.presets import TEST_PRESETS
 from trainspotter.stats.sequential import TestConfig, min_pairs_to_reject
@@ -104,7 +104,7 @@ def test_padding_never_moves_a_crossing():
 def test_blind_inputs_built_once_give_the_same_trials():
     """The benchmark builds each pool's blind inputs (``TextRows``) once and hands them to both
     arms: the same crossings, matched pairs and blind stops as when each arm builds its own."""
-    from trainspotter.evaluation.shift import scenario_trials
+    from trainspotter.evaluation.shift_suite import scenario_trials
     from trainspotter.features.text import TextRows
 
     s = pool(60, VOCAB, seed=7, shift=1.0, placebo_shift=0.0)

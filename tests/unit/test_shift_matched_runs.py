@@ -1,4 +1,4 @@
-"""The matched arm's benchmark helpers (trainspotter.evaluation.shift_matched_runs, _tables,
+"""The matched arm's benchmark helpers (studies.shift_matched_runs, _tables,
 shift_text_features, shift_residual, shift_stops; benchmarks/bench_shift_matched.py,
 shift_residual.py, shift_verdicts.py) on hand-made inputs."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainspotter.evaluation import shift_matched_runs
-from trainspotter.evaluation.shift_matched_runs import greedy_match, scenarios
-from trainspotter.evaluation.shift_matched_tables import END, START, merge, with_shift_section
-from trainspotter.evaluation.shift_residual import COLUMN, members_gap
-from trainspotter.evaluation.shift_stops import rederive
-from trainspotter.evaluation.shift_text_features import _blind_delay
+from studies import shift_matched_runs
+from studies.shift_matched_runs import greedy_match, scenarios
+from studies.shift_matched_tables import END, START, merge, with_shift_section
+from studies.shift_residual import COLUMN, members_gap
+from studies.shift_stops import rederive
+from studies.shift_text_features import _blind_delay
 
 
 def test_greedy_match_takes_the_nearest_free_row_within_the_caliper():

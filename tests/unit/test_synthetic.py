@@ -1,12 +1,12 @@
-"""The synthetic-stream benchmarks' helpers (trainspotter.evaluation.synthetic, mmd_payoff;
+"""The synthetic-stream benchmarks' helpers (studies.synthetic, mmd_payoff;
 benchmarks/bench_type1.py, bench_power.py, bench_online_scorer.py, bench_mmd.py)."""
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from trainspotter.evaluation.mmd_payoff import check_against_sequential_test, score_windows
-from trainspotter.evaluation.synthetic import BASELINE, best_saving, boot_ci, power_rows, type1_rows
+from studies.mmd_payoff import check_against_sequential_test, score_windows
+from studies.synthetic import BASELINE, best_saving, boot_ci, power_rows, type1_rows
 
 
 def test_boot_ci_is_the_percentile_interval_of_resampled_means():
@@ -57,7 +57,7 @@ def test_score_windows_by_hand():
 
 
 def test_normalise_uses_the_past_rows_and_zeroes_the_trimmed_tails():
-    from trainspotter.evaluation.scorer_cost import normalise
+    from studies.scorer_cost import normalise
 
     rows = np.array([[0.0, 1.0], [2.0, 1.0], [4.0, 1.0], [6.0, 1.0]])  # column 0: mean 3, sd √5; column 1 constant
     z = normalise(rows, np.array([[2.5, 1.0], [4.0, 1.0], [5.0, 1.0]]), trim=0.4)

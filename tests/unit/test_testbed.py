@@ -6,7 +6,7 @@ from brief_training import brief_training
 
 from trainspotter.backends.hf import HFBackend
 from trainspotter.data import load_passages
-from trainspotter.evaluation.testbed import (
+from trainspotter.testbeds.build import (
     PRESETS,
     SPLITS,
     build_testbed,
@@ -72,7 +72,7 @@ def _blocks(seed, n=16, length=12):
 def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
     """EZ-MIA App. A: the saved target is the best epoch on validation, not the last one
     (random tokens: members get memorised while validation loss turns up)."""
-    from trainspotter.evaluation.lm_training import finetune, mean_loss
+    from trainspotter.testbeds.training import finetune, mean_loss
 
     config = PRESETS["smollm2"].model_copy(update={"target_epochs": 6, "target_lr": 3e-2,
                                                    "target_batch_size": 4})
@@ -85,7 +85,7 @@ def test_finetune_keeps_the_epoch_with_the_lowest_validation_loss():
 def test_lora_finetune_trains_only_attention_adapters_and_merges_them():
     import torch
 
-    from trainspotter.evaluation.lm_training import finetune
+    from trainspotter.testbeds.training import finetune
 
     base = _tiny_lm()
     before = {k: v.clone() for k, v in base.state_dict().items()}
@@ -104,7 +104,7 @@ def test_concurrent_builds_of_one_testbed_build_it_once(tmp_path, monkeypatch):
     import threading
     import time
 
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
 
     calls = []
 
@@ -131,7 +131,7 @@ def test_a_held_build_lock_times_out_naming_the_lock_file(tmp_path, monkeypatch)
     from filelock import FileLock
 
     from trainspotter.errors import InputError
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
 
     monkeypatch.setattr(testbed, "_build", lambda *a: pytest.fail("built without the lock"))
     config = PRESETS["mini"].model_copy(update={"name": "held"})
@@ -146,7 +146,7 @@ def test_a_held_build_lock_times_out_naming_the_lock_file(tmp_path, monkeypatch)
 def pretrain_build(tmp_path_factory, request):
     """`mini-pretrain` built in a fresh root, recording what each model was trained on; also
     with every member block repeated (``member_repeats``, the tiny-pretrain-2k-xK presets)."""
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
 
     seen = []
 
@@ -228,7 +228,7 @@ def test_pretrain_manifest_member_fraction_is_the_member_share_of_trained_tokens
 def test_a_rebuild_killed_half_way_is_not_taken_for_a_finished_testbed(tmp_path, monkeypatch):
     """--force (or a new recipe) over a built testbed: until the new manifest is written last,
     none is there, so a build that dies mid-way is rebuilt next time, not reused half-written."""
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
 
     config = PRESETS["mini"].model_copy(update={"name": "killed"})
     out = testbed.testbed_dir(config.name, tmp_path)
@@ -265,7 +265,7 @@ def test_twins_testbed_trains_members_public_versions_only(tmp_path):
     versions are the split file."""
     from transformers import AutoTokenizer
 
-    from trainspotter.evaluation import testbed
+    from trainspotter.testbeds import build as testbed
     from trainspotter.twins.folder import load_twins, verify_commitment
 
     seen = []
@@ -317,9 +317,9 @@ def test_the_twins_rewriter_is_in_the_fingerprint():
     drawn, so a testbed made by another rewriter is rebuilt, never silently reused."""
     from trainspotter.config import fingerprint
     from trainspotter.errors import InputError
-    from trainspotter.evaluation.testbed import TestbedConfig
-    from trainspotter.evaluation.testbed_twins import rewriter_of
-    from trainspotter.twins.lexical import KeyedLexicalRewriter
+    from trainspotter.testbeds.build import TestbedConfig
+    from trainspotter.testbeds.twins_variant import rewriter_of
+    from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 
     twins = PRESETS["tiny-pretrain-twins"]
     assert twins.model_dump()["twins_rewriter"] == KeyedLexicalRewriter().describe() | {"keys": "per split"}
@@ -356,8 +356,8 @@ def test_a_generative_twins_testbed_replays_the_table_it_names_by_sha256():
     cover every variant key of every split passage that the build asks for."""
     from trainspotter.config import fingerprint
     from trainspotter.errors import InputError
-    from trainspotter.evaluation.testbed_twins import rewriter_of, split_keys
-    from trainspotter.twins.generative import key_fingerprint
+    from trainspotter.testbeds.twins_variant import rewriter_of, split_keys
+    from trainspotter.rewriters.generative import key_fingerprint
 
     bed = PRESETS["tiny-pretrain-twins-smollm2"]
     rewriter, per_split = rewriter_of(bed)

@@ -16,7 +16,7 @@ from trainspotter.features.orientation import direction
 from trainspotter.features.twin_positions import changed_mask, twin_row
 from trainspotter.tasks.extract import chunk_cache_key
 from trainspotter.twins.make import make_twins
-from trainspotter.twins.rewriter import Rewriter
+from trainspotter.rewriters.base import Rewriter
 
 
 def test_twin_mask_marks_only_the_changed_token():

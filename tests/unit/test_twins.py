@@ -28,11 +28,11 @@ from trainspotter.twins.folder import (
     verify_commitment,
     write_twins,
 )
-from trainspotter.twins.lexical import WORD as _WORD
-from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import WORD as _WORD
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 from trainspotter.twins.make import edit_rate, make_twins
 from trainspotter.twins.release import release_twins
-from trainspotter.twins.rewriter import Rewriter
+from trainspotter.rewriters.base import Rewriter
 
 
 @pytest.fixture(scope="module")

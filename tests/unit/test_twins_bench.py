@@ -1,4 +1,4 @@
-"""The twins benchmark's helpers (trainspotter.evaluation.twins_bench, twins_kmean, memo;
+"""The twins benchmark's helpers (studies.twins_k2, twins_kmean, memo;
 benchmarks/bench_twins.py): the censored paired saving on hand-computed numbers, the k = 2 draws
 (each H0 trial swaps whole passages, never splits one), STAMP's k = 2 t-test against its
 definition, and a backend asked once per distinct text."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_1samp
 
-from trainspotter.evaluation.memo import MemoBackend
-from trainspotter.evaluation.twins_bench import k2_draws, stamp_k2
-from trainspotter.evaluation.twins_kmean import paired
+from harness.memo import MemoBackend
+from studies.twins_k2 import k2_draws, stamp_k2
+from studies.twins_kmean import paired
 
 
 def test_paired_saving_censors_at_n_by_hand():

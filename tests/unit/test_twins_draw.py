@@ -18,7 +18,7 @@ from trainspotter.auditing.explain import explain
 from trainspotter.auditing.verdict import PlaceboResult, decide
 from trainspotter.errors import InputError
 from trainspotter.stats.blind import BlindResult
-from trainspotter.twins.beacon import Beacon
+from trainspotter.proofs.beacon import Beacon
 from trainspotter.twins.draw import DrawProof, beacon_draw, commit, prove, seeded_draw
 from trainspotter.twins.folder import (
     load_twins,
@@ -28,7 +28,7 @@ from trainspotter.twins.folder import (
 )
 from trainspotter.twins.make import make_twins
 from trainspotter.twins.release import release_twins
-from trainspotter.twins.rewriter import Rewriter
+from trainspotter.rewriters.base import Rewriter
 
 
 class Tag(Rewriter):
@@ -88,7 +88,7 @@ def test_a_draw_from_the_fixed_test_value_re_derives_but_is_not_shown_random(tmp
     """Anyone knew TEST_BEACON before any commitment: a secret could have been tried against it
     until the draw suited a model, so the draw re-derives yet the folder is "unproven" (an audit
     then cannot say "trained on" on the draw alone)."""
-    from trainspotter.twins.beacon import TEST_BEACON
+    from trainspotter.proofs.beacon import TEST_BEACON
 
     folder, _ = _released(tmp_path / "test-value", beacon=TEST_BEACON)
     proof = prove_folder(folder)

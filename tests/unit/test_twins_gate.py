@@ -10,7 +10,7 @@ import pytest
 
 from trainspotter.twins.gate import OriginalCache, minilm_similarity
 from trainspotter.twins.make import make_twins
-from trainspotter.twins.rewriter import EmptyRewrite, Rewriter
+from trainspotter.rewriters.base import EmptyRewrite, Rewriter
 
 PASSAGES = [
     {"id": "a", "text": "The river town grew quickly after the railway arrived in the valley, and its market "

@@ -1,4 +1,4 @@
-"""The generative rewriters of twins (trainspotter.twins.generative): a tiny Llama built from a
+"""The generative rewriters of twins (trainspotter.rewriters.generative): a tiny Llama built from a
 config (random weights, a byte-level BPE tokenizer trained here: nothing downloaded) for the
 local path with transformers' watermark, and a fake OpenAI-compatible chat server that records
 what it is sent for the openai: path."""
@@ -10,8 +10,8 @@ from tiny_lm import TEXTS, ChatHandler, fake_chat_server, tiny_llama
 
 from trainspotter.errors import InputError
 from trainspotter.twins.folder import write_twins
-from trainspotter.twins.generative import HFRewriter, OpenAIRewriter, make_rewriter, sample_seed, watermark_key
-from trainspotter.twins.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.generative import HFRewriter, OpenAIRewriter, make_rewriter, sample_seed, watermark_key
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
 from trainspotter.twins.make import make_twins
 
 
@@ -204,7 +204,7 @@ def test_openai_rewriter_failure_is_one_error_naming_the_passage(monkeypatch):
 def _table(path, rows):
     import gzip
 
-    from trainspotter.twins.generative import key_fingerprint, text_digest
+    from trainspotter.rewriters.generative import key_fingerprint, text_digest
 
     lines = [json.dumps({"text_sha256": text_digest(t), "key": key_fingerprint(k), "attempt": a, "text": out})
              for t, k, a, out in rows]
@@ -213,8 +213,8 @@ def _table(path, rows):
 
 
 def test_a_paraphrase_table_replays_its_rows_cleaned_and_names_what_it_lacks(tmp_path):
-    from trainspotter.twins.generative import TableRewriter
-    from trainspotter.twins.rewriter import EmptyRewrite
+    from trainspotter.rewriters.generative import TableRewriter
+    from trainspotter.rewriters.base import EmptyRewrite
 
     a, b = b"a" * 32, b"b" * 32
     path = _table(tmp_path / "t.jsonl.gz", [(TEXTS[0], a, 0, "Here is the paraphrase:\n  One  way. "),
@@ -238,7 +238,7 @@ def test_a_paraphrase_table_replays_its_rows_cleaned_and_names_what_it_lacks(tmp
 
 
 def test_a_paraphrase_table_that_is_not_the_expected_one_or_malformed_is_one_error(tmp_path):
-    from trainspotter.twins.generative import TableRewriter
+    from trainspotter.rewriters.generative import TableRewriter
 
     path = _table(tmp_path / "t.jsonl.gz", [(TEXTS[0], b"a" * 32, 0, "x")])
     with pytest.raises(InputError, match="t.jsonl.gz: sha256 .* another paraphrase table"):
@@ -267,7 +267,7 @@ def test_by_sentence_each_sentence_is_paraphrased_alone_under_its_own_seed_and_j
     space, or the original's line break. The same as paraphrasing each sentence as a passage."""
     import torch
 
-    from trainspotter.twins.generative import split_sentences
+    from trainspotter.rewriters.generative import split_sentences
 
     sentences = split_sentences(PASSAGE)
     assert sentences == ["The river town grew quickly after the railway arrived.",
@@ -299,7 +299,7 @@ def test_by_sentence_each_sentence_is_paraphrased_alone_under_its_own_seed_and_j
 
 def test_by_passage_is_one_generation_of_the_whole_passage(tiny_sentences, monkeypatch):
     """unit="passage" (the default) is what it was: one generation, seeded by the whole text."""
-    from trainspotter.twins.generative import clean
+    from trainspotter.rewriters.generative import clean
 
     rewriter = make_rewriter(f"hf:{tiny_sentences}", "passage")
     raw = []
@@ -320,7 +320,7 @@ def test_a_sentence_answered_empty_keeps_its_words_and_all_empty_is_an_empty_rew
     """Per sentence, an empty answer keeps the sentence as written (as the testbed's table did);
     only when every sentence is answered empty is the attempt empty, so make_twins redraws it
     (every sentence sampled anew) and names the passage when all attempts are."""
-    from trainspotter.twins.rewriter import EmptyRewrite
+    from trainspotter.rewriters.base import EmptyRewrite
 
     rewriter = make_rewriter(f"hf:{tiny_sentences}", "sentence")
     monkeypatch.setattr(rewriter, "_generate", lambda text, key, attempt: "" if "market" in text else f"<{attempt}>")

@@ -1,4 +1,4 @@
-"""The twins release benchmarks' helpers (trainspotter.evaluation.paraphrase_table,
+"""The twins release benchmarks' helpers (studies.paraphrase_table,
 rewriters_bench; benchmarks/twins_paraphrases.py, bench_rewriters.py) on hand-made inputs."""
 
 import gzip
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainspotter.evaluation.paraphrase_table import sentences, table, table_bytes
-from trainspotter.evaluation.rewriters_bench import examples, quality
+from studies.paraphrase_table import sentences, table, table_bytes
+from studies.rewriters import examples, quality
 
 
 def test_sentences_stop_at_the_first_that_reaches_the_words():

@@ -4,7 +4,7 @@
 - ``testbed:NAME[?key=value&...]``  the target model of a built-in testbed
   (``testbed:NAME/reference`` for its reference model; for a pre-training testbed,
   ``testbed:NAME/out-N`` and ``testbed:NAME/in-N`` for its extra reference models, N = 0..K-1,
-  built by ``trainspotter testbed build NAME --references K``; evaluation/references.py).
+  built by ``trainspotter testbed build NAME --references K``; testbeds/reference_models.py).
   Keys of both: ``device`` (cpu, cuda, cuda:N, mps; default cuda when available, else
   cpu), ``dtype`` (float32, float16, bfloat16; default float32 on every device, so a
   spec gives the same features on any machine), ``batch_size`` (texts per forward pass).

@@ -11,7 +11,7 @@ ignores ``logprobs``/``echo``). Shapes follow the OpenAI API reference:
   first prompt token has ``null`` log-probs, as in the reference); one prompt with
   ``max_tokens`` 1 and a ``logit_bias`` ({token id: bias}, added to the logits) is sampled
   at ``temperature`` (greedy at 0), ``n`` choices, from ``seed``: what a keyed audit's
-  forced choice asks (``trainspotter.keyed.answers.choose``);
+  forced choice asks (``trainspotter.keyed.queries.choose``);
 - ``POST /v1/chat/completions``: the last user message is continued as plain text (the
   tiny testbed models have no chat template); ``logprobs``/``top_logprobs``.
 

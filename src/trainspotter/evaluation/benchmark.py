@@ -52,7 +52,7 @@ class BenchmarkConfig(BaseModel):
     # ones): model specs; () = the testbed's own reference, testbed:NAME/reference.
     reference: tuple[str, ...] = ()
     # The model-based methods' bank: the testbed's first k OUT and k IN reference models
-    # (trainspotter.evaluation.references; pre-training testbeds); 0 = none.
+    # (trainspotter.testbeds.reference_models; pre-training testbeds); 0 = none.
     reference_models: int = Field(0, ge=0)
     trials: int = Field(200, ge=1)  # Monte Carlo trials per DI configuration (BADI: 1000)
     null_trials: int | None = Field(None, ge=1)  # negative-control (FPR) trials; None = trials
@@ -134,7 +134,7 @@ class BenchmarkConfig(BaseModel):
 
 def split_passages(testbed: str, split: str, limit: int | None = None) -> list[dict]:
     """The first ``limit`` passages of one testbed split, as {id, text}."""
-    from trainspotter.evaluation.testbed import split_path
+    from trainspotter.testbeds.build import split_path
 
     return [{"id": p["id"], "text": p["text"]} for p in load_passages(split_path(testbed, split))[:limit]]
 
@@ -178,7 +178,7 @@ def bank_models(testbed: str, k: int) -> list[tuple[str, frozenset[str]]]:
     """The reference bank of the model-based methods: (model spec, ids of the candidates it
     trained on) of the testbed's ``out-0..out-(k-1)`` then ``in-0..in-(k-1)``; bank index j
     is the position in this list. InputError naming the build command when one is missing."""
-    from trainspotter.evaluation.references import KINDS, load_reference_manifest
+    from trainspotter.testbeds.reference_models import KINDS, load_reference_manifest
 
     models = (load_reference_manifest(testbed) or {}).get("models", {})
     bank = []

@@ -1,10 +1,10 @@
 """The keyed suite (issue 53, ``trainspotter benchmark --suite keyed``): on a keyed testbed (its
 members one release under one key, seen once in pre-training), how soon the keyed e-process
-(``stats.units``) decides, and whether it says "trained on" about models that never saw the release.
+(``stats.exact_null``) decides, and whether it says "trained on" about models that never saw the release.
 
 Black-box: each trial draws prompts from the neutral passages (non-member and held-out splits:
 never trained on, not the release), samples ``new_tokens`` continuation tokens from each
-(``keyed.answers.sample``) until ``black_tokens`` are generated, and scores the release's units
+(``keyed.queries.sample``) until ``black_tokens`` are generated, and scores the release's units
 (``keyed.units.lexical_units``). Black-box forced choice (a lexical release): each trial shuffles
 the neutral passages and asks each unit once, in its first context in each of the first
 ``contexts`` passages that show it, the units the release shows most first, ``samples`` draws in
@@ -47,7 +47,7 @@ from trainspotter.keyed.audit import CONTEXTS, SAMPLES
 from trainspotter.keyed.score import GreenScoring, LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_units
 from trainspotter.stats.eprocess import wealth_path
-from trainspotter.stats.units import fixed_n_pvalue, key_rank, unit_eprocess, unit_payoffs
+from trainspotter.stats.exact_null import fixed_n_pvalue, key_rank, unit_eprocess, unit_payoffs
 
 __all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "choice_answers", "gray_answers",
            "evaluate",
@@ -102,7 +102,7 @@ def neutral_passages(folder: Path) -> list[str]:
 
 
 def keyed_bed(folder: Path) -> KeyedBed:
-    from trainspotter.twins.keyed import load_release, rewriter_of
+    from trainspotter.keyed.release import load_release, rewriter_of
 
     if (folder / "release" / "keyed-table.json").exists():
         return _table_bed(folder)
@@ -113,13 +113,13 @@ def keyed_bed(folder: Path) -> KeyedBed:
 
 
 def _table_bed(folder: Path) -> KeyedBed:
-    """A generative keyed testbed (``evaluation.testbed_keyed``): its windows under transformers' CUDA
+    """A generative keyed testbed (``testbeds.keyed_variant``): its windows under transformers' CUDA
     green lists of the chosen variant key, in SmolLM2's tokens; a random key is a variant key too."""
     from transformers import AutoTokenizer
 
     from trainspotter.assets import smollm2_gguf
-    from trainspotter.twins.generative import watermark_key
-    from trainspotter.twins.watermark import CudaRandpermGreenList
+    from trainspotter.rewriters.generative import watermark_key
+    from trainspotter.keyed.watermark import CudaRandpermGreenList
 
     made = json.loads((folder / "release" / "keyed-table.json").read_text())
     V = int(made["vocab_size"])
@@ -148,7 +148,7 @@ def opening(backend, text: str, tokens: int) -> str:
 def black_answers(backend, bed: KeyedBed, prompts: list[str], new_tokens: int, seed: int, batch: int = 64) -> Answers:
     """The model's continuations of ``prompts`` (already cut) and their units, counted once: the
     release's lexical units, or the windows of the continuation in the watermark's tokens."""
-    from trainspotter.keyed.answers import sample
+    from trainspotter.keyed.queries import sample
 
     out, seen = Answers(), Seen()
     for i, (prompt, cont) in enumerate(zip(prompts, sample(backend, prompts, new_tokens, seed, batch_size=batch))):
@@ -166,8 +166,8 @@ def black_answers(backend, bed: KeyedBed, prompts: list[str], new_tokens: int, s
 
 def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=None) -> Answers:
     """Each unit's forms scored in its first context in ``passages`` (counted once), relative to
-    ``reference``'s when given (``keyed.answers.form_probabilities``)."""
-    from trainspotter.keyed.answers import form_probabilities
+    ``reference``'s when given (``keyed.queries.form_probabilities``)."""
+    from trainspotter.keyed.queries import form_probabilities
 
     seen, contexts, doc = Seen(), [], []
     for i, text in enumerate(passages):
@@ -180,9 +180,9 @@ def gray_answers(backend, forms: LexicalForms, passages: list[str], reference=No
 
 def choice_plan_within(forms: LexicalForms, tokenizer, passages: list[str], tokens: int, samples: int,
                        contexts: int = 1) -> list[tuple]:
-    """The forced choice's plan (``keyed.answers.choice_plan``) while its draws' most cost fits in
+    """The forced choice's plan (``keyed.queries.choice_plan``) while its draws' most cost fits in
     ``tokens`` (as the audit takes it)."""
-    from trainspotter.keyed.answers import choice_plan
+    from trainspotter.keyed.queries import choice_plan
 
     plan, bound = [], 0
     for item in choice_plan(forms, tokenizer, passages, Seen(), samples, contexts):
@@ -207,10 +207,10 @@ def pooled(plan: list[tuple], draws: list[list[int]], forms: LexicalForms, costs
 
 def choice_answers(backend, forms: LexicalForms, passages: list[str], tokens: int, samples: int, seed: int,
                    reference=None, contexts: int = 1) -> Answers:
-    """Forced choice on ``passages`` (``keyed.answers.choose``): the units the release shows most first,
+    """Forced choice on ``passages`` (``keyed.queries.choose``): the units the release shows most first,
     each once in its first ``contexts`` contexts, within ``tokens``; relative to ``reference``'s
     tokens when given."""
-    from trainspotter.keyed.answers import choose
+    from trainspotter.keyed.queries import choose
 
     plan = choice_plan_within(forms, backend.tokenizer, passages, tokens, samples, contexts)
     asked = choose(backend, [(context, seqs) for _, where, _ in plan for _, context, seqs in where], samples, seed,

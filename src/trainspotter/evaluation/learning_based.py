@@ -2,7 +2,7 @@
 classifier trained on a shadow model's outputs for passages whose membership in the shadow's
 training set is known, then applied to the target's outputs.
 
-The shadow model is the testbed's reference model ``in-0`` (``trainspotter.evaluation.references``):
+The shadow model is the testbed's reference model ``in-0`` (``trainspotter.testbeds.reference_models``):
 the target's recipe with its own seed, trained on a seeded half of the candidates, the IN flag
 of each candidate recorded — a ready shadow model of known membership (Shokri et al. 2017's
 shadow training; TDDBench uses one shadow model per method, App. A.1.2).

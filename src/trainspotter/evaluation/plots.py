@@ -87,7 +87,7 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path: Path, tit
 
 
 def shift_plot(scenarios: list[dict], alpha: float, path: Path) -> Path:
-    """False "trained on" rates per held-out shift and audit size (trainspotter.evaluation.shift)
+    """False "trained on" rates per held-out shift and audit size (trainspotter.evaluation.shift_suite)
     of the default audit (gray, with a reference): before issue 34 (the blind check alone
     guards) and now (the placebo check too), and now without a reference; the α line."""
     labels = list(dict.fromkeys(f"{s['kind']}: {s['suspect']} vs {s['heldout']}" for s in scenarios))

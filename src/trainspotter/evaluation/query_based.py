@@ -31,7 +31,7 @@ import torch
 from trainspotter.backends.base import Backend
 from trainspotter.backends.hf import load_tokenizer, weights_fingerprint
 from trainspotter.config import code_digest, fingerprint
-from trainspotter.evaluation.lm_training import save_model
+from trainspotter.testbeds.training import save_model
 
 __all__ = ["EPOCHS", "LR", "BATCH_SIZE", "greedy_labels", "distil", "build_surrogate"]
 

@@ -21,7 +21,7 @@ the same seeded trials:
 - ``unpaired``: today's audit of the members' public versions against the held-out passages, with
   its one-split control and the pooled control (non-members ∪ held-out split anew per trial).
 
-``evaluation.twins_kmean`` (the committed k > 2 results of ``benchmarks/bench_twins.py``) uses the same helpers.
+``studies.twins_kmean`` (the committed k > 2 results of ``benchmarks/bench_twins.py``) uses the same helpers.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def summary(stops: np.ndarray, n: int, alpha: float, h0: bool) -> dict:
 
 def own_values(R: np.ndarray, k: int, p: int) -> np.ndarray:
     """(N, k, p): each variant's own value of the first p (lean) columns of pair-feature rows
-    f(x_a | x_b) (N·k·k rows, ``evaluation.twins_kmean.pair_features``), which do not depend on the twin
+    f(x_a | x_b) (N·k·k rows, ``studies.twins_kmean.pair_features``), which do not depend on the twin
     (read from the pair (a, a + 1 mod k))."""
     a = np.arange(k)
     return R.reshape(-1, k, k, R.shape[1])[:, a, (a + 1) % k, :p]

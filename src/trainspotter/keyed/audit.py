@@ -1,13 +1,13 @@
 """The audit of a keyed release (README "Protect data before you release it"; docs/architecture.md,
 "Keyed releases"): batches of a model's answers on neutral text, their units scored under the
-release key, one e-process over the units (``stats.units``), until W ≥ 1/α or the budget is spent.
+release key, one e-process over the units (``stats.exact_null``), until W ≥ 1/α or the budget is spent.
 
 Black-box: prompts that are not the release (the user's neutral text, or the packaged Wikipedia
 leads), each cut to ``prompt_tokens`` tokens, continued by ``new_tokens`` sampled tokens; the budget
 is generated tokens. Black-box forced choice (``probe="choose"``, a lexical release): each unit once
 ever, in its first context in each of the first ``contexts`` neutral texts that show it, the units
 the release shows most first, ``samples`` draws in each restricted to its forms
-(``keyed.answers.choose``; relative to a ``reference`` when given), pooled into the unit's share;
+(``keyed.queries.choose``; relative to a ``reference`` when given), pooled into the unit's share;
 the budget is generated tokens too. Gray-box: neutral passages, each unit scored in its first
 context; the budget is passages. A prompt that shares a run of ``SHINGLE`` words with the release is refused (a prompt
 must not show the key; the units it shows are skipped anyway). A named audit (``name``) keeps a
@@ -33,7 +33,7 @@ from trainspotter.backends.spec import Spec
 from trainspotter.errors import InputError
 from trainspotter.keyed.units import Seen, lexical_units, window_units
 from trainspotter.stats.eprocess import EProcess
-from trainspotter.stats.units import key_rank, unit_eprocess, unit_payoffs
+from trainspotter.stats.exact_null import key_rank, unit_eprocess, unit_payoffs
 
 __all__ = ["KeyedAuditConfig", "Release", "choice_items", "neutral_texts", "open_release", "random_keys",
            "run_batches"]
@@ -79,7 +79,7 @@ class Release:
     def __init__(self, folder: Path):
         from trainspotter.keyed.score import GreenScoring, LexicalScoring
         from trainspotter.keyed.units import LexicalForms
-        from trainspotter.twins.keyed import load_release, rewriter_of
+        from trainspotter.keyed.release import load_release, rewriter_of
 
         self.kr = kr = load_release(folder)
         if kr.manifest is None:
@@ -140,7 +140,7 @@ def random_keys(n: int, seed: int) -> list[bytes]:
 def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen,
            batch_seed: int, reference=None) -> tuple[list[dict], list[dict], int]:
     """One batch: (answers to record, unit records, budget spent)."""
-    from trainspotter.keyed.answers import choose, form_probabilities, sample, top_answers
+    from trainspotter.keyed.queries import choose, form_probabilities, sample, top_answers
 
     if config.forced_choice:
         forms = release.scoring.forms
@@ -184,10 +184,10 @@ def _units(config: KeyedAuditConfig, release: Release, backend, texts: list[dict
 
 
 def choice_items(config: KeyedAuditConfig, release: Release, backend, texts: list[dict], seen: Seen) -> list[dict]:
-    """Forced choice: the units to ask, in order (``keyed.answers.choice_plan``), each with its
+    """Forced choice: the units to ask, in order (``keyed.queries.choice_plan``), each with its
     contexts (the text's id, where the context ends in it: ``at``, the context, its forms' tokens)
     and the most tokens its draws can cost."""
-    from trainspotter.keyed.answers import choice_plan
+    from trainspotter.keyed.queries import choice_plan
 
     if release.tokenizer is not None:
         raise InputError("option --probe choose: forced choice asks a lexical release's forms; a watermarked "
@@ -246,7 +246,7 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
 
 def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_wealth: float) -> dict | None:
     """The release key's statistic (the log-wealth over every unit so far) ranked among ``keys``
-    random keys' on the same units (``stats.units.key_rank``); None without keys or units."""
+    random keys' on the same units (``stats.exact_null.key_rank``); None without keys or units."""
     if not config.random_keys or not records:
         return None
     xs, ps = release.scoring.outcomes_many(records, random_keys(config.random_keys, config.seed))

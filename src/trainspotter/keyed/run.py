@@ -1,5 +1,5 @@
 """``audit_release``: one run of a keyed release's audit, continued from its ledger when named, sealed
-(``keyed.audit`` for the batches, ``keyed.record`` for the record).
+(``keyed.audit`` for the batches, ``keyed.sealed`` for the record).
 
 A named audit keeps, under the artifacts folder's keyed/ledger/NAME.json (``loop.ledger``'s locked,
 atomic files), what must not change between runs (release, access, test), the e-process state, the
@@ -18,7 +18,7 @@ import numpy as np
 from trainspotter.config import artifacts_root
 from trainspotter.errors import InputError
 from trainspotter.keyed.audit import KeyedAuditConfig, neutral_texts, open_release, rank, rests_on, run_batches
-from trainspotter.keyed.record import seal
+from trainspotter.keyed.sealed import seal
 from trainspotter.keyed.units import Seen
 from trainspotter.loop.ledger import check_setup, ledger_lock, load_ledger, new_ledger, save_ledger, sweep_temps
 from trainspotter.record.format import GENESIS, code_identity, model_identity

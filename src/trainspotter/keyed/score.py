@@ -1,4 +1,4 @@
-"""A keyed release's units as outcomes under a key (``trainspotter.stats.units`` tests them).
+"""A keyed release's units as outcomes under a key (``trainspotter.stats.exact_null`` tests them).
 
 A unit's record holds what the model answered and nothing of the key: black-box lexical
 ``{"unit", "form"}`` (the form written, an index into the unit's forms), gray-box lexical
@@ -9,12 +9,12 @@ most likely next tokens and their probabilities). ``outcomes(records, key)`` tur
 
 - lexical: x = h[key's form] (h an indicator of the form written, black-box), p = mean(h) = 1/(m+1);
 - window: x = 1[next green after prev]; p = γ' for the keyed scheme, the hypergeometric
-  (G − g)/(V − n) for a fixed-size list (``stats.units.hypergeometric_null``);
+  (G − g)/(V − n) for a fixed-size list (``stats.exact_null.hypergeometric_null``);
 - gray window: x = the share of the top answers' probability q on green entries, p = γ' (the
   answers and their q are the model's, so each is green with probability γ' for a random key).
 
-``outcomes_many`` does the same under M keys at once (the random-key null, ``stats.units.key_rank``);
-``weights`` gives each unit's weight w ∈ [0, 1] in the payoff (``stats.units``), a function of the
+``outcomes_many`` does the same under M keys at once (the random-key null, ``stats.exact_null.key_rank``);
+``weights`` gives each unit's weight w ∈ [0, 1] in the payoff (``stats.exact_null``), a function of the
 unit, the release and the probe alone: lexical, w_u = min(1, n_u / n_95) with n_u the times the
 release shows the unit (its originals' occurrences of it, each written in the key's form) and n_95
 the 95th percentile of n over the release's units. A model learns the key's form of a unit from
@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from trainspotter.keyed.units import LexicalForms, Seen
-from trainspotter.stats.units import hypergeometric_null
-from trainspotter.twins.watermark import KeyedGreenList, green_many
+from trainspotter.stats.exact_null import hypergeometric_null
+from trainspotter.keyed.watermark import KeyedGreenList, green_many
 
 __all__ = ["SATURATION", "TOP", "GreenScoring", "LexicalScoring"]
 

@@ -1,4 +1,4 @@
-"""The scoring units of a keyed release and their outcomes (``trainspotter.stats.units``: the test).
+"""The scoring units of a keyed release and their outcomes (``trainspotter.stats.exact_null``: the test).
 
 Black-box, a model's continuations of prompts that are not the release:
 
@@ -15,7 +15,7 @@ Black-box, a model's continuations of prompts that are not the release:
   with that probability, independently per unit, and the model's form is independent of the key
   under H0 because nothing it read showed the key's choice for u).
 
-Black-box forced choice (``keyed.answers.choose``): each unit once ever, in its first context in
+Black-box forced choice (``keyed.queries.choose``): each unit once ever, in its first context in
 each of the first few neutral passages that show it, the model's draws restricted to the unit's
 forms; x = the share of all its draws on the key's form, null mean 1/(m+1) as for the gray-box
 shares below.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trainspotter.twins.lexical import PHRASES, WORD, KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import PHRASES, WORD, KeyedLexicalRewriter
 
 __all__ = ["LexicalForms", "Seen", "lexical_units", "window_units"]
 

@@ -1,5 +1,5 @@
 """Commit, then the beacon, then the draw: a twins draw nobody chose (DESIGN.md: "A draw is only as
-good as the proof that nobody chose it"; ``twins.beacon``: the derivation).
+good as the proof that nobody chose it"; ``proofs.beacon``: the derivation).
 
 A commitment to the draw itself (sha256(salt ‖ draw), twins folders of version 1) shows the draw
 was fixed before the release, not that it was random: the owner can score every variant on the
@@ -40,7 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from trainspotter.twins.beacon import SECRET_BYTES, Beacon, derive, secret_digest, uniform_index
+from trainspotter.proofs.beacon import SECRET_BYTES, Beacon, derive, secret_digest, uniform_index
 
 __all__ = ["DrawProof", "VERSION", "beacon_draw", "commit", "commitment_digest", "drawn_index", "prove",
            "seeded_draw", "variant_hash"]
@@ -49,7 +49,7 @@ VERSION = 2  # the folder format whose draw derives from a beacon (1: sha256(sal
 SCHEME = ("sha256 of this object's canonical JSON without its digest; a variant's hash: sha256('trainspotter-variant' "
           "‖ 0 ‖ its 32-byte salt ‖ its UTF-8 text)")
 RULE = ("public variant of passage ID = uniform_index(HMAC-SHA256(secret, 'trainspotter' ‖ 0 ‖ 'twins/draw/' ‖ ID ‖ 0 "
-        "‖ round (8 bytes) ‖ randomness), k) (trainspotter.twins.beacon)")
+        "‖ round (8 bytes) ‖ randomness), k) (trainspotter.proofs.beacon)")
 Status = Literal["shown", "unproven", "failed"]
 
 

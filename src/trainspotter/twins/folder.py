@@ -16,7 +16,7 @@ A poor rewriter costs power, never validity. What breaks validity: choosing the 
 by anything but the draw (its quality, a model's score), and private versions that leak (a model
 that saw them no longer treats public and private alike under H0... nor under H1).
 
-The rewriters live in ``trainspotter.twins.lexical`` (re-exported here): the keyed lexical rewriter
+The rewriters live in ``trainspotter.rewriters.lexical`` (re-exported here): the keyed lexical rewriter
 carries STAMP's watermark idea (each variant its own secret key) without a generative model:
 for every word with WordNet alternatives (inflected words too) and every phrase of a small table
 ("while"/"whilst", "is not"/"isn't", ...), HMAC-SHA256(key, unit) picks the variant's form, the

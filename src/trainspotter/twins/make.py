@@ -15,8 +15,8 @@ from trainspotter.errors import InputError
 from trainspotter.twins.draw import VERSION, commit, seeded_draw
 from trainspotter.twins.folder import FORMAT, KEY_BYTES, Twins
 from trainspotter.twins.gate import OriginalCache, minilm_similarity
-from trainspotter.twins.lexical import KeyedLexicalRewriter
-from trainspotter.twins.rewriter import EmptyRewrite, Rewriter
+from trainspotter.rewriters.lexical import KeyedLexicalRewriter
+from trainspotter.rewriters.base import EmptyRewrite, Rewriter
 
 # make_twins' quality gate per kind of rewriter (`twins make`'s defaults): a paraphrase changes most
 # of the words by design, so a generative variant is held to its meaning (MiniLM) instead

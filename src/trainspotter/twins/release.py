@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainspotter.errors import InputError
-from trainspotter.twins.beacon import Beacon, secret_digest
+from trainspotter.proofs.beacon import Beacon, secret_digest
 from trainspotter.twins.draw import VERSION, beacon_draw, commitment_digest, variant_hash
 from trainspotter.twins.folder import (COMMITTED, MANIFEST, Twins, _check_files, _hex, _manifest, _read_json_file,
                                        _rows, _write_files)

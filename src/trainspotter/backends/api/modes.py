@@ -250,7 +250,7 @@ class ChatMode(Mode):
 
 class ChoiceMode(Mode):
     """One token after a token-id prompt, sampled ``n`` times with a ``logit_bias`` (a keyed audit's
-    forced choice, ``trainspotter.keyed.answers.choose``): only the answers' texts are read."""
+    forced choice, ``trainspotter.keyed.queries.choose``): only the answers' texts are read."""
 
     name = "choice"
     lists = False
