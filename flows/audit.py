@@ -26,14 +26,15 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.flows.tracking import (StepLogger, absolute_paths, audit_provenance, git_commit,
                                              local_artifact, log_audit_outputs, log_dataset, log_sets_outputs,
                                              log_steps, mark_killed_runs, owner_tags, run_name, use_experiment)
-    from trainspotter.loop.inputs import read_passages, read_sides
+    from trainspotter.loop.inputs import keep_checked, read_passages, sides_by_path
     from trainspotter.loop.run import audit
     from trainspotter.loop.sets import AuditSetsConfig, audit_sets
     from trainspotter.record.keys import sign
     from trainspotter.tasks import worker
     from trainspotter.tasks.extract import extract_chunk
 
-__all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_sets_flow", "run_audit"]
+__all__ = ["AuditConfig", "AuditSetsConfig", "audit_flow", "audit_on_dask", "audit_runner", "audit_sets_flow", "run_audit",
+           "run_audit_on"]
 
 # An audit queries one batch at a time, so the "model-calls" concurrency tag would only add a
 # server round trip (~0.4 s) per batch.
@@ -92,12 +93,12 @@ def _sides(config: AuditConfig) -> dict[str, list]:
     """The audit's two sides by path: its files, or a twins folder's public versions and one
     private twin of each. (A flow's code must not name the ContextVars itself: a Dask task
     runner pickles the flow by value, and a ContextVar cannot be pickled.)"""
-    return dict(zip((config.suspect, config.heldout), read_sides(config, PASSAGES.get())))
+    return sides_by_path(config, PASSAGES.get())
 
 
 def _read(*paths: str) -> dict[str, list]:
     given = PASSAGES.get()
-    return {path: read_passages(path, given) for path in dict.fromkeys(paths)}
+    return keep_checked(given, {path: read_passages(path, given) for path in dict.fromkeys(paths)})
 
 
 def _settle_backends(config: AuditConfig) -> None:
@@ -228,22 +229,36 @@ def audit_sets_flow(config: AuditSetsConfig, tracking_uri: str | None = None, re
     return summary
 
 
+def audit_runner(config: AuditConfig, dask_address: str | None = None):
+    """The audit flow (for an ``AuditSetsConfig``, the flow of several suspect sets); with
+    ``dask_address``, on a task runner that extracts each batch on that Dask cluster, after the one
+    check of it (``check_dask_audit``), while the sequential test stays in this process."""
+    flow_ = audit_sets_flow if isinstance(config, AuditSetsConfig) else audit_flow
+    if dask_address is None:
+        return flow_
+    from trainspotter.flows.extract import dask_runner
+
+    check_dask_audit(config, dask_address)
+    return flow_.with_options(task_runner=dask_runner(dask_address))
+
+
 def run_audit(config: AuditConfig, tracking_uri: str | None = None, dask_address: str | None = None,
               progress: Callable[[int, float], None] | None = None,
               passages: Mapping[str, list] | None = None, sign_key=None) -> dict:
-    """The audit flow (for an ``AuditSetsConfig``, the flow of several suspect sets); with
-    ``dask_address`` each batch is extracted on that Dask cluster (checked first,
-    ``check_dask_audit``) and the sequential test stays in this process. Cached batches are
-    read, not recomputed, wherever they were computed, as long as the workers share this
-    process's Prefect result storage. ``progress(pairs queried, e-value)`` is called in this
-    process after every batch; ``passages``: files already read, by path; ``sign_key``: an
-    Ed25519 private key that signs each sealed record (``trainspotter.record.load_private_key``)."""
-    flow_, remote = audit_sets_flow if isinstance(config, AuditSetsConfig) else audit_flow, dask_address is not None
-    if remote:
-        from trainspotter.flows.extract import dask_runner
+    """The audit flow on its runner (``audit_runner``). Cached batches are read, not recomputed,
+    wherever they were computed, as long as the workers share this process's Prefect result
+    storage. ``progress(pairs queried, e-value)`` is called in this process after every batch;
+    ``passages``: files already read, by path; ``sign_key``: an Ed25519 private key that signs each
+    sealed record (``trainspotter.record.load_private_key``)."""
+    return run_audit_on(audit_runner(config, dask_address), config, tracking_uri, dask_address is not None,
+                        progress, passages, sign_key)
 
-        check_dask_audit(config, dask_address)
-        flow_ = flow_.with_options(task_runner=dask_runner(dask_address))
+
+def run_audit_on(flow_, config: AuditConfig, tracking_uri: str | None = None, remote: bool = False,
+                 progress: Callable[[int, float], None] | None = None,
+                 passages: Mapping[str, list] | None = None, sign_key=None) -> dict:
+    """``run_audit`` on a runner made (and its cluster checked) already, ``remote`` when it is a Dask
+    cluster's: the CLI checks before its progress bar starts."""
     progress_token, passages_token, key_token = PROGRESS.set(progress), PASSAGES.set(passages), SIGN_KEY.set(sign_key)
     try:
         return flow_(config, tracking_uri, remote=remote)

@@ -99,9 +99,8 @@ def extract_flow(config: ExtractConfig) -> dict:
 
 
 def dask_runner(address: str | None = None, workers: int = 2):
-    """A prefect-dask task runner on the scheduler at ``address`` (checked first: one
-    InputError naming it when nothing answers), or on a local cluster of ``workers``
-    single-threaded processes."""
+    """A prefect-dask task runner on the scheduler at ``address`` (its callers check it first,
+    ``check_scheduler``), or on a local cluster of ``workers`` single-threaded processes."""
     from prefect_dask import DaskTaskRunner
 
     # distributed logs each connection and shutdown step at INFO (with a traceback when a
@@ -110,7 +109,6 @@ def dask_runner(address: str | None = None, workers: int = 2):
     if address is None:
         return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})
-    check_scheduler(address)
     return DaskTaskRunner(address=address)
 
 
@@ -145,18 +143,32 @@ def check_local_models(option: str, *specs: ModelSpec | None) -> None:
                          f"is kept by the process that queries it, so run it without a Dask cluster")
 
 
+def extract_runner(config: ExtractConfig, dask: bool = False, dask_address: str | None = None):
+    """The extract flow with its task runner: this process's, or with ``dask`` a local Dask cluster's
+    (the one at ``dask_address`` when given) through prefect-dask, after the one check of the
+    cluster options: no API model on a cluster, a scheduler that answers at ``dask_address``."""
+    if not (dask or dask_address):
+        return extract_flow
+    check_local_models("--dask-address" if dask_address else "--dask", config.model, *config.reference)
+    if dask_address:
+        check_scheduler(dask_address)
+    return extract_flow.with_options(task_runner=dask_runner(dask_address))
+
+
 def run_extract(config: ExtractConfig, dask: bool = False, dask_address: str | None = None,
                 progress: Callable[[int, int], None] | None = None,
                 passages: list[Passage] | None = None) -> dict:
-    """The default runner works through the chunks in this process; ``dask`` runs them on a
-    local Dask cluster (or the one at ``dask_address``) through prefect-dask.
-    ``progress(passages done, total)`` is called in this process as chunks finish.
+    """The extract flow on its runner (``extract_runner``: the default works through the chunks in
+    this process). ``progress(passages done, total)`` is called in this process as chunks finish.
     ``passages``: what ``load_labeled`` gave for the config's files, when the caller has read
     them already (the flow then reads nothing)."""
-    flow_ = extract_flow
-    if dask or dask_address:
-        check_local_models("--dask-address" if dask_address else "--dask", config.model, *config.reference)
-        flow_ = extract_flow.with_options(task_runner=dask_runner(dask_address))
+    return run_on(extract_runner(config, dask, dask_address), config, progress, passages)
+
+
+def run_on(flow_, config: ExtractConfig, progress: Callable[[int, int], None] | None = None,
+           passages: list[Passage] | None = None) -> dict:
+    """``run_extract`` on a runner made (and its options checked) already: the CLI checks before its
+    progress bar starts."""
     token = CALLER.set(Caller(progress, passages))
     try:
         return flow_(config)

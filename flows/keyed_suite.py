@@ -45,6 +45,6 @@ def keyed_suite_flow(config: KeyedSuiteConfig, tracking_uri: str | None = None) 
     files = {"table": out / "keyed-suite.md", "summary": out / "keyed-suite.json", "plot": out / "evidence.png"}
     files["table"].write_text(render_markdown(res, config, header))
     paths = res.pop("paths")
-    evidence_plot(paths, files["plot"], config.alpha, title=f"Evidence against the budget ({config.testbed}, "
+    evidence_plot(paths, files["plot"], config.test.alpha, title=f"Evidence against the budget ({config.testbed}, "
                                                            f"{config.trials} trials)")
     return log_suite_run(config, res, header, files, f"benchmark/keyed-{config.testbed}", "keyed", _metrics(res), tracking_uri)

@@ -12,9 +12,10 @@ from trainspotter.testbeds.build import PRESETS, TestbedConfig
 @flow(name="testbed")
 def testbed_flow(name: str = "tiny", force: bool = False, config: TestbedConfig | None = None,
                  references: int = 0) -> str:
-    config = config or PRESETS[name]
-    if references:
-        check_request(config, references)  # before building the base
+    """``config``: the recipe, with ``references`` checked for it already (``check_request``; the CLI
+    checks before any output); without it, preset ``name``'s, checked here before anything is built."""
+    if config is None:
+        config = check_request(name, references) if references else PRESETS[name]
     path = build_testbed_task(config, force=force)
     if references:
         build_references_task(config, references, force=force)

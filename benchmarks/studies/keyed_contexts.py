@@ -51,12 +51,14 @@ def simulate(bed, units: list[dict], contexts: int, samples: int, budget: int, a
     """The e-process on one draw of a plan, its units weighed by n_u (``rejected``: as the gray-box weighs,
     and the forced choice did when these plans were compared) and unweighted (``flat``: as the audit
     weighs the forced choice since)."""
+    from trainspotter.stats.eprocess import EProcessConfig
     from trainspotter.stats.exact_null import unit_eprocess
 
     records, spent = draw_plan(units, contexts, samples, budget, rng)
     x, p = bed.scoring.outcomes(records, bed.key)
-    proc = unit_eprocess(x, p, alpha=alpha, w=bed.scoring.weights(records))
-    flat = unit_eprocess(x, p, alpha=alpha)
+    test = EProcessConfig(alpha=alpha)
+    proc = unit_eprocess(x, p, test, w=bed.scoring.weights(records))
+    flat = unit_eprocess(x, p, test)
     return {"rejected": bool(proc.rejected), "flat": bool(flat.rejected), "units": len(records),
             "spent": spent[proc.stop_time - 1] if proc.rejected else budget}
 

@@ -21,7 +21,7 @@ from trainspotter.flows.cli.common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, COM
                                            TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
                                            Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
                                            commitment_digest, decision, edge_specs, emit_json, folded_table,
-                                           input_error, progress_lines)
+                                           input_error, progress_lines, TEST_OPTIONS)
 from trainspotter.flows.cli.verify import RECORD, SIGN, print_record, record_options, write_record
 from trainspotter.presets import (DEFAULT_PRESET, TEST_PRESETS, TWINS_PRESET, UNGUARDED_MIN_PAIRS, check_testbed,
                                   describe)
@@ -178,7 +178,7 @@ def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect p
                 "lambda_max": lambda_max, "scorer": scorer and scorer.value}
     try:
         from trainspotter.auditing.config import AuditConfig
-        from trainspotter.loop.inputs import check_inputs
+        from trainspotter.loop.inputs import checked_sides
         from trainspotter.loop.sets import AuditSetsConfig, check_sets
 
         sides = {"twins": str(twins), "twins_commitment": commitment_digest(commitment)} | (
@@ -193,20 +193,16 @@ def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect p
                              test=TestConfig(alpha=alpha, seed=seed,
                                              **{k: v for k, v in explicit.items() if v is not None}))
     except ValidationError as e:
-        raise input_error(e, {"test.alpha": "alpha", "test.lambda_max": "lambda_max",
-                              "max_pairs": "max_pairs", "batch_pairs": "batch_pairs"}) from None
+        raise input_error(e, TEST_OPTIONS) from None
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(config.features.kinds)  # WordNet, before any flow starts
+    # checked once, before any model loads; the flow's audit takes them as checked (loop.inputs.Checked)
     if len(suspect or []) > 1:  # several sets, one held-out set: e-BH over their audits
         config = AuditSetsConfig(**{k: v for k, v in config if k != "suspect"}, suspect=list(map(str, suspect)))
-        check_sets(config, passages)  # before any model loads
-    else:
-        if twins is not None:  # the checked folder's public versions and its private twins (all, or one each)
-            from trainspotter.loop.inputs import read_sides
-
-            passages = dict(zip((config.suspect, config.heldout), read_sides(config)))
-        check_inputs(config, passages[config.suspect], passages[config.heldout])
+        passages = check_sets(config, passages)
+    else:  # (twins: the checked folder's public versions and its private twins, all or one each)
+        passages = checked_sides(config, passages)
     from trainspotter.tasks.worker import serving
 
     # The models every batch needs load in a worker process while this one imports Prefect and MLflow.
@@ -229,16 +225,15 @@ def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect p
 def _run_audit(config, passages: dict, pairs: tuple[int, float], tracking_uri: str | None,
                dask_address: str | None, refresh: bool, sign_key, transient: bool) -> dict:
     """The audit flow on the local Prefect API; a progress bar of ``pairs`` (most queried, e before)."""
-    from trainspotter.flows.audit import AuditSetsConfig, check_dask_audit, run_audit
+    from trainspotter.flows.audit import AuditSetsConfig, audit_runner, run_audit_on
     from trainspotter.tasks.cache import refreshing
     from trainspotter.tasks.server import use_local_api
 
-    if dask_address:
-        check_dask_audit(config, dask_address)
+    runner = audit_runner(config, dask_address)  # a Dask cluster checked, before the progress bar
     use_local_api()  # before refreshing(), whose settings context would not see it
     with _audit_progress(*pairs, transient=transient) as progress, refreshing(refresh):
-        result = run_audit(config, tracking_uri, dask_address, progress=progress, passages=passages,
-                           sign_key=sign_key)
+        result = run_audit_on(runner, config, tracking_uri, dask_address is not None, progress=progress,
+                              passages=passages, sign_key=sign_key)
         if not isinstance(config, AuditSetsConfig):  # the bar ends on the result's e-value, also when nothing was queried
             progress(result["pairs_queried"], result["e_value"])
     return result

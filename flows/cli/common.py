@@ -84,6 +84,8 @@ DASK_ADDRESS = typer.Option(None, help="Extract on the Dask cluster whose schedu
 STRATEGY_HELP = "Betting strategy (ons is the paper's)"
 PAYOFF_HELP = "Payoff u_t: " + payoffs_help()
 LAMBDA_MAX_HELP = "Largest stake λ_max, in (0, 1)"
+# an audit's test settings (``stats.eprocess.EProcessConfig``, checked there once) and the options that set them
+TEST_OPTIONS = {"test.alpha": "alpha", "test.strategy": "strategy", "test.lambda_max": "lambda_max"}
 ACCESS_HELP = "gray (log-probs), black (greedy tokens and generations only: label-only APIs) or both."
 FEATURES_HELP = ("Feature set: lean (one forward pass per text per model), calibrated (its "
                  "target-vs-reference features only: robust to held-out sets of easier or harder text; "

@@ -156,22 +156,17 @@ def extract_cmd(data: Optional[Path] = typer.Option(None, help="Passages: JSONL,
     if dask and dask_address:
         raise InputError("--dask starts a local Dask cluster, --dask-address uses an existing one: "
                          "give one of them")
-    from trainspotter.flows.extract import ExtractConfig, check_local_models, check_scheduler, run_extract
-
-    if dask or dask_address:  # before Prefect starts: one line naming the option
-        check_local_models("--dask-address" if dask_address else "--dask", model, *reference)
-    if dask_address:
-        check_scheduler(dask_address)
+    from trainspotter.flows.extract import ExtractConfig, extract_runner, run_on
     from trainspotter.tasks.server import use_local_api
     from trainspotter.tasks.cache import refreshing
 
     files = {k: str(v) for k, v in {"data": data, "suspect": suspect, "heldout": heldout}.items() if v}
     flow_config = ExtractConfig(**files, model=model, reference=reference, access=access.value,
                                 out=str(out), chunk_size=chunk_size, features=config)
+    runner = extract_runner(flow_config, dask, dask_address)  # the cluster options checked, before any bar
     use_local_api()  # before refreshing(), whose settings context would not see it
     with count_progress("extracting features", len(passages), transient=json_out) as progress, refreshing(refresh):
-        result = run_extract(flow_config, dask=dask, dask_address=dask_address, progress=progress,
-                             passages=passages)
+        result = run_on(runner, flow_config, progress=progress, passages=passages)
     if json_out:
         return emit_json(result)
     sets = result["sets"]

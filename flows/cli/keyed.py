@@ -19,12 +19,16 @@ from trainspotter.flows.cli.common import (
     JSON,
     KEYED_ACCESS_HELP,
     KEYED_PROBE_HELP,
+    LAMBDA_MAX_HELP,
     LEDGER,
     MODEL,
     SEED,
+    STRATEGY_HELP,
+    TEST_OPTIONS,
     TRACKING_URI,
     KeyedAccess,
     KeyedProbe,
+    Strategy,
     Typer,
     beacon_option,
     beacon_round_option,
@@ -147,6 +151,8 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
               name: str = typer.Option("audit", help="Audit name (MLflow experiment audit/NAME)."),
               ledger: bool = LEDGER,
               alpha: float = ALPHA,
+              strategy: Strategy = choice(Strategy, "strategy", "mixture", STRATEGY_HELP + "."),
+              lambda_max: float = typer.Option(0.8, help=LAMBDA_MAX_HELP + "."),
               seed: int = SEED,
               tracking_uri: Optional[str] = TRACKING_URI,
               record: Optional[Path] = RECORD,
@@ -171,9 +177,10 @@ def audit_cmd(folder: Path = typer.Argument(..., help="The released folder (with
         config = KeyedAuditConfig(release=folder, model=spec, reference=more[0] if more else None,
                                   access=access.value, probe=probe.value, samples=samples, contexts=contexts,
                                   prompts=prompts, max_tokens=max_tokens, max_passages=max_passages,
-                                  random_keys=random_keys, alpha=alpha, seed=seed, name=name if ledger else None)
+                                  random_keys=random_keys, seed=seed, name=name if ledger else None,
+                                  test={"alpha": alpha, "strategy": strategy.value, "lambda_max": lambda_max})
     except ValidationError as e:
-        raise input_error(e) from None
+        raise input_error(e, TEST_OPTIONS) from None
     open_release(folder)  # a folder that is not a complete, released one: one line before any model loads
     from trainspotter.flows.keyed import PROGRESS, keyed_audit_flow
     from trainspotter.tasks.server import use_local_api

@@ -25,14 +25,13 @@ def testbed_build(name: str = typer.Argument("tiny", help="Preset: " + ", ".join
     from trainspotter.testbeds.build import load_manifest
 
     check_testbed(name)
-    if references:
-        from trainspotter.testbeds.reference_models import check_request
+    from trainspotter.testbeds.reference_models import check_request
 
-        check_request(name, references)
+    config = check_request(name, references) if references else None  # before any output; the flow takes it as it is
     from trainspotter.flows.testbed import testbed_flow
 
     with progress_lines(transient=json_out):  # each model's training steps
-        path = testbed_flow(name, force=force, references=references)
+        path = testbed_flow(name, force=force, config=config, references=references)
     manifest = load_manifest(name)
     info = {"name": name, "path": path, "build_seconds": manifest["build_seconds"],
             "splits": {k: len(v) for k, v in manifest["splits"].items()}}

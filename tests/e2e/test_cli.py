@@ -312,3 +312,41 @@ def test_without_wordnet_the_synonym_perturbation_is_one_error_line(mini_testbed
     assert out.returncode == 1 and len(lines) == 1, out.stderr[-2000:]
     assert lines[0].startswith("error: WordNet is not installed") and "synonym perturbation" in lines[0]
     assert "--features lean" in lines[0] and "Traceback" not in out.stderr and not (tmp_path / "full.parquet").exists()
+
+
+@pytest.mark.parametrize("sets", [1, 2])
+def test_the_audit_checks_its_inputs_once_from_the_command_to_the_flow(mini_testbed, monkeypatch, sets):
+    """The CLI checks an audit's inputs before any model loads, and its flow's audit takes them as
+    checked (issue 62: each check ran twice, CLI then flow): ``check_inputs`` runs once per suspect
+    set, wherever it is called from. The features are constructed (no model)."""
+    from typer.testing import CliRunner
+
+    import trainspotter.flows.audit as audit_flow
+    import trainspotter.loop.inputs as inputs
+    import trainspotter.loop.run as run_module
+    import trainspotter.loop.sets as sets_module
+    from trainspotter.flows.cli import app
+
+    calls, check = [], inputs.check_inputs
+    spy = lambda config, *sides: (calls.append(config.suspect), check(config, *sides))[1]  # noqa: E731
+    for module in (inputs, run_module, sets_module):
+        monkeypatch.setattr(module, "check_inputs", spy)
+    monkeypatch.setattr(audit_flow, "_extract_fn", lambda config, remote: lambda passages, n: [
+        {"gray_ppl": (sum(map(ord, p["id"])) % 13) / 13.0} for p in passages])
+    suspects = [str(mini_testbed / name) for name in ("member.jsonl", "nonmember.jsonl")[:sets]]
+    out = CliRunner().invoke(app, ["audit", *(a for s in suspects for a in ("--suspect", s)), "--heldout",
+                                   str(mini_testbed / "heldout.jsonl"), "--model", "testbed:mini", "--name",
+                                   f"checked-once-{sets}", "--assume-exchangeable", "--json"])
+    assert out.exit_code in (0, 3), out.output[-2000:]
+    assert sorted(calls) == sorted(suspects)  # one check per set, none again in the flow
+    calls.clear()  # the library call alone checks too, once
+    from trainspotter import AuditConfig, audit
+
+    config = AuditConfig(suspect=suspects[0], heldout=str(mini_testbed / "heldout.jsonl"), model="testbed:mini",
+                         assume_exchangeable=True)
+    audit(config, extract_fn=audit_flow._extract_fn(config, False))
+    assert calls == suspects[:1]
+    calls.clear()  # passages checked for another config are checked again
+    marked = inputs.checked_sides(config.model_copy(update={"seed": 1}))
+    audit(config, extract_fn=audit_flow._extract_fn(config, False), passages=marked)
+    assert calls == suspects[:1] * 2

@@ -130,10 +130,10 @@ def _resealed(sealed: dict, w: list[list[float]], path):
     """``sealed`` with batch k's weights ``w[k]``, its wealth replayed and every digest sealed again
     (all a forger can do without the release), written to ``path``."""
     from trainspotter.keyed.sealed import SECTIONS, seal
-    from trainspotter.stats.eprocess import EProcess
+    from trainspotter.stats.eprocess import EProcess, EProcessConfig
     from trainspotter.stats.exact_null import unit_payoffs
 
-    proc, batches = EProcess(sealed["config"]["strategy"], 0.8, sealed["config"]["alpha"]), []
+    proc, batches = EProcess.of(EProcessConfig(**sealed["config"]["test"])), []
     for b, wb in zip(sealed["batches"], w):
         batches.append({k: v for k, v in b.items() if k != "digest"} | {"w": wb, "log_wealth": []})
         for u in unit_payoffs(b["x"], b["p"], wb):
@@ -410,3 +410,46 @@ def test_an_api_that_answers_none_of_the_forms_scores_no_unit(data, model, monke
     assert asked and all(a["draws"] == [] for a in asked) and result["units_total"] == 0
     assert result["spent_total"] == 2 * len(asked) and result["verdict"] == "no evidence"
     assert all(ok for _, ok, _ in verify_keyed([("rec.json", record)], folder))
+
+
+def _as_before_test_settings(sealed: dict, path):
+    """``sealed`` as a record was written before the keyed audit took its test settings (a flat
+    ``alpha`` and ``strategy`` in its config, λ_max 0.8 implied), every digest sealed again."""
+    from trainspotter.keyed.sealed import SECTIONS, seal
+
+    test = sealed["config"]["test"]
+    config = {k: v for k, v in sealed["config"].items() if k != "test"} | {"alpha": test["alpha"],
+                                                                             "strategy": test["strategy"]}
+    parts = {s: sealed[s] for s in SECTIONS} | {"config": config}
+    batches = [{k: v for k, v in b.items() if k != "digest"} for b in sealed["batches"]]
+    path.write_text(json.dumps(seal(parts, batches, sealed["start"]["chain"])))
+    return path
+
+
+def test_the_keyed_audit_bets_with_its_test_settings_and_a_record_from_before_them_verifies(
+        data, model, monkeypatch, tmp_path):
+    """--strategy and --lambda-max reach the keyed e-process (issue 62: λ_max was fixed at 0.8): the
+    record holds them and verify replays with them; a record laid out as before (flat alpha and
+    strategy) verifies, replayed at λ_max 0.8, which a record bet at 0.5 then fails."""
+    folder, _ = released(data, monkeypatch, name="rel-settings")
+    monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
+    runs = {}
+    for lam in (0.8, 0.5):
+        record = tmp_path / f"rec-{lam}.json"
+        out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+                  "--max-tokens", 1024, "--random-keys", 20, "--strategy", "ons", "--lambda-max", lam,
+                  "--record", record)
+        assert out.exit_code == 0, out.output
+        sealed = runs[lam] = json.loads(record.read_text())
+        assert sealed["config"]["test"] == {"alpha": 0.05, "strategy": "ons", "lambda_max": lam}
+        assert sealed["end"]["state"]["strategy"]["name"] == "ons"
+        assert sealed["end"]["state"]["strategy"]["lambda_max"] == lam
+        assert cli("verify", record).exit_code == 0
+    assert runs[0.5]["result"]["e_value"] != runs[0.8]["result"]["e_value"]  # the bound changed the bets
+    before = _as_before_test_settings(runs[0.8], tmp_path / "before.json")
+    out = cli("verify", before)
+    assert out.exit_code == 0 and out.stdout.splitlines()[-1].startswith("verified: record "), out.output
+    out = cli("verify", _as_before_test_settings(runs[0.5], tmp_path / "before-0.5.json"))
+    assert out.exit_code == 1 and "log-wealth" in out.output, out.output
+    assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--lambda-max", 1)).startswith(
+        "error: option --lambda-max: Input should be less than 1")

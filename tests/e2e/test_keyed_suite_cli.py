@@ -55,7 +55,7 @@ def test_keyed_suite_from_the_command_line(keyed_root, tmp_path):
     res = json.loads((tmp_path / "out" / "keyed-suite.json").read_text())
     for access, budget in (("black", "256 tokens"), ("choice", "256 tokens"), ("gray", "4 passages")):
         assert rows[(access, budget)][2:4] == [f"{res[access]['tpr']:.2f}", f"{res[access]['flat_tpr']:.2f}"]
-    assert res["config"] | SETTINGS == res["config"] and (res["config"]["trials"], res["config"]["alpha"],
+    assert res["config"] | SETTINGS == res["config"] and (res["config"]["trials"], res["config"]["test"]["alpha"],
                                                           res["config"]["seed"]) == (2, 0.1, 3)
     assert res["black"]["trials"] == res["choice"]["trials"] == res["gray"]["trials"] == 2
     assert res["black"]["budget"] == res["choice"]["budget"] == 256 and res["gray"]["budget"] == 4

@@ -179,7 +179,7 @@ def test_shift_suite_prints_its_table_without_json(monkeypatch):
                 "placebo": {"placebo_gray": rate(0.25)},
                 "tests": {"gray": {"blind_only": rate(0.5), "guarded": rate(0.125)}}}
     canned = {"scenarios": [scenario], "files": {"table": "shift.md"}, "run_id": "r1"}
-    monkeypatch.setattr("trainspotter.flows.cli.benchmark._run_flow", lambda *a, **k: canned)
+    monkeypatch.setattr("trainspotter.flows.cli.suites.run_suite_flow", lambda *a, **k: canned)
     monkeypatch.setattr("trainspotter.assets.python_docs_dir", lambda: None)
     out = CliRunner().invoke(app, ["benchmark", "--suite", "shift", "--testbed", "mini"], terminal_width=200)
     assert out.exit_code == 0, out.output

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
+from trainspotter.stats.eprocess import EProcessConfig
 from trainspotter.stats.exact_null import fixed_n_pvalue, hypergeometric_null, key_rank, unit_eprocess, unit_payoffs
 from trainspotter.keyed.watermark import CudaRandpermGreenList, KeyedGreenList, green_many, philox4x32
 
@@ -35,9 +36,9 @@ def test_payoffs_and_wealth_by_hand():
     want = np.mean((1 + lam) * (1 - lam) * (1 + lam))
     assert unit_eprocess(x, p).wealth == pytest.approx(want, rel=1e-12)
     # ONS: λ_1 = 0, then as in tests/unit/test_betting.py; a continued run multiplies on
-    first = unit_eprocess(x[:2], p[:2], strategy="ons")
+    first = unit_eprocess(x[:2], p[:2], EProcessConfig(strategy="ons"))
     both = unit_eprocess(x[2:], p[2:], state=first.to_dict())
-    assert both.wealth == pytest.approx(unit_eprocess(x, p, strategy="ons").wealth, rel=1e-12)
+    assert both.wealth == pytest.approx(unit_eprocess(x, p, EProcessConfig(strategy="ons")).wealth, rel=1e-12)
     with pytest.raises(ValueError):
         unit_payoffs([1.2], [0.5])
 

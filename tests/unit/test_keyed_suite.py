@@ -119,7 +119,7 @@ def test_the_forced_choice_bets_unweighted_and_reports_the_weighted_beside(bed):
     assert (chose["rejected"], chose["spent"]) == (chose["flat_rejected"], chose["flat_spent"]) and chose["rejected"]
     assert (chose["counted_rejected"], chose["counted_spent"]) == (gray["rejected"], gray["spent"])
     assert chose["log_wealth"] > gray["log_wealth"] and "counted_rejected" not in gray
-    s = summarise([chose, chose | {"rejected": False, "counted_rejected": False}], cfg.alpha, 10_000)
+    s = summarise([chose, chose | {"rejected": False, "counted_rejected": False}], cfg.test.alpha, 10_000)
     assert (s["tpr"], s["counted_tpr"]) == (0.5, 0.5 * chose["counted_rejected"])
 
 

@@ -121,10 +121,10 @@ def test_the_packages_are_layered():
     assert order.index("testbeds") < order.index("evaluation")
 
 
-def test_no_module_circle():
-    """No two library modules import each other, directly or around a loop, not even under TYPE_CHECKING."""
+def _circle(arrows) -> list[str] | None:
+    """A loop of imports among ``arrows`` ((importer, imported) pairs), or None."""
     graph: dict[str, set[str]] = {}
-    for a, b in _arrows():
+    for a, b in arrows:
         if a != b:
             graph.setdefault(a, set()).add(b)
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -140,8 +140,31 @@ def test_no_module_circle():
         return None
 
     for start in sorted(graph):
-        if start not in state:
-            assert visit(start, []) is None, "a circle of imports"
+        if start not in state and (found := visit(start, [])):
+            return found
+    return None
+
+
+def test_no_module_circle():
+    """No two library modules import each other, directly or around a loop, not even under TYPE_CHECKING."""
+    assert _circle(_arrows()) is None, "a circle of imports"
+
+
+def test_no_circle_among_the_commands_and_flows():
+    """The CLI's verb modules, the flows and the tasks import each other one way only (issue 62: the keyed
+    verbs and verify imported each other, one of them inside a function)."""
+    folders = {"trainspotter.flows": SRC.parents[1] / "flows", "trainspotter.tasks": SRC.parents[1] / "tasks"}
+    modules = {".".join([package, *p.relative_to(folder).with_suffix("").parts]).removesuffix(".__init__"): p
+               for package, folder in folders.items() for p in folder.rglob("*.py")}
+    arrows = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                         for a in node.names]
+                arrows += [(module, n) for n in names if n in modules]
+    assert ("trainspotter.flows.cli.keyed", "trainspotter.flows.cli.verify") in arrows  # the rule reads them
+    assert _circle(arrows) is None
 
 
 def test_library_modules_and_functions_stay_small():
@@ -226,3 +249,17 @@ def test_the_reach_rule_reads_imports_and_loader_strings(tmp_path):
                       "LOAD = 'trainspotter.backends.hf:from_spec'\n")
     known = set(_modules())
     assert _names_in(lonely, "trainspotter.stats", known) == {"trainspotter.stats.eprocess", "trainspotter.backends.hf"}
+
+
+def test_no_package_face_exports_the_name_of_one_of_its_modules():
+    """A public name that is also a module of the package would be the one or the other depending on
+    what was imported first (``trainspotter.keyed.release``: the module, never a function)."""
+    import importlib
+
+    clashes = {}
+    for module, path in _modules().items():
+        if path.name == "__init__.py":
+            face = importlib.import_module(module)
+            subs = {p.stem for p in path.parent.glob("*.py")} | {p.parent.name for p in path.parent.glob("*/__init__.py")}
+            clashes |= {module: sorted(subs & set(getattr(face, "__all__", [])))}
+    assert {m: c for m, c in clashes.items() if c} == {}

@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from scipy.stats import binomtest, ttest_1samp
 
 from trainspotter.keyed.audit import CONTEXTS, SAMPLES
 from trainspotter.keyed.score import GreenScoring, LexicalScoring
 from trainspotter.keyed.units import LexicalForms, Seen, lexical_units, window_units
-from trainspotter.stats.eprocess import wealth_path
+from trainspotter.stats.eprocess import EProcessConfig, nest_test_settings, wealth_path
 from trainspotter.stats.exact_null import fixed_n_pvalue, key_rank, unit_eprocess, unit_payoffs
 
 __all__ = ["KeyedSuiteConfig", "KeyedBed", "Answers", "keyed_bed", "black_answers", "choice_answers", "gray_answers",
@@ -69,13 +69,18 @@ class KeyedSuiteConfig(BaseModel):
     samples: int = Field(SAMPLES, ge=1)  # black-box forced choice: draws per unit and context (``answers.choose``)
     contexts: int = Field(CONTEXTS, ge=1)  # black-box forced choice: neutral passages each unit is asked in
     probes: list[Literal["black", "choice", "gray"]] = ["black", "choice", "gray"]  # the rows to measure
-    alpha: float = Field(0.05, gt=0, lt=1)
-    strategy: str = "mixture"
+    test: EProcessConfig = Field(default_factory=EProcessConfig)  # α, strategy, λ_max: the keyed audit's
     original: str | None = None  # spec of a model trained on the original (unkeyed) members: an H0 model
     release_prompts: bool = True
     calibrate: bool = True  # gray-box: each form's log-probability minus the testbed reference's
     seed: int = 0
     out: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_test(cls, data):
+        """A flat ``alpha`` and ``strategy`` (the committed results' configs, ``--alphas``) go into ``test``."""
+        return nest_test_settings(data)
 
 
 @dataclass
@@ -259,13 +264,13 @@ def evaluate(bed: KeyedBed, ans: Answers, key: bytes, null_keys: list[bytes], cf
             {"counted_rejected": False, "counted_spent": None} if forced_choice else {})
     x, p = bed.scoring.outcomes(ans.records, key)
     w = bed.scoring.weights(ans.records, forced_choice)
-    proc = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
-    flat = unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha)  # every weight 1: what the weights add
-    counted = _decided("counted_", unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha,
-                                                 w=bed.scoring.weights(ans.records)), ans.spent) if forced_choice else {}
-    path = np.log(np.maximum(wealth_path(unit_payoffs(x, p, w), cfg.strategy, 0.8), 1e-300))
+    proc = unit_eprocess(x, p, cfg.test, w=w)
+    flat = unit_eprocess(x, p, cfg.test)  # every weight 1: what the weights add
+    counted = _decided("counted_", unit_eprocess(x, p, cfg.test, w=bed.scoring.weights(ans.records)),
+                       ans.spent) if forced_choice else {}
+    path = np.log(np.maximum(wealth_path(unit_payoffs(x, p, w), cfg.test.strategy, cfg.test.lambda_max), 1e-300))
     xs, ps = bed.scoring.outcomes_many(ans.records, null_keys)
-    null = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha, w=w)
+    null = unit_eprocess(xs, ps, cfg.test, w=w)
     privates = xs[:PRIVATE]
     stamp = _stamp_p(np.concatenate([x[None], privates]), np.asarray(ans.doc))
     return {"units": len(x)} | _decided("", proc, ans.spent) | _decided("flat_", flat, ans.spent) | counted | {
@@ -288,16 +293,15 @@ def h0_rates(bed: KeyedBed, ans: Answers, keys: list[bytes], cfg: KeyedSuiteConf
     if not ans.records:
         return {"keys": M, "units": 0}
     xs, ps = bed.scoring.outcomes_many(ans.records, keys)
-    proc = unit_eprocess(xs, ps, strategy=cfg.strategy, alpha=cfg.alpha,
-                         w=bed.scoring.weights(ans.records, forced_choice))
+    proc = unit_eprocess(xs, ps, cfg.test, w=bed.scoring.weights(ans.records, forced_choice))
     logw = np.log(proc.wealth)
-    fixed = np.array([_fixed_p(xs[m], ps[m]) for m in range(M)]) < cfg.alpha
+    fixed = np.array([_fixed_p(xs[m], ps[m]) for m in range(M)]) < cfg.test.alpha
     order = np.array([[(m + j) % M for j in range(PRIVATE + 1)] for m in range(M)])
     doc = np.asarray(ans.doc)
-    stamp = np.array([_stamp_p(xs[order[m]], doc) for m in range(M)]) < cfg.alpha
-    rank = np.array([(1 + np.sum(np.delete(logw, m) >= logw[m])) / M for m in range(M)]) <= cfg.alpha
+    stamp = np.array([_stamp_p(xs[order[m]], doc) for m in range(M)]) < cfg.test.alpha
+    rank = np.array([(1 + np.sum(np.delete(logw, m) >= logw[m])) / M for m in range(M)]) <= cfg.test.alpha
     return {"keys": M, "units": int(xs.shape[1])} | {
-        name: _rate(hits, cfg.alpha) for name, hits in
+        name: _rate(hits, cfg.test.alpha) for name, hits in
         (("eprocess", proc.rejected), ("fixed_n", fixed), ("stamp", stamp), ("rank", rank))}
 
 

@@ -59,13 +59,13 @@ def _release_prompts_h0(backend, bed: KeyedBed, keys: list[bytes], cfg: KeyedSui
         ans: Answers = black_answers(backend, bed, prompts, cfg.new_tokens, seed=cfg.seed + 7919 * m)
         x, p = bed.scoring.outcomes(ans.records, key)
         w = bed.scoring.weights(ans.records)
-        hits.append(bool(len(x)) and bool(unit_eprocess(x, p, strategy=cfg.strategy, alpha=cfg.alpha, w=w).rejected))
-        fixed.append(_fixed_p(x, p) < cfg.alpha)
+        hits.append(bool(len(x)) and bool(unit_eprocess(x, p, cfg.test, w=w).rejected))
+        fixed.append(_fixed_p(x, p) < cfg.test.alpha)
         units.append(len(x))
         if progress:
             progress("release prompts", m + 1, len(keys))
-    return {"keys": len(keys), "mean_units": float(np.mean(units)), "eprocess": _rate(np.array(hits), cfg.alpha),
-            "fixed_n": _rate(np.array(fixed), cfg.alpha)}
+    return {"keys": len(keys), "mean_units": float(np.mean(units)), "eprocess": _rate(np.array(hits), cfg.test.alpha),
+            "fixed_n": _rate(np.array(fixed), cfg.test.alpha)}
 
 
 def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int, int], None] | None = None) -> dict:
@@ -96,7 +96,8 @@ def run_suite(cfg: KeyedSuiteConfig, folder: Path, progress: Callable[[str, int,
         if progress:
             progress("members' trials", t + 1, cfg.trials)
     for probe, budget in (("black", cfg.black_tokens), ("choice", cfg.black_tokens), ("gray", cfg.gray_passages)):
-        res[probe] = summarise(trials[probe], cfg.alpha, budget) | {"budget": budget} if trials.get(probe) else None
+        res[probe] = (summarise(trials[probe], cfg.test.alpha, budget) | {"budget": budget}
+                      if trials.get(probe) else None)
     paths = {probe: [t["path"] for t in rows] for probe, rows in trials.items()}
     for name, backend in models.items():
         res["h0"][name] = {}
@@ -169,8 +170,8 @@ def unit_effect(cfg: KeyedSuiteConfig, folder: Path, trials: int, null_keys: int
         out[access] = {"trials": trials, "units_per_trial": float(np.mean(units)), "delta": delta,
                        "se": sd / math.sqrt(len(d)), "sd": sd, "null_delta_mean": float(null.mean()),
                        "null_delta_sd": float(null.std(ddof=1)), "null_keys": null_keys,
-                       "units_for_power_95": _units_needed(d, cfg.alpha),
-                       "weighted_units_for_power_95": _units_needed(w * pay, cfg.alpha),
+                       "units_for_power_95": _units_needed(d, cfg.test.alpha),
+                       "weighted_units_for_power_95": _units_needed(w * pay, cfg.test.alpha),
                        "by_count": [{"n_u": _bin(lo, hi), "units": int(s.sum()),
                                      "mean_payoff": float(pay[s].mean()),
                                      "se": float(pay[s].std(ddof=1) / math.sqrt(s.sum()))}
@@ -268,7 +269,7 @@ def render_markdown(res: dict, cfg: KeyedSuiteConfig, header: str) -> str:
     lines = [f"# Keyed suite: testbed `{res['testbed']}`", "", header, "",
              f"Release: {res['members']} members, {100 * res['member_fraction']:.2f}% of the training tokens, "
              f"seen once; unit: {res['unit']}" + (f", {res['release_units']} rewritable units" if res["release_units"]
-                                                  else "") + f". α = {cfg.alpha:g}, {cfg.trials} trials, "
+                                                  else "") + f". α = {cfg.test.alpha:g}, {cfg.trials} trials, "
              f"{cfg.random_keys} random keys. The e-process weighs each unit by how often the release shows it, "
              "min(1, n/n_95) with n_95" + (f" = {res['n_95']:g}" if res.get("n_95") else "") + " the 95th percentile "
              "of n over the release's units, except the forced choice's, which weigh 1 (its plan asks the units "

@@ -15,7 +15,7 @@ from trainspotter import lazy_exports
 
 MAY_IMPORT = ("backends", "stats", "rewriters", "proofs", "record", "loop")  # besides the foundation (tests/unit/test_layering.py)
 __getattr__, __all__ = lazy_exports(__name__, {
-    "release": ("KeyedRelease", "commit_release", "load_release", "release", "verify_release"),
+    "release": ("KeyedRelease", "commit_release", "load_release", "verify_release"),
     "units": ("LexicalForms", "Seen", "lexical_units", "window_units"),
     "audit": ("KeyedAuditConfig", "open_release"),
     "run": ("audit_release",),

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from trainspotter.backends.spec import Spec
 from trainspotter.errors import InputError
 from trainspotter.keyed.units import Seen, lexical_units, window_units
-from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.eprocess import EProcess, EProcessConfig, nest_test_settings
 from trainspotter.stats.exact_null import key_rank, unit_eprocess, unit_payoffs
 
 __all__ = ["KeyedAuditConfig", "Release", "choice_items", "neutral_texts", "open_release", "random_keys",
@@ -61,11 +61,16 @@ class KeyedAuditConfig(BaseModel):
     prompt_tokens: int = Field(32, ge=1)
     new_tokens: int = Field(64, ge=1)
     batch: int = Field(16, ge=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
-    strategy: str = "mixture"
+    test: EProcessConfig = Field(default_factory=EProcessConfig)  # α, strategy, λ_max: as every audit's
     random_keys: int = Field(1000, ge=0)
     seed: int = 0
     name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_test(cls, data):
+        """A flat ``alpha`` and ``strategy``, as records were sealed before ``test``, go into ``test``."""
+        return nest_test_settings(data)
 
     @property
     def forced_choice(self) -> bool:
@@ -205,7 +210,7 @@ def run_batches(config: KeyedAuditConfig, release: Release, backend, texts: list
     the texts did, before W ≥ 1/α or the budget). Each batch: the answers, the units, their (x, p),
     the units' weights (``keyed.score``) and the log-wealth after each unit. A batch takes only what
     the budget still pays for in full (a text's continuation, a unit's draws at their most)."""
-    proc = EProcess.from_dict(state) if state else EProcess(config.strategy, 0.8, config.alpha)
+    proc = EProcess.from_dict(state) if state else EProcess.of(config.test)
     budget = config.max_tokens if config.access == "black" else config.max_passages
     choosing = config.forced_choice
     if choosing and reference is not None and reference.tokenizer.get_vocab() != backend.tokenizer.get_vocab():
@@ -250,8 +255,7 @@ def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_we
     if not config.random_keys or not records:
         return None
     xs, ps = release.scoring.outcomes_many(records, random_keys(config.random_keys, config.seed))
-    null = unit_eprocess(xs, ps, strategy=config.strategy, alpha=config.alpha,
-                        w=release.scoring.weights(records, config.forced_choice))
+    null = unit_eprocess(xs, ps, config.test, w=release.scoring.weights(records, config.forced_choice))
     return key_rank(log_wealth, np.log(null.wealth))
 
 

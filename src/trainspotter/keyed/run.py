@@ -31,9 +31,12 @@ def ledger_root(root: Path | None = None) -> Path:
 
 
 def _setup(config: KeyedAuditConfig, release) -> dict:
-    return {"release": release.kr.manifest["commitment_sha256"], "access": config.access, "alpha": config.alpha,
+    test = config.test
+    return {"release": release.kr.manifest["commitment_sha256"], "access": config.access, "alpha": test.alpha,
             "reference": config.reference.text if config.reference is not None else None,
-            "strategy": config.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
+            "strategy": test.strategy, "prompts": str(config.prompts) if config.prompts else "packaged",
+            # λ_max was 0.8 before it was a setting (None then, as in ledgers begun before it)
+            **({"lambda_max": test.lambda_max} if test.lambda_max != 0.8 else {}),
             "seed": config.seed,
             # forced choice only (None otherwise, as in ledgers begun before it existed; so is one context);
             # its units weigh alike since record version 2: a ledger begun weighing them by n_u cannot continue
@@ -96,7 +99,7 @@ def audit_release(config: KeyedAuditConfig, progress=None, backend=None, root: P
                   "spent_this_run": run["spent"], "spent_total": stored["spent"] + run["spent"],
                   "budget_unit": unit,
                   "rank": rank(config, release, records, float(np.log(proc.wealth))),
-                  "rests_on": rests_on(release, config.reference), "alpha": config.alpha}
+                  "rests_on": rests_on(release, config.reference), "alpha": config.test.alpha}
         b = release.beacon
         parts = {"header": {"name": config.name, "verdict": verdict},
                  "config": config.model_dump(mode="json"),

@@ -23,7 +23,7 @@ import numpy as np
 
 from trainspotter.errors import InputError
 from trainspotter.record.format import GENESIS, sha256
-from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.eprocess import EProcess, EProcessConfig
 from trainspotter.stats.exact_null import unit_payoffs
 
 __all__ = ["FORMAT", "seal", "verify_keyed"]
@@ -77,7 +77,9 @@ def _digests(record: dict) -> tuple[bool, str]:
 def _replay(record: dict) -> tuple[bool, str]:
     """The e-process again from the recorded start state and outcomes."""
     state, cfg = record["start"]["state"], record["config"]
-    proc = EProcess.from_dict(state) if state else EProcess(cfg["strategy"], 0.8, cfg["alpha"])
+    # sealed before the keyed audit took its test settings: a flat alpha and strategy, and λ_max 0.8
+    test = cfg.get("test") or {"alpha": cfg["alpha"], "strategy": cfg["strategy"], "lambda_max": 0.8}
+    proc = EProcess.from_dict(state) if state else EProcess.of(EProcessConfig.model_validate(test))
     for n, b in enumerate(record["batches"], start=1):
         # a record sealed before units were weighted has no "w": every weight was 1
         for i, u in enumerate(unit_payoffs(np.asarray(b["x"], dtype=float), np.asarray(b["p"], dtype=float),

@@ -1,19 +1,39 @@
 """An audit's inputs: its two sides read once (a twins folder: the public versions and their
-private twins), checked before any model loads, and the default feature extractor (the config's
-models, loaded once per process, no caching)."""
+private twins), checked once before any model loads (``checked_sides``: the CLI checks, and its
+flow's audit does not check again what ``Checked`` says was checked), and the default feature
+extractor (the config's models, loaded once per process, no caching)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from trainspotter.auditing.config import AuditConfig, ExtractFn
+from trainspotter.config import fingerprint
 from trainspotter.data import Passage, check_disjoint, load_passages
 from trainspotter.errors import InputError
 from trainspotter.loop.ledger import as_stored, check_setup, load_ledger, setup_of, with_ledger
 from trainspotter.stats.sequential import min_pairs_to_reject
 from trainspotter.twins.draw import DrawProof
 
-__all__ = ["check_inputs", "draw_of", "model_extract", "read_passages", "read_sides"]
+__all__ = ["Checked", "check_inputs", "checked_sides", "draw_of", "keep_checked", "model_extract", "read_passages",
+           "read_sides", "sides_by_path"]
+
+
+class Checked(dict):
+    """Passages by path, read once, and the audits they were checked for (``checked``: fingerprints
+    of the configs ``check_inputs`` passed): ``audit`` and ``audit_sets`` do not check those again."""
+
+    def __init__(self, passages: Mapping[str, list[Passage]], checked=()):
+        super().__init__(passages)
+        self.checked = frozenset(checked)
+
+    def has_checked(self, config: AuditConfig) -> bool:
+        return fingerprint(config) in self.checked
+
+
+def keep_checked(given: Mapping[str, list[Passage]] | None, passages: dict) -> dict:
+    """``passages`` with what ``given`` says was checked (as they are when it says nothing)."""
+    return Checked(passages, given.checked) if isinstance(given, Checked) else passages
 
 
 def read_passages(path: str, passages: Mapping[str, list[Passage]] | None = None) -> list[Passage]:
@@ -32,6 +52,18 @@ def read_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None
     from trainspotter.twins.folder import read_sides as twin_sides
 
     return twin_sides(config.twins, config.seed, with_ledger(config).twins_private)  # (a ledger's stored choice)
+
+
+def sides_by_path(config: AuditConfig, passages: Mapping[str, list[Passage]] | None = None) -> dict:
+    """``read_sides`` by the two paths, keeping what ``passages`` says was checked."""
+    return keep_checked(passages, dict(zip((config.suspect, config.heldout), read_sides(config, passages))))
+
+
+def checked_sides(config: AuditConfig, passages: Mapping[str, list[Passage]] | None = None) -> Checked:
+    """The audit's two sides by path (``sides_by_path``), checked (``check_inputs``) and marked so."""
+    sides = sides_by_path(config, passages)
+    check_inputs(config, sides[config.suspect], sides[config.heldout])
+    return Checked(sides, {fingerprint(config)} | getattr(sides, "checked", frozenset()))
 
 
 def draw_of(config: AuditConfig) -> DrawProof | None:
@@ -66,8 +98,9 @@ def model_extract(config: AuditConfig) -> ExtractFn:
 def check_inputs(config: AuditConfig, suspect: list[Passage], heldout: list[Passage]) -> None:
     """InputError unless the sets are disjoint (``check_disjoint``), a continued audit keeps its
     ledger's settings (``check_setup``) and a fresh audit has enough pairs to be able to reject at
-    all (otherwise every query would be spent on a foregone "no evidence"). ``audit`` runs it; the
-    CLI runs it too, before any model loads."""
+    all (otherwise every query would be spent on a foregone "no evidence"). ``audit`` runs it unless
+    its passages say they were checked for its config (``Checked``: the CLI checks before any model
+    loads, through ``checked_sides``)."""
     check_disjoint(config.suspect, suspect, config.heldout, heldout)
     if config.ledger:
         stored = load_ledger(config.name)

@@ -24,7 +24,7 @@ from trainspotter.auditing.placebo import run_placebo
 from trainspotter.auditing.verdict import AuditResult, PlaceboResult, unmatched, with_match
 from trainspotter.data import Passage
 from trainspotter.errors import BudgetExhausted, InputError
-from trainspotter.loop.inputs import check_inputs, draw_of, model_extract, read_sides
+from trainspotter.loop.inputs import Checked, check_inputs, draw_of, model_extract, read_sides
 from trainspotter.loop.ledger import (as_stored, check_setup, ledger_lock, load_ledger, new_ledger, record_run,
                                       save_ledger, setup_of, sweep_temps, unused_passages, with_ledger)
 from trainspotter.loop.matched_ledger import continue_matching, match_sides, pairs_to_reach
@@ -54,15 +54,19 @@ def audit(config: AuditConfig | None = None, /, *, extract_fn: ExtractFn | None 
     ``model_extract`` of it), run on every available pair once the model's test rejects. Stops at
     rejection, when a query budget runs out (BudgetExhausted) or at the end of the data.
     A continued audit holds the ledger's file lock from load to save, so overlapping runs
-    of one audit name take turns and never bet on the same state or pairs twice."""
+    of one audit name take turns and never bet on the same state or pairs twice. The inputs are
+    checked here (``check_inputs``) unless ``passages`` were checked for this config already
+    (``loop.inputs.Checked``)."""
     if config is None:
         config = AuditConfig(**settings)
     elif settings:
         raise TypeError("pass either an AuditConfig or keyword settings, not both")
+    checked = isinstance(passages, Checked) and passages.has_checked(config)
     config = with_ledger(config)  # (a continued audit: as stored where not chosen, e.g. which private twins)
     extract_fn = extract_fn or model_extract(config)
     suspect, heldout = read_sides(config, passages)
-    check_inputs(config, suspect, heldout)
+    if not checked:
+        check_inputs(config, suspect, heldout)
     draw = draw_of(config)  # twins: what the folder shows of its draw, before any query
     if config.ledger:
         return _continue(config, suspect, heldout, extract_fn, on_batch, run_id, placebo_fn, draw)

@@ -42,7 +42,8 @@ from trainspotter.auditing.config import AuditConfig, ExtractFn
 from trainspotter.auditing.verdict import AuditResult, Verdict
 from trainspotter.data import Passage
 from trainspotter.errors import InputError
-from trainspotter.loop.inputs import check_inputs, read_passages
+from trainspotter.config import fingerprint
+from trainspotter.loop.inputs import Checked, check_inputs, keep_checked, read_passages
 from trainspotter.loop.run import audit
 from trainspotter.stats.ebh import ebh
 
@@ -118,16 +119,19 @@ class AuditSetsResult(BaseModel):
     explanation: str
 
 
-def check_sets(config: AuditSetsConfig, passages: Mapping[str, list[Passage]]) -> None:
+def check_sets(config: AuditSetsConfig, passages: Mapping[str, list[Passage]]) -> Checked:
     """InputError unless every suspect file is given once and every set passes the single
-    audit's checks (``check_inputs``) against the held-out set; ``passages`` by path."""
+    audit's checks (``check_inputs``) against the held-out set; ``passages`` by path, returned
+    marked as checked for ``config`` and each set's audit (``Checked``)."""
     seen: dict[Path, str] = {}
     for path in config.suspect:
         if Path(path).resolve() in seen:
             raise InputError(f"{path}: given twice as a suspect set")
         seen[Path(path).resolve()] = path
-    for set_config in config.configs():
+    configs = config.configs()
+    for set_config in configs:
         check_inputs(set_config, passages[set_config.suspect], passages[config.heldout])
+    return Checked(passages, {fingerprint(c) for c in (config, *configs)})
 
 
 def decide(config: AuditSetsConfig, results: list[AuditResult]) -> AuditSetsResult:
@@ -155,7 +159,8 @@ def audit_sets(config: AuditSetsConfig | None = None, /, *, run_set: RunSet | No
                passages: Mapping[str, list[Passage]] | None = None, **settings) -> AuditSetsResult:
     """Audit each suspect set against the held-out set, one after the other, then decide with
     e-BH (``decide``). ``config`` or AuditSetsConfig keyword settings. Every file is read once
-    (``passages``: those already read, by path) and every set checked before any model loads.
+    (``passages``: those already read, by path) and every set checked before any model loads, unless
+    ``passages`` were checked for ``config`` already (``check_sets``' ``Checked``).
     ``run_set(config_i, passages)`` runs set i's audit (default: ``audit`` with ``extract_fn``
     and ``on_batch``; the audit flow passes one that records it as a nested MLflow run)."""
     if config is None:
@@ -163,7 +168,8 @@ def audit_sets(config: AuditSetsConfig | None = None, /, *, run_set: RunSet | No
     elif settings:
         raise TypeError("pass either an AuditSetsConfig or keyword settings, not both")
     read = {path: read_passages(path, passages) for path in dict.fromkeys([config.heldout, *config.suspect])}
-    check_sets(config, read)
+    checked = isinstance(passages, Checked) and passages.has_checked(config)  # (the CLI checked, its flow runs)
+    read = keep_checked(passages, read) if checked else check_sets(config, read)
     if run_set is None:
         def run_set(set_config: AuditConfig, data: Mapping[str, list[Passage]]) -> AuditResult:
             return audit(set_config, extract_fn=extract_fn, on_batch=on_batch, passages=data)

@@ -18,22 +18,56 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pydantic
 
-from trainspotter.stats.strategies import make_strategy, strategy_from_dict
+from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
+from trainspotter.stats.strategies import STRATEGIES, make_strategy, strategy_from_dict
 from trainspotter.stats.streams import per_stream
 
-__all__ = ["wealth_path", "EProcess"]
+__all__ = ["EProcess", "EProcessConfig", "nest_test_settings", "wealth_path"]
+
+
+class EProcessConfig(pydantic.BaseModel):
+    """What every e-process here is set by: the level α (reject at the first t with W_t ≥ 1/α), the
+    strategy that chooses each stake λ_t from rounds < t, and the stake's bound λ_max ∈ (0, 1), which
+    keeps every factor 1 + λ_t u_t > 0 for |u_t| ≤ 1 (Sec. 4, App. C.2). The one place these are
+    checked: an option, a config file or a library call enters here, and what is built from it
+    (``EProcess.of``, ``stats.sequential.TestConfig``, a keyed audit's test) takes it as it is."""
+
+    alpha: float = pydantic.Field(0.05, gt=0.0, lt=1.0)
+    strategy: str = TEST_PRESETS[DEFAULT_PRESET]["strategy"]
+    lambda_max: float = pydantic.Field(TEST_PRESETS[DEFAULT_PRESET]["lambda_max"], gt=0.0, lt=1.0)
+
+    @pydantic.field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        if v not in STRATEGIES:
+            raise ValueError(f"unknown strategy {v!r}; choose one of {', '.join(STRATEGIES)}")
+        return v
+
+
+def nest_test_settings(data):
+    """A config's settings of one shape, before validation: flat ``alpha``/``strategy``/``lambda_max``
+    (how keyed audits and suites were written before they took an ``EProcessConfig``, in records and
+    YAML files that must still load) moved into its ``test``."""
+    if isinstance(data, dict) and (flat := {k: data[k] for k in EProcessConfig.model_fields if k in data}):
+        test = dict(data.get("test") or {}) if not isinstance(data.get("test"), EProcessConfig) \
+            else data["test"].model_dump()
+        data = {k: v for k, v in data.items() if k not in flat} | {"test": test | flat}
+    return data
 
 
 def wealth_path(payoffs, strategy: str = "ons", lambda_max: float = 0.8) -> np.ndarray:
     """Wealth W_1..W_n after each round for payoffs u_1..u_n (Eq. 2/10).
 
     W_t = W_{t-1}(1 + λ_t u_t), W_0 = 1, λ_t chosen from u_1..u_{t-1}. A 2-D
-    input (B, n) is treated as B independent streams.
+    input (B, n) is treated as B independent streams. ``strategy`` and ``lambda_max`` are checked
+    as every e-process's are (``EProcessConfig``).
     """
     u = np.asarray(payoffs, dtype=float)
     if np.any(np.abs(u) > 1.0) or not np.all(np.isfinite(u)):
         raise ValueError("payoffs must be finite and lie in [-1, 1]")
+    EProcessConfig(strategy=strategy, lambda_max=lambda_max)
     single = u.ndim == 1
     u2 = u.reshape(1, -1) if single else u
     strat = make_strategy(strategy, lambda_max, batch=u2.shape[0])
@@ -60,10 +94,20 @@ class EProcess:
 
     def __init__(self, strategy: str = "ons", lambda_max: float = 0.8, alpha: float = 0.05,
                  batch: int | None = None):
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must lie in (0, 1); got {alpha}")
-        self.alpha, self.batch = float(alpha), batch
-        self.strategy = make_strategy(strategy, lambda_max, batch)
+        """Settings given one by one are checked as ``EProcessConfig`` checks them; a config that was
+        checked already is taken as it is by ``EProcess.of``."""
+        self._start(EProcessConfig(strategy=strategy, lambda_max=lambda_max, alpha=alpha), batch)
+
+    @classmethod
+    def of(cls, config: EProcessConfig, batch: int | None = None) -> "EProcess":
+        """A fresh e-process with ``config``'s settings (any ``EProcessConfig``: a ``TestConfig`` too)."""
+        obj = cls.__new__(cls)
+        obj._start(config, batch)
+        return obj
+
+    def _start(self, config: EProcessConfig, batch: int | None) -> None:
+        self.alpha, self.batch = float(config.alpha), batch
+        self.strategy = make_strategy(config.strategy, config.lambda_max, batch)
         B = 1 if batch is None else batch
         self.t = 0
         self.log_wealth = np.zeros(B)
@@ -132,7 +176,8 @@ class EProcess:
     @classmethod
     def from_dict(cls, d: dict) -> "EProcess":
         s = d["strategy"]
-        obj = cls(s["name"], s["lambda_max"], d["alpha"], d["batch"])
+        obj = cls.__new__(cls)
+        obj.alpha, obj.batch = float(d["alpha"]), d["batch"]
         obj.strategy = strategy_from_dict(s)
         obj.t = int(d["t"])
         obj.log_wealth = np.asarray(d["log_wealth"], dtype=float)

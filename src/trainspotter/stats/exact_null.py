@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.eprocess import EProcess, EProcessConfig
 
 __all__ = ["fixed_n_pvalue", "hypergeometric_null", "key_rank", "unit_eprocess", "unit_payoffs"]
 
@@ -67,15 +67,15 @@ def hypergeometric_null(prev, green, size: int, vocab_size: int, counts: dict | 
     return out
 
 
-def unit_eprocess(x, p, strategy: str = "mixture", lambda_max: float = 0.8, alpha: float = 0.05,
-                  state: dict | None = None, w=None) -> EProcess:
+def unit_eprocess(x, p, test: EProcessConfig | None = None, state: dict | None = None, w=None) -> EProcess:
     """The e-process over units (module docstring): outcomes ``x`` and null means ``p``, shape
     (n,) for one key or (M, n) for M keys at once (one stream each), weights ``w`` (n,) the same
-    for every key; ``state``: an e-process stored by an earlier run (``EProcess.to_dict``), which
-    the wealth multiplies onto."""
+    for every key, bet with the settings ``test`` (α, strategy, λ_max; default ``EProcessConfig()``);
+    ``state``: an e-process stored by an earlier run (``EProcess.to_dict``), which the wealth
+    multiplies onto."""
     u = unit_payoffs(x, p, w)
     batch = None if u.ndim == 1 else u.shape[0]
-    proc = EProcess.from_dict(state) if state else EProcess(strategy, lambda_max, alpha, batch=batch)
+    proc = EProcess.from_dict(state) if state else EProcess.of(test or EProcessConfig(), batch=batch)
     for t in range(u.shape[-1]):
         proc.update(u[..., t])
     return proc

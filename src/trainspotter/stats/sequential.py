@@ -56,10 +56,9 @@ import pydantic
 
 from trainspotter.data import pair_indices
 from trainspotter.presets import DEFAULT_PRESET, TEST_PRESETS
-from trainspotter.stats.eprocess import EProcess
+from trainspotter.stats.eprocess import EProcess, EProcessConfig
 from trainspotter.stats.payoffs import PAYOFFS, make_payoff, payoff_from_dict
 from trainspotter.stats.scoring import SCORERS, make_scorer, scorer_from_dict
-from trainspotter.stats.strategies import STRATEGIES
 
 __all__ = ["TestConfig", "TestResult", "SequentialTest", "min_pairs_to_reject", "round_payoff", "run_test",
            "signs_of", "sub_pairs"]
@@ -105,16 +104,14 @@ def round_payoff(payoff, sx: list, sy: list):
     return _mean([payoff.payoff(a, b) for a, b in zip(sx, sy)])
 
 
-class TestConfig(pydantic.BaseModel):
-    """Settings of one sequential test (flat, so they flatten into MLflow params)."""
+class TestConfig(EProcessConfig):
+    """Settings of one sequential test (flat, so they flatten into MLflow params): the e-process's
+    (α, strategy, λ_max: ``EProcessConfig``, checked there) and the scorer's and payoff's. Defaults:
+    the default preset's test (trainspotter.presets), as audit/test/simulate use it."""
 
     __test__ = False  # not a pytest class
 
-    alpha: float = pydantic.Field(0.05, gt=0.0, lt=1.0)
-    # The default preset's test (trainspotter.presets), as audit/test/simulate use it
-    strategy: str = _DEFAULT["strategy"]
     payoff: str = _DEFAULT["payoff"]
-    lambda_max: float = pydantic.Field(_DEFAULT["lambda_max"], gt=0.0, lt=1.0)
     scorer: str = "online"  # "online" (NewtonScorer, O(1) per round) or "paper" (A.4 Adam refit)
     lr: float = pydantic.Field(0.01, gt=0.0)        # paper scorer only
     epochs: int = pydantic.Field(30, ge=0)          # paper scorer only
@@ -124,10 +121,10 @@ class TestConfig(pydantic.BaseModel):
     # Keep each catalogued feature's member-like direction (module docstring): one-sided.
     oriented: bool = True
 
-    @pydantic.field_validator("strategy", "scorer", "payoff")
+    @pydantic.field_validator("scorer", "payoff")
     @classmethod
     def _known(cls, v: str, info: pydantic.ValidationInfo) -> str:
-        names = {"strategy": STRATEGIES, "scorer": SCORERS, "payoff": PAYOFFS}[info.field_name]
+        names = {"scorer": SCORERS, "payoff": PAYOFFS}[info.field_name]
         if v not in names:
             raise ValueError(f"unknown {info.field_name} {v!r}; choose one of {', '.join(names)}")
         return v
@@ -185,7 +182,7 @@ class SequentialTest:
                                   ridge=config.ridge, trim=config.trim, seed=config.seed, batch=batch,
                                   signs=signs_of(config, signs))
         self.payoff = make_payoff(config.payoff, dim=1, batch=batch)  # witness on scalar scores
-        self.eprocess = EProcess(config.strategy, config.lambda_max, config.alpha, batch)
+        self.eprocess = EProcess.of(config, batch)
         self.history: dict[str, list] = {k: [] for k in ("wealth", "lambda", "u", "score_x", "score_y")}
 
     def update(self, x, y) -> dict:

@@ -112,7 +112,7 @@ def stream_stops(S: np.ndarray, H: np.ndarray, idx_x: np.ndarray, idx_y: np.ndar
     scorer = make_scorer(c0.scorer, S.shape[1], lr=c0.lr, epochs=c0.epochs, ridge=c0.ridge, trim=c0.trim,
                          seed=c0.seed, batch=B, signs=signs_of(c0, signs))
     payoffs = {c.payoff: make_payoff(c.payoff, dim=1, batch=B) for c in configs}
-    eprocesses = [EProcess(c.strategy, c.lambda_max, c.alpha, B) for c in configs]
+    eprocesses = [EProcess.of(c, B) for c in configs]
     log_thr = np.array([math.log(1.0 / a) for a in alphas])[:, None]
     stops = np.zeros((len(configs), len(alphas), B), dtype=int)
     sum_logw = np.zeros((len(configs), n))

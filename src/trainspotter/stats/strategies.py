@@ -14,12 +14,6 @@ import numpy as np
 __all__ = ["STRATEGIES", "STRATEGY_REGISTRY", "ONS", "Kelly", "Mixture", "make_strategy", "strategy_from_dict"]
 
 
-def _check_lambda_max(lambda_max: float) -> float:
-    if not 0.0 < lambda_max < 1.0:
-        raise ValueError(f"lambda_max must lie in (0, 1) so that 1 + λu > 0; got {lambda_max}")
-    return float(lambda_max)
-
-
 class ONS:
     """Online Newton Step staking (App. C.1; Hazan et al. 2007).
 
@@ -30,7 +24,7 @@ class ONS:
     name = "ons"
 
     def __init__(self, lambda_max: float = 0.8, batch: int | None = None):
-        self.lambda_max, self.batch = _check_lambda_max(lambda_max), batch
+        self.lambda_max, self.batch = float(lambda_max), batch
         B = 1 if batch is None else batch
         self.lam = np.zeros(B)
         self.a = np.ones(B)
@@ -66,7 +60,7 @@ class Kelly:
     name = "kelly"
 
     def __init__(self, lambda_max: float = 0.8, batch: int | None = None, eps: float = 1.0):
-        self.lambda_max, self.batch, self.eps = _check_lambda_max(lambda_max), batch, float(eps)
+        self.lambda_max, self.batch, self.eps = float(lambda_max), batch, float(eps)
         B = 1 if batch is None else batch
         self.s1, self.s2 = np.zeros(B), np.zeros(B)
         self.lam = np.zeros(B)
@@ -105,7 +99,7 @@ class Mixture:
     name = "mixture"
 
     def __init__(self, lambda_max: float = 0.8, batch: int | None = None, k: int = 10):
-        self.lambda_max, self.batch, self.k = _check_lambda_max(lambda_max), batch, int(k)
+        self.lambda_max, self.batch, self.k = float(lambda_max), batch, int(k)
         B = 1 if batch is None else batch
         self.grid = self.lambda_max * np.arange(1, self.k + 1) / self.k
         self.logw = np.zeros((B, self.k))  # log W^k_{t-1}
