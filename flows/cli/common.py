@@ -73,8 +73,9 @@ COMMITMENT = typer.Option(None, help="A twins folder's commitment digest (hex) a
 LEDGER = typer.Option(False, help="Continue the stored evidence of audit NAME with data not used before "
                                   "(recurring audits).")
 BEACON = typer.Option(None, help="The public random value of the beacon round the commitment names, once that "
-                                 "round exists: ROUND:HEX (the round's number and its 64 hex digits of randomness) "
-                                 "or a drand round saved as JSON.")
+                                 "round exists: the round as drand publishes it, saved as JSON (its signature is "
+                                 "checked against the network's key: quicknet, or the chained mainnet), or "
+                                 "ROUND:HEX (unverified: no verdict rests on it).")
 BEACON_ROUND = typer.Option(None, "--beacon-round", help="Required: the beacon round whose random value will decide "
                                                          "the release (twins: the draw; keyed: the key), named in "
                                                          "the commitment; one that comes after you publish it, e.g. "
@@ -394,7 +395,7 @@ def beacon_option(beacon: str | None):
     from trainspotter.proofs.beacon import TEST_BEACON, parse_beacon
 
     if beacon is None:
-        raise InputError("option --beacon: missing; the beacon round the commitment names (ROUND:HEX, or a drand "
-                         "round as JSON), once it exists")
+        raise InputError("option --beacon: missing; the beacon round the commitment names, as drand publishes it "
+                         "(JSON), once it exists")
     value = parse_beacon(beacon)
     return TEST_BEACON if value.known_in_advance and value.round == TEST_BEACON.round else value

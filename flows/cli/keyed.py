@@ -101,7 +101,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         _say(f"{name}: {WHO[name]}")
     _say(f"commitment sha256:\n  {digest}")
     _say(f"next, once beacon round {beacon_round} exists (publish the commitment before it does):\n"
-         f"  trainspotter keyed release {out} --beacon {beacon_round}:HEX", path=True)
+         f"  trainspotter keyed release {out} --beacon ROUND.json (round {beacon_round} as drand publishes it)",
+         path=True)
 
 
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")
@@ -120,6 +121,9 @@ def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed ma
         return emit_json({"folder": str(folder.resolve()), "passages": manifest["passages"],
                           "beacon": manifest["beacon"], "files": manifest["files"]})
     _say(f"released {manifest['passages']} passages under one key (beacon round {b.round}) in {folder}", path=True)
+    status, detail = b.proof()
+    _say(f"beacon {status}: {detail}" + ("" if status == "verified" else "; no audit of this release can say "
+                                                                          "trained on"))
     for name in ("public.jsonl", "manifest.json"):
         _say(f"{name}: {WHO[name]}")
 

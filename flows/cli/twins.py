@@ -78,7 +78,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to protec
     variant's secret key choosing consistently across the dataset; --rewriter hf:PATH: a model's
     paraphrases, each variant watermarked with its own key) and write the folder with a commitment
     to every variant, a secret and the beacon round that will draw the public versions. Publish the
-    commitment before that round; then `twins release DIR --beacon ROUND:HEX`."""
+    commitment before that round; then `twins release DIR --beacon ROUND.json` (the round as drand
+    publishes it)."""
     from trainspotter.features.perturb import wordnet_root
     from trainspotter.twins.folder import write_twins
     from trainspotter.rewriters.generative import GenerativeRewriter, make_rewriter
@@ -176,7 +177,8 @@ def _print_made(m: dict, out: Path, k: int) -> None:
         out_console.print(f"{out / f}: {who}", markup=False, highlight=False)
     c = m["commitment"]
     out_console.print(f"Publish the commitment before beacon round {c['round']} exists; once it does: "
-                      f"trainspotter twins release {out} --beacon {c['round']}:HEX (or its drand JSON)",
+                      f"trainspotter twins release {out} --beacon ROUND.json (round {c['round']} as drand "
+                      "publishes it)",
                       markup=False, highlight=False)
     out_console.print(f"commitment: {c['digest']}", markup=False, highlight=False, soft_wrap=True)
 

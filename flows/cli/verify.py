@@ -147,7 +147,7 @@ def _verify_keyed(paths: list[Path], loaded: list[dict], release: Path | None, j
 
     records = [(str(p), load_keyed(p, r)) for p, r in zip(paths, loaded)]
     checks = verify_keyed(records, release)
-    ok = all(c[1] for c in checks)
+    ok = all(c[1] is not False for c in checks)  # None: nothing shown, nothing failed (an unverified beacon)
     if json_out:
         emit_json({"ok": ok, "records": [{"path": p, "digest": r["digest"], "verdict": r["result"]["verdict"]}
                                          for p, r in records],
@@ -155,9 +155,9 @@ def _verify_keyed(paths: list[Path], loaded: list[dict], release: Path | None, j
     else:
         table = folded_table("Keyed audit record", ("check", "result", "what"))
         for n, k, d in checks:
-            table.add_row(n, "[green]ok[/green]" if k else "[red]FAILED[/red]", d)
+            table.add_row(n, "[red]FAILED[/red]" if k is False else "[green]ok[/green]" if k else "none", d)
         Console().print(table)
-        first = next((d for _, k, d in checks if not k), None)
+        first = next((d for _, k, d in checks if k is False), None)
         Console().print(f"verified: record {records[-1][1]['digest']}" if ok else f"does not verify: {first}",
                       markup=False, highlight=False, soft_wrap=True)
     if not ok:

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pytest
+from beacons import STAND_IN, STAND_IN_FILE
 from cli_process import run_cli
 from scipy.stats import chisquare
 
@@ -65,8 +66,8 @@ def test_keyed_audit_forced_choice_through_the_api_from_the_command_line(served,
         (tmp_path / name).write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows))
     env = os.environ | {"COLUMNS": "80"}
     rel = tmp_path / "rel"
-    for args in (["keyed", "make", tmp_path / "data.jsonl", "--out", rel, "--beacon-round", 4242],
-                 ["keyed", "release", rel, "--beacon", "4242:" + "ab" * 32]):
+    for args in (["keyed", "make", tmp_path / "data.jsonl", "--out", rel, "--beacon-round", STAND_IN.round],
+                 ["keyed", "release", rel, "--beacon", STAND_IN_FILE]):
         out = run_cli([str(a) for a in args], env=env, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
     record = tmp_path / "rec.json"

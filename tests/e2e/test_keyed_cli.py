@@ -17,9 +17,11 @@ from trainspotter.flows.cli.common import own_command
 from typer.testing import CliRunner
 
 from trainspotter.assets import wikipedia_leads
+from beacons import STAND_IN, STAND_IN_FILE
 from trainspotter.proofs.beacon import TEST_BEACON
 
-BEACON = "4242:" + "ab" * 32
+BEACON = STAND_IN_FILE  # a real drand round, as drand publishes it: the key's beacon is verified
+UNVERIFIED = "4242:" + "ab" * 32  # ROUND:HEX: the same derivation, nothing shows the value is the network's
 ENV = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
 
 
@@ -56,7 +58,8 @@ def model(tmp_path_factory):
 def released(root, monkeypatch, beacon=BEACON, name="rel"):
     monkeypatch.setattr("trainspotter.keyed.release.secrets.token_bytes", lambda n: bytes(range(n)))
     folder = root / name
-    out = cli("keyed", "make", root / "data.jsonl", "--out", folder, "--beacon-round", beacon.split(":")[0])
+    round_ = STAND_IN.round if beacon == BEACON else beacon.split(":")[0]
+    out = cli("keyed", "make", root / "data.jsonl", "--out", folder, "--beacon-round", round_)
     assert out.exit_code == 0, out.output
     out = cli("keyed", "release", folder, "--beacon", beacon)
     assert out.exit_code == 0, out.output
@@ -81,10 +84,14 @@ def test_make_and_release_say_what_to_publish_and_what_to_keep(data, monkeypatch
     assert one_error_line(run("keyed", "release", folder, "--beacon", "4243:" + "ab" * 32)).startswith(
         "error: option --beacon: round 4243, but the commitment names round 4242")
     assert bytes(range(32)).hex() not in (folder / "commitment.json").read_text()
-    out = cli("keyed", "release", folder, "--beacon", BEACON)
-    assert out.stdout.splitlines() == [f"released 30 passages under one key (beacon round 4242) in {folder}",
-                                       "public.jsonl: release it", "manifest.json: publish with it"]
-    assert one_error_line(run("keyed", "release", folder, "--beacon", BEACON)).startswith(
+    out = cli("keyed", "release", folder, "--beacon", UNVERIFIED)
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"released 30 passages under one key (beacon round 4242) in {folder}"
+    assert " ".join(" ".join(lines[1:-2]).split()) == (
+        "beacon unverified: round 4242 was given as ROUND:HEX, without the network's signature: nothing shows it is "
+        "the beacon's value rather than one made up; no audit of this release can say trained on")
+    assert lines[-2:] == ["public.jsonl: release it", "manifest.json: publish with it"]
+    assert one_error_line(run("keyed", "release", folder, "--beacon", UNVERIFIED)).startswith(
         f"error: {folder}: already released (with beacon round 4242)")
     assert one_error_line(run("keyed", "release", data / "nowhere", "--beacon", "12")).startswith(
         "error: option --beacon: '12' is not ROUND:HEX")
@@ -453,3 +460,42 @@ def test_the_keyed_audit_bets_with_its_test_settings_and_a_record_from_before_th
     assert out.exit_code == 1 and "log-wealth" in out.output, out.output
     assert one_error_line(run("keyed", "audit", folder, "--model", f"hf:{model}", "--lambda-max", 1)).startswith(
         "error: option --lambda-max: Input should be less than 1")
+
+
+def test_a_beacon_taken_on_the_users_word_never_gives_trained_on_and_a_forged_round_is_refused(
+        data, model, monkeypatch, tmp_path):
+    """Issue 63: `--beacon ROUND:HEX` accepted any 64 hex digits and verify said "beacon ok", so an owner
+    could make up "randomness" until the key suited a model. Now a round as drand publishes it is
+    checked against the network's key (a changed value, a moved round: one line, exit 2), and a
+    ROUND:HEX value releases but says unverified: the same answers that are "trained on" under the
+    real round are inconclusive under it, and verify shows the beacon check as none."""
+    from beacons import QUICKNET_657413
+
+    for change, says in (({"randomness": "00" * 32}, "its randomness is not sha256 of its signature"),
+                         ({"round": 657414}, "round 657414 does not verify against drand quicknet's key")):
+        bad = tmp_path / f"bad-{len(change)}-{next(iter(change))}.json"
+        bad.write_text(json.dumps(QUICKNET_657413 | change))
+        line = one_error_line(run("keyed", "release", data / "made-beacon", "--beacon", bad))
+        assert line.startswith(f"error: option --beacon: {bad}: ") and says in line, line
+    unsigned = f"{STAND_IN.round}:{STAND_IN.randomness.hex()}"  # the real round's value, its signature left out
+    for beacon, name in ((BEACON, "signed"), (unsigned, "unsigned")):
+        folder = data / f"rel-beacon-{name}"
+        monkeypatch.setattr("trainspotter.keyed.release.secrets.token_bytes", lambda n: bytes(range(n)))
+        made = cli("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", STAND_IN.round)
+        assert made.exit_code == 0, made.output
+        assert cli("keyed", "release", folder, "--beacon", beacon).exit_code == 0
+        monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
+        record = tmp_path / f"rec-{name}.json"
+        out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+                  "--max-tokens", 2048, "--random-keys", 0, "--record", record, "--json")
+        result = json.loads(out.stdout)
+        checked = cli("verify", record, "--release", folder)
+        beacon_row = next(line for line in checked.stdout.splitlines() if line.startswith("│ release beacon"))
+        assert checked.exit_code == 0, checked.output
+        if name == "signed":
+            assert result["verdict"] == "trained on" and result["reject"], result
+            assert "│ ok " in beacon_row
+            assert any("its signature verifies against the network's key" in line for line in result["rests_on"])
+        else:
+            assert result["verdict"] == "inconclusive" and result["reject"] and "unverified" in result["why"], result
+            assert "│ none " in beacon_row

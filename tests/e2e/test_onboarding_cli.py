@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from beacons import STAND_IN
+from beacons import STAND_IN, STAND_IN_FILE
 from cli_process import run_cli
 
 NARROW = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}
@@ -320,7 +320,7 @@ def test_a_twins_no_evidence_suggests_the_twins_features(mini_testbed, tmp_path)
     made = run("twins", "make", data, "--out", folder, "-k", "2", "--no-similarity", "--beacon-round", STAND_IN.round)
     assert made.returncode == 0, made.stderr
     assert re.search(r"^passages rewritten .* 24/24 ", made.stderr, re.M), made.stderr  # a lexical run too
-    assert run("twins", "release", folder, "--beacon", STAND_IN.text).returncode == 0
+    assert run("twins", "release", folder, "--beacon", STAND_IN_FILE).returncode == 0
     out = run("audit", "--twins", folder, "--model", "testbed:mini", "--alpha", "0.01", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout)

@@ -5,7 +5,7 @@ import json
 import os
 import re
 
-from beacons import STAND_IN
+from beacons import STAND_IN, STAND_IN_FILE
 from cli_process import run_cli
 
 ROUND = str(STAND_IN.round)
@@ -16,11 +16,11 @@ def run(*args, env=None):
 
 
 def make_and_release(data, folder, *args):
-    """`twins make DATA --out FOLDER --beacon-round 1 ARGS`, then `twins release FOLDER --beacon`
+    """`twins make DATA --out FOLDER --beacon-round ROUND ARGS`, then `twins release FOLDER --beacon`
     with the test beacon; the JSON `twins make` printed."""
     out = run("twins", "make", str(data), "--out", str(folder), "--beacon-round", ROUND, *args, "--json")
     assert out.returncode == 0, out.stderr
-    released = run("twins", "release", str(folder), "--beacon", STAND_IN.text, "--json")
+    released = run("twins", "release", str(folder), "--beacon", STAND_IN_FILE, "--json")
     assert released.returncode == 0, released.stderr
     assert json.loads(released.stdout)["draw"] == "shown"
     return json.loads(out.stdout)
@@ -40,7 +40,7 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     folder = tmp_path / "twins"
     made = make_and_release(mini_testbed / "heldout.jsonl", folder, "-k", "3", "--no-similarity")
     assert made["k"] == 3 and made["passages"] + len(made["skipped"]) == 80 and made["passages"] >= 70
-    assert made["files"]["keys.json"]["who"] == "keep secret" and made["beacon_round"] == 1
+    assert made["files"]["keys.json"]["who"] == "keep secret" and made["beacon_round"] == STAND_IN.round
     out = run("twins", "verify", str(folder), "--commitment", made["commitment"], "--json")
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "shown", out.stderr
     record = tmp_path / "record.json"
@@ -60,7 +60,7 @@ def test_make_then_audit_twins_nobody_trained_on(tmp_path, mini_testbed):
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert checks["twins"]["ok"] and "commitment opens" in checks["twins"]["detail"]  # re-derived from the record
     assert f"({made['passages']} public, " in checks["passages"]["detail"]  # a twins audit's sides, named as such
-    assert f"it rests on: commitment {made['commitment']} was public before beacon round 1" in checks["twins"]["detail"]
+    assert f"it rests on: commitment {made['commitment']} was public before beacon round {ROUND}" in checks["twins"]["detail"]
     # the changed-position features too were computed again from the recorded answers (twin token ids included)
     assert "twin_ids" in pairs[0]["suspect"]["answers"] and "matches bit-for-bit" in checks["features"]["detail"]
     # black box (greedy tokens only): the changed-position greedy matches, recorded and recomputed too
@@ -91,12 +91,12 @@ def test_a_tampered_twins_folder_and_mixed_options_are_one_error_line(tmp_path, 
               "--beacon-round", ROUND)
     assert out.returncode == 0, out.stderr
     line = one_error_line(run("audit", "--twins", str(folder), "--model", "testbed:mini"))
-    assert line == (f"error: {folder}: committed but not released yet: once beacon round 1 exists, run `trainspotter "
-                    f"twins release {folder} --beacon ROUND:HEX`")
+    assert line == (f"error: {folder}: committed but not released yet: once beacon round {ROUND} exists, run `trainspotter "
+                    f"twins release {folder} --beacon ROUND.json` (the round as drand publishes it)")
     assert one_error_line(run("twins", "release", str(folder))).startswith("error: option --beacon: missing")
-    assert run("twins", "release", str(folder), "--beacon", STAND_IN.text).returncode == 0
-    line = one_error_line(run("twins", "release", str(folder), "--beacon", STAND_IN.text))
-    assert line == (f"error: {folder}: already released with beacon round 1; a folder is released once (a second draw "
+    assert run("twins", "release", str(folder), "--beacon", STAND_IN_FILE).returncode == 0
+    line = one_error_line(run("twins", "release", str(folder), "--beacon", STAND_IN_FILE))
+    assert line == (f"error: {folder}: already released with beacon round {ROUND}; a folder is released once (a second draw "
                     f"could choose among rounds)")
     public = folder / "public.jsonl"
     first, *rest = public.read_text().splitlines(keepends=True)
@@ -167,7 +167,7 @@ def test_released_versions_trained_on_are_found_and_a_leaked_private_set_accuses
         assert result["verdict"] == verdict, (model, result["e_value"], result["pairs_used"])
         if model == "released":  # what it rests on: the draw, the commitment and the round it names
             assert (f"That rests on one fact no file shows: commitment {made['commitment']} was public before beacon "
-                    f"round 1;") in result["explanation"]
+                    f"round {ROUND};") in result["explanation"]
             _unproven_needs_your_word(twins, path, tmp_path)
         if model == "leaked":
             assert "trained on both versions" in result["explanation"] and "leaked" in result["explanation"]
@@ -279,7 +279,7 @@ def test_make_twins_by_sentence_records_the_unit_and_keeps_each_passages_sentenc
     out = run_cli(["twins", "make", str(data), "--out", str(tmp_path / "twins"), "--rewriter", f"hf:{model}", *gate],
                   env=env, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert run("twins", "release", str(tmp_path / "twins"), "--beacon", STAND_IN.text).returncode == 0
+    assert run("twins", "release", str(tmp_path / "twins"), "--beacon", STAND_IN_FILE).returncode == 0
     twins = load_twins(tmp_path / "twins")
     assert twins.manifest["rewriter"]["unit"] == "sentence" and twins.ids == ["p0", "p1", "p2"]
     for i, text in zip(twins.ids, texts):

@@ -30,8 +30,11 @@ def test_derive_is_hmac_sha256_of_the_label_round_and_randomness_keyed_by_the_se
 def test_a_beacon_reads_as_round_colon_hex_or_a_drand_json_file(tmp_path):
     assert parse_beacon(f"4242:{R.hex()}") == Beacon(4242, R)
     path = tmp_path / "round.json"
-    path.write_text(json.dumps({"round": 7, "randomness": R.hex(), "signature": "00"}))
-    assert parse_beacon(str(path)) == Beacon(7, R)
+    path.write_text(json.dumps({"round": 7, "randomness": R.hex()}))  # no signature: read, but unverified
+    assert parse_beacon(str(path)) == Beacon(7, R) and parse_beacon(str(path)).proof()[0] == "unverified"
+    path.write_text(json.dumps({"round": 7, "randomness": R.hex(), "signature": "00"}))  # one taken on trust before
+    with pytest.raises(InputError, match="round 7 does not verify against drand quicknet's key"):
+        parse_beacon(str(path))
     assert Beacon.from_dict(TEST_BEACON.to_dict()) == TEST_BEACON and parse_beacon(TEST_BEACON.text).round == 1
 
 

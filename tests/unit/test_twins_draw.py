@@ -39,13 +39,13 @@ class Tag(Rewriter):
         return f"{text} [{key[:4].hex()}]"
 
 
-def _made(n=12, k=2, **kwargs):
+def _made(n=12, k=2, beacon_round=STAND_IN.round, **kwargs):
     passages = [{"id": f"p{i}", "text": f"text number {i}"} for i in range(n)]
-    return make_twins(passages, k, Tag(), beacon_round=STAND_IN.round, **kwargs)
+    return make_twins(passages, k, Tag(), beacon_round=beacon_round, **kwargs)
 
 
 def _released(tmp_path, n=12, k=2, beacon=STAND_IN):
-    folder = write_twins(_made(n, k), tmp_path / "twins")
+    folder = write_twins(_made(n, k, beacon.round), tmp_path / "twins")
     return folder, release_twins(folder, beacon)
 
 
@@ -96,22 +96,37 @@ def test_a_draw_from_the_fixed_test_value_re_derives_but_is_not_shown_random(tmp
     assert "which anyone knew before the commitment" in proof.reason
     assert prove_folder(_released(tmp_path / "stand-in")[0]).status == "shown"  # the same, from a round's value
 
+
+def test_a_draw_from_an_unverified_or_edited_beacon_is_not_shown_random(tmp_path):
+    """A round given as ROUND:HEX carries no signature: the draw re-derives, but the value could have been
+    made up until the draw suited a model, so "unproven"; a released folder whose beacon was edited
+    after the round was read (its randomness no longer sha256 of its signature) fails."""
+    unsigned = Beacon(STAND_IN.round, STAND_IN.randomness)  # the very value, without its signature
+    proof = prove_folder(_released(tmp_path / "unsigned", beacon=unsigned)[0])
+    assert proof.status == "unproven" and "given as ROUND:HEX, without the network's signature" in proof.reason
+    folder, _ = _released(tmp_path / "edited")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["draw"]["beacon"]["signature"] = "ab" * 48
+    proof = prove(manifest, {r["id"]: r["text"] for r in _rows(folder / "public.jsonl")})
+    assert proof.status == "failed", proof
+    assert proof.reason.startswith(f"the beacon round {STAND_IN.round} of drand quicknet does not verify"), proof
+
 def test_the_release_draws_each_public_version_from_the_secret_and_the_round_the_commitment_names(tmp_path):
     twins = _made(n=40)
     folder = write_twins(twins, tmp_path / "twins")
     assert sorted(os.listdir(folder)) == ["keys.json", "manifest.json", "variants.jsonl"]
-    with pytest.raises(InputError, match="round 2, but the commitment names round 1"):
+    with pytest.raises(InputError, match=f"round 2, but the commitment names round {STAND_IN.round}"):
         release_twins(folder, Beacon(2, STAND_IN.randomness))
     released = release_twins(folder, STAND_IN)
     for i in twins.ids:  # HMAC-SHA256 of the label, round and randomness; k = 2 divides 2^256: no rejection
-        mac = hmac.new(twins.secret, b"trainspotter\0twins/draw/" + i.encode() + b"\0" + (1).to_bytes(8, "big")
-                       + STAND_IN.randomness, hashlib.sha256).digest()
+        message = b"trainspotter\0twins/draw/" + i.encode() + b"\0" + STAND_IN.round.to_bytes(8, "big")
+        mac = hmac.new(twins.secret, message + STAND_IN.randomness, hashlib.sha256).digest()
         assert released.public[i] == int.from_bytes(mac, "big") % 2
     assert 5 < sum(released.public.values()) < 35  # both indices drawn (fails with probability < 1e-6)
     assert sorted(os.listdir(folder)) == ["keys.json", "manifest.json", "private.jsonl", "public.jsonl"]
     draw = json.loads((folder / "manifest.json").read_text())["draw"]
     assert draw["beacon"] == STAND_IN.to_dict() and draw["secret"] == twins.secret.hex()
-    with pytest.raises(InputError, match="already released with beacon round 1; a folder is released once"):
+    with pytest.raises(InputError, match=f"already released with beacon round {STAND_IN.round}; a folder is released"):
         release_twins(folder, STAND_IN)
 
 
@@ -135,8 +150,8 @@ def test_a_third_party_re_derives_the_draw_from_public_jsonl_and_the_manifest_al
     assert private is None and public == {i: twins.variants[i][twins.public[i]] for i in twins.ids}
     digest = manifest["commitment"]["digest"]
     proof = prove(manifest, public, None, pinned=digest)
-    assert (proof.status, proof.private_checked, proof.round, proof.pinned) == ("shown", 0, 1, digest)
-    assert proof.rests_on == f"commitment {digest} was public before beacon round 1"
+    assert (proof.status, proof.private_checked, proof.round, proof.pinned) == ("shown", 0, STAND_IN.round, digest)
+    assert proof.rests_on == f"commitment {digest} was public before beacon round {STAND_IN.round}"
     assert prove_folder(folder).private_checked == len(twins.ids)  # the owner's folder: private texts open too
 
 
@@ -173,7 +188,7 @@ def test_a_rewritten_folder_fails_to_re_derive_and_says_where(tmp_path):
     (lambda m, pub: m["commitment"].update(round=7), "the manifest's commitment does not match its digest"),
     (lambda m, pub: m["draw"].update(secret="00" * 32), "the revealed secret is not the committed one"),
     (lambda m, pub: m["draw"]["beacon"].update(round=2), "the draw used beacon round 2, but the commitment names "
-                                                         "round 1"),
+                                                         f"round {STAND_IN.round}"),
     (lambda m, pub: pub[0].update(text="another text"), "passage 'p0': the public text is none of its committed "
                                                          "variants"),
 ])

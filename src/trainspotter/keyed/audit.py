@@ -104,8 +104,10 @@ class Release:
                           for w in [p["text"].split()] for i in range(max(0, len(w) - SHINGLE + 1))}
 
     @property
-    def test_beacon(self) -> bool:
-        return self.beacon.known_in_advance
+    def beacon_proof(self) -> tuple[str, str]:
+        """What shows the key's beacon round is the network's (``proofs.beacon.Beacon.proof``): a verdict
+        rests on the key only when it is "verified"."""
+        return self.beacon.proof()
 
     def shows_release(self, text: str) -> bool:
         w = text.split()
@@ -266,8 +268,11 @@ def rests_on(release: Release, reference: Spec | None = None) -> list[str]:
             else f"γ = {s['gamma']:g} per distinct window ({s['scheme']}, tokenizer {s['tokenizer']['name']})")
     key = (f"the key derives from the committed secret (commitment sha256 "
            f"{release.kr.manifest['commitment_sha256'][:16]}…) and beacon round {b.round} ({b.source})")
-    return [key + (": a fixed test value, so nothing shows that nobody chose the key" if release.test_beacon
-                   else ": valid if the commitment was published before that round"),
+    status, detail = release.beacon_proof
+    return [key + {"verified": ": valid if the commitment was published before that round",
+                   "test": ": a fixed test value, so nothing shows that nobody chose the key"}.get(
+        status, f": the beacon is {status}, so nothing shows that nobody chose the key ({detail})"),
+            f"the beacon: {detail}",
             f"the exact null per unit: {null}; units counted once, those the prompt shows skipped"] + (
         [f"the reference {reference.text} never saw the release (nor was made from its key): forms weighed against "
          "it stay independent of the key"] if reference is not None else [])

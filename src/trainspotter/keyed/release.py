@@ -278,8 +278,10 @@ def verify_release(folder: str | Path) -> list[tuple[str, bool, str]]:
     if kr.manifest is None:
         return out + [("released", False, "no manifest.json: not released yet")]
     b = kr.beacon
-    out.append(("beacon", True, f"key derived from the commitment's secret and beacon round {b.round} ({b.source}); "
-                                "valid if the commitment was published before that round"))
+    status, detail = b.proof()  # None: nothing failed, and nothing shows the round is the network's
+    out.append(("beacon", {"verified": True, "failed": False}.get(status), f"key derived from the commitment's secret "
+                f"and beacon round {b.round}; {detail}" + ("; valid if the commitment was published before that round"
+                                                          if status == "verified" else "")))
     if kr.secret is None:
         return out + [("key", False, f"without the owner's {SECRET} the key cannot be re-derived here")]
     out.append(("secret", True, "the secret matches the commitment's digest"))

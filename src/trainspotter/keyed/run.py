@@ -49,9 +49,13 @@ def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, st
     if not reject:
         return "no evidence", ("the e-value stayed below 1/α within the budget" if ran_out is None else
                                f"the e-value stayed below 1/α when the prompts ran out ({ran_out})")
-    if release.test_beacon:
+    status, detail = release.beacon_proof
+    if status == "test":
         return "inconclusive", ("the e-value reached 1/α, but the key derives from a fixed test value, not a public "
                                 "random value that appeared after the commitment: nothing shows nobody chose it")
+    if status != "verified":  # a round given as ROUND:HEX, or one whose signature no longer holds
+        return "inconclusive", (f"the e-value reached 1/α, but the key's beacon is {status} ({detail}), so nothing "
+                                "shows nobody chose the key")
     return "trained on", "the e-value reached 1/α against the exact null of the key's randomness"
 
 

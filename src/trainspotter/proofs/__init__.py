@@ -1,6 +1,8 @@
 """What shows that nobody chose a draw or a key (DESIGN.md: "A draw is only as good as the proof that
-nobody chose it"): ``beacon``, every draw and key derived from a secret committed first and the
-public random value of a beacon round that appeared after the commitment.
+nobody chose it"; "Proofs are checked, not trusted"): ``beacon``, every draw and key derived from a
+secret committed first and the public random value of a beacon round that appeared after the
+commitment; ``drand``, a drand round's signature checked against the network's public key, shipped
+here, so the value is the network's and not the user's word.
 """
 
 from trainspotter import lazy_exports
@@ -8,4 +10,5 @@ from trainspotter import lazy_exports
 MAY_IMPORT = ()  # besides the foundation (tests/unit/test_layering.py)
 __getattr__, __all__ = lazy_exports(__name__, {
     "beacon": ("Beacon", "TEST_BEACON", "derive", "parse_beacon", "uniform_index"),
+    "drand": ("CHAINS", "verify_round"),
 })

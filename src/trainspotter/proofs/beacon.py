@@ -15,6 +15,13 @@ order: an owner who learns ``R`` first could try secrets until the draw favours 
 (commit-then-reveal, as in lotteries and certificate transparency). A verdict that rests on such a
 draw therefore says what it rests on: the commitment was public before the beacon round.
 
+Nor is ``R`` taken on the user's word: a drand round carries the network's BLS signature, and a
+beacon read from one is checked against the network's public key (``trainspotter.proofs.drand``) when
+it is read and whenever a folder or record is checked (``Beacon.proof``). A value given as
+``ROUND:HEX`` has no signature: it derives the same draws and keys, but nothing shows it is the
+network's, so no verdict rests on it (an owner free to make up "randomness" for a round could try
+values until the key suits a model).
+
 An index among ``k`` (``uniform_index``) is drawn without modulo bias by rejection: the seed, read
 as a 256-bit integer, is accepted below the largest multiple of ``k`` and re-hashed otherwise, so
 every index has probability exactly 1/k when the seed is uniform.
@@ -26,6 +33,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from trainspotter.errors import InputError
@@ -38,12 +46,17 @@ RANDOMNESS_BYTES = 32  # a drand round's randomness (sha256 of its signature)
 
 @dataclass(frozen=True)
 class Beacon:
-    """One public random value: the beacon's round number and its 32 random bytes, and where it
-    was published (for the reader; the derivation reads round and randomness only)."""
+    """One public random value: the beacon's round number and its 32 random bytes, where it was
+    published (for the reader; the derivation reads round and randomness only) and, read from a
+    drand round, the network's signature that shows it (``chain``: which network; the chained one
+    also signs the previous round's signature)."""
 
     round: int
     randomness: bytes
     source: str = "drand"
+    signature: str | None = None
+    chain: str | None = None
+    previous_signature: str | None = None
 
     def __post_init__(self):
         if self.round < 0 or len(self.randomness) != RANDOMNESS_BYTES:
@@ -61,11 +74,37 @@ class Beacon:
         return f"{self.round}:{self.randomness.hex()}"
 
     def to_dict(self) -> dict:
-        return {"round": self.round, "randomness": self.randomness.hex(), "source": self.source}
+        return {"round": self.round, "randomness": self.randomness.hex(), "source": self.source} | {
+            k: v for k in ("signature", "chain", "previous_signature") if (v := getattr(self, k)) is not None}
 
     @classmethod
     def from_dict(cls, data: dict) -> Beacon:
-        return cls(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")))
+        return cls(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")),
+                   *(data.get(k) for k in ("signature", "chain", "previous_signature")))
+
+    def proof(self) -> tuple[str, str]:
+        """What shows this is the network's value for its round: ("verified", ...) when its signature
+        checks against the shipped network key and its randomness is sha256 of it; ("test", ...) for
+        the fixed test value; ("unverified", ...) without a signature; ("failed", ...) when the
+        signature or randomness does not hold (a folder or record edited after the round was read)."""
+        if self.known_in_advance:
+            return "test", "the fixed test value, which everyone knew in advance: not a beacon round"
+        if self.signature is None or self.chain is None:
+            return "unverified", (f"round {self.round} was given as ROUND:HEX, without the network's signature: "
+                                  "nothing shows it is the beacon's value rather than one made up")
+        from trainspotter.proofs.drand import CHAINS, check_round, published_at
+
+        chain = CHAINS.get(self.chain)
+        try:
+            if chain is None:
+                raise ValueError(f"drand network {self.chain!r} is not one this trainspotter ships")
+            if check_round(self.round, self.signature, chain, self.previous_signature) != self.randomness:
+                raise ValueError("its randomness is not sha256 of its signature")
+        except ValueError as e:
+            return "failed", f"round {self.round} of drand {self.chain} does not verify: {e}"
+        when = datetime.fromtimestamp(published_at(chain, self.round), timezone.utc)
+        return "verified", (f"round {self.round} of drand {chain.name} (chain {chain.hash[:16]}…), published "
+                            f"{when:%Y-%m-%d %H:%M:%S} UTC: its signature verifies against the network's key")
 
 
 # A fixed value for tests and the built-in testbeds: not a real beacon round, and said so.
@@ -74,19 +113,25 @@ TEST_BEACON = Beacon(1, hashlib.sha256(b"trainspotter fixed test beacon").digest
 
 
 def parse_beacon(value: str, where: str = "option --beacon") -> Beacon:
-    """A beacon from ``ROUND:HEX`` (the round number and its 64 hex digits of randomness) or from a
-    JSON file as drand publishes a round (``{"round": N, "randomness": "HEX", ...}``); anything
-    else is one InputError naming ``where``."""
+    """A beacon from a JSON file of a drand round as drand publishes it (``{"round": N, "randomness":
+    "HEX", "signature": "HEX", ...}``: verified, ``trainspotter.proofs.drand.verify_round``) or from
+    ``ROUND:HEX`` (the round number and its 64 hex digits of randomness: unverified, for tests);
+    anything else, or a round that does not verify, is one InputError naming ``where``."""
     path = Path(value)
     if ":" not in value and path.suffix == ".json":
         if not path.is_file():
             raise InputError(f"{where}: {value}: no such file (a drand round as JSON, or ROUND:HEX)")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return Beacon(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")))
+            signed = isinstance(data, dict) and "signature" in data
+            if not signed:
+                return Beacon(int(data["round"]), bytes.fromhex(data["randomness"]), str(data.get("source", "drand")))
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
-            raise InputError(f"{path}: not a beacon round ({{\"round\": N, \"randomness\": \"64 hex digits\"}}): "
-                             f"{type(e).__name__}") from None
+            raise InputError(f"{path}: not a beacon round ({{\"round\": N, \"randomness\": \"64 hex digits\", "
+                             f"\"signature\": ...}}): {type(e).__name__}") from None
+        from trainspotter.proofs.drand import verify_round
+
+        return verify_round(data, f"{where}: {path}")
     round_, _, hex_ = value.partition(":")
     try:
         return Beacon(int(round_), bytes.fromhex(hex_))

@@ -167,10 +167,17 @@ def prove(manifest: dict, public: dict[str, str], private: dict[str, dict[int, t
         problem = "the commitment does not hold k hashes per passage, the secret's digest and the round"
     if problem:
         return _failed(problem, **known)
-    if beacon.known_in_advance:
+    status, detail = beacon.proof()  # the round's value checked against the network's key
+    if status == "failed":
+        return _failed(f"the beacon {detail}", **known)
+    if status == "test":
         return DrawProof(status="unproven", **known, reason=(
             f"the draw re-derives, but from {beacon.source}, which anyone knew before the commitment: a secret "
             f"could have been tried against it until the draw suited a model"))
+    if status == "unverified":
+        return DrawProof(status="unproven", **known, reason=(
+            f"the draw re-derives, but {detail}: values could have been tried until the draw suited a model "
+            f"(release with the round as drand publishes it, JSON with its signature)"))
     n = sum(len(v) for v in (private or {}).values())
     return DrawProof(status="shown", private_checked=n, **known, reason=(
         f"the commitment opens, the draw re-derives from the revealed secret and beacon round {beacon.round}, and "

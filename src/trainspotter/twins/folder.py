@@ -245,7 +245,7 @@ def _released(folder: Path, manifest: dict) -> None:
     if manifest.get("version", 1) >= VERSION and not manifest.get("draw"):
         round_ = manifest["commitment"].get("round")
         raise InputError(f"{folder}: committed but not released yet: once beacon round {round_} exists, run "
-                         f"`trainspotter twins release {folder} --beacon ROUND:HEX`")
+                         f"`trainspotter twins release {folder} --beacon ROUND.json` (the round as drand publishes it)")
 
 
 def load_twins(folder: str | Path, check_hashes: bool = True) -> Twins:
