@@ -9,7 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from trainspotter.proofs.drand import verify_round
+from trainspotter.proofs.beacon import verify_round
 
 QUICKNET_657413 = {
     "round": 657413, "randomness": "fc1873a13f3545aeade8401532ef5519920652eee6b0d2b19ca12643b87b3587",

@@ -9,8 +9,8 @@ import pytest
 from beacons import DEFAULT_3311596, QUICKNET_657413
 
 from trainspotter.errors import InputError
-from trainspotter.proofs.beacon import TEST_BEACON, Beacon, parse_beacon
-from trainspotter.proofs.drand import CHAINS, published_at, verify_round
+from trainspotter.proofs.beacon import TEST_BEACON, Beacon, parse_beacon, verify_round
+from trainspotter.proofs.drand import CHAINS, published_at
 
 
 def test_a_real_quicknet_round_verifies_and_its_randomness_is_sha256_of_its_signature():

@@ -9,6 +9,6 @@ from trainspotter import lazy_exports
 
 MAY_IMPORT = ()  # besides the foundation (tests/unit/test_layering.py)
 __getattr__, __all__ = lazy_exports(__name__, {
-    "beacon": ("Beacon", "TEST_BEACON", "derive", "parse_beacon", "uniform_index"),
-    "drand": ("CHAINS", "verify_round"),
+    "beacon": ("Beacon", "TEST_BEACON", "derive", "parse_beacon", "uniform_index", "verify_round"),
+    "drand": ("CHAINS",),
 })

@@ -37,8 +37,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainspotter.errors import InputError
+from trainspotter.proofs.drand import CHAINS, chain_of, check_round, published_at
 
-__all__ = ["SECRET_BYTES", "TEST_BEACON", "Beacon", "derive", "parse_beacon", "secret_digest", "uniform_index"]
+__all__ = ["SECRET_BYTES", "TEST_BEACON", "Beacon", "derive", "parse_beacon", "secret_digest", "uniform_index",
+           "verify_round"]
 
 SECRET_BYTES = 32  # the owner's secret: 256 bits from the operating system's generator
 RANDOMNESS_BYTES = 32  # a drand round's randomness (sha256 of its signature)
@@ -92,8 +94,6 @@ class Beacon:
         if self.signature is None or self.chain is None:
             return "unverified", (f"round {self.round} was given as ROUND:HEX, without the network's signature: "
                                   "nothing shows it is the beacon's value rather than one made up")
-        from trainspotter.proofs.drand import CHAINS, check_round, published_at
-
         chain = CHAINS.get(self.chain)
         try:
             if chain is None:
@@ -129,8 +129,6 @@ def parse_beacon(value: str, where: str = "option --beacon") -> Beacon:
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
             raise InputError(f"{path}: not a beacon round ({{\"round\": N, \"randomness\": \"64 hex digits\", "
                              f"\"signature\": ...}}): {type(e).__name__}") from None
-        from trainspotter.proofs.drand import verify_round
-
         return verify_round(data, f"{where}: {path}")
     round_, _, hex_ = value.partition(":")
     try:
@@ -163,3 +161,27 @@ def uniform_index(seed: bytes, k: int) -> int:
 def secret_digest(secret: bytes) -> str:
     """What a commitment publishes of the secret: sha256("trainspotter-secret" ‖ 0 ‖ s), hex."""
     return hashlib.sha256(b"trainspotter-secret\0" + secret).hexdigest()
+
+
+def verify_round(data: dict, where: str) -> Beacon:
+    """A ``Beacon`` from a drand round as drand publishes it (``round``, ``randomness``,
+    ``signature``, and ``previous_signature`` on the chained network), verified (``proofs.drand``): its
+    signature against the shipped network key for that round, its randomness = sha256(signature).
+    Anything else is one InputError naming ``where``."""
+    chain = chain_of(data, where)
+    try:
+        round_, signature = int(data["round"]), str(data["signature"]).lower()
+        previous = data.get("previous_signature")
+        randomness = check_round(round_, signature, chain, None if previous is None else str(previous).lower())
+    except (KeyError, TypeError) as e:
+        raise InputError(f"{where}: not a drand round (round, randomness, signature): {type(e).__name__} "
+                         f"{e}") from None
+    except ValueError:
+        raise InputError(f"{where}: round {data.get('round')} does not verify against drand {chain.name}'s key "
+                         f"(chain {chain.hash[:16]}…): the signature is not the network's for that round") from None
+    if "randomness" in data and str(data["randomness"]).lower() != randomness.hex():
+        raise InputError(f"{where}: round {round_}: its randomness is not sha256 of its signature "
+                         f"({randomness.hex()[:16]}…): the value was changed after the network signed it")
+    when = datetime.fromtimestamp(published_at(chain, round_), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Beacon(round_, randomness, f"drand {chain.name}, published {when}", signature=signature,
+                  chain=chain.name, previous_signature=None if previous is None else str(previous).lower())

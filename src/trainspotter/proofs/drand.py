@@ -8,18 +8,18 @@ so a value nobody signed cannot pass for a round, nor a round's signature for an
 is published at genesis + (r − 1)·period (drand's clock).
 
 The networks whose keys the package ships are ``CHAINS``; the pairing check is ``drand-verify``'s
-(Rust, BLS12-381). A round of another network, or one that does not verify, is one ``InputError``.
+(Rust, BLS12-381). ``proofs.beacon.verify_round`` reads a round from its JSON with these; a round of
+another network, or one that does not verify, is one ``InputError`` there.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
 from typing import NamedTuple
 
 from trainspotter.errors import InputError
 
-__all__ = ["CHAINS", "Chain", "check_round", "published_at", "verify_round"]
+__all__ = ["CHAINS", "Chain", "chain_of", "check_round", "published_at"]
 
 
 class Chain(NamedTuple):
@@ -50,7 +50,7 @@ def published_at(chain: Chain, round_: int) -> float:
     return float(chain.genesis_time + (round_ - 1) * chain.period)
 
 
-def _chain_of(data: dict, where: str) -> Chain:
+def chain_of(data: dict, where: str) -> Chain:
     """The shipped network a round names (``chain``: its name or chain hash), else the one its shape
     fits: a round with a ``previous_signature`` is the chained default network's, one without it
     quicknet's (the two that the drand HTTP API serves without a chain hash in the round)."""
@@ -76,29 +76,3 @@ def check_round(round_: int, signature: str, chain: Chain, previous_signature: s
     else:
         drand_verify.verify_bls_unchained_g1_rfc9380(round_, signature, chain.public_key)
     return hashlib.sha256(bytes.fromhex(signature)).digest()
-
-
-def verify_round(data: dict, where: str):
-    """A ``Beacon`` from a drand round as drand publishes it (``round``, ``randomness``,
-    ``signature``, and ``previous_signature`` on the chained network), verified: its signature against
-    the shipped network key for that round, its randomness = sha256(signature). Anything else is
-    one InputError naming ``where``."""
-    from trainspotter.proofs.beacon import Beacon
-
-    chain = _chain_of(data, where)
-    try:
-        round_, signature = int(data["round"]), str(data["signature"]).lower()
-        previous = data.get("previous_signature")
-        randomness = check_round(round_, signature, chain, None if previous is None else str(previous).lower())
-    except (KeyError, TypeError) as e:
-        raise InputError(f"{where}: not a drand round (round, randomness, signature): {type(e).__name__} "
-                         f"{e}") from None
-    except ValueError:
-        raise InputError(f"{where}: round {data.get('round')} does not verify against drand {chain.name}'s key "
-                         f"(chain {chain.hash[:16]}…): the signature is not the network's for that round") from None
-    if "randomness" in data and str(data["randomness"]).lower() != randomness.hex():
-        raise InputError(f"{where}: round {round_}: its randomness is not sha256 of its signature "
-                         f"({randomness.hex()[:16]}…): the value was changed after the network signed it")
-    when = datetime.fromtimestamp(published_at(chain, round_), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Beacon(round_, randomness, f"drand {chain.name}, published {when}", signature=signature,
-                  chain=chain.name, previous_signature=None if previous is None else str(previous).lower())
