@@ -46,7 +46,8 @@ keyed_app = Typer(help="A keyed release: every passage you publish written under
                        "writes or predicts.", short_help="Release data under one key and audit it.",
                   no_args_is_help=True)
 WHO = {"commitment.json": "publish now, before the beacon round", "secret.json": "keep secret",
-       "originals.jsonl": "keep secret", "public.jsonl": "release it", "manifest.json": "publish with it"}
+       "originals.jsonl": "keep secret", "commitment.tsq": "have it stamped now by a timestamp authority (RFC 3161)",
+       "public.jsonl": "release it", "manifest.json": "publish with it"}
 
 
 def _say(text: str, path: bool = False) -> None:
@@ -97,9 +98,13 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         return emit_json({"out": str(out.resolve()), "passages": len(rows), "commitment_sha256": digest,
                           "rewriter": commitment["rewriter"]["name"], "files": WHO})
     _say(f"committed {len(rows)} passages ({commitment['rewriter']['name']}) in {out}", path=True)
-    for name in ("commitment.json", "secret.json", "originals.jsonl"):
+    for name in ("commitment.json", "secret.json", "originals.jsonl", "commitment.tsq"):
         _say(f"{name}: {WHO[name]}")
     _say(f"commitment sha256:\n  {digest}")
+    _say("to prove the order, have any RFC 3161 timestamp authority stamp it now:")
+    _say(f"  curl -s --data-binary @{out}/commitment.tsq -H 'Content-Type: application/timestamp-query' URL > "
+         f"{out}/commitment.tsr", path=True)
+    _say(f"  then keyed release takes --timestamp {out}/commitment.tsr --authority ROOT.pem", path=True)
     _say(f"next, once beacon round {beacon_round} exists (publish the commitment before it does):\n"
          f"  trainspotter keyed release {out} --beacon ROUND.json (round {beacon_round} as drand publishes it)",
          path=True)
@@ -108,24 +113,45 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")
 def release_cmd(folder: Path = typer.Argument(..., help="The folder of `keyed make`."),
                 beacon: Optional[str] = BEACON,
+                timestamp: Optional[Path] = typer.Option(None, help="A timestamp authority's RFC 3161 reply over "
+                                                                     "commitment.json (to commitment.tsq): checked, "
+                                                                     "it proves the commitment preceded the round."),
+                authority: Optional[Path] = typer.Option(None, help="--timestamp: the authority's certificates "
+                                                                     "(PEM: its root, and any intermediates)."),
                 json_out: bool = JSON) -> None:
     """Derive the release key from the committed secret and the beacon round, rewrite every passage
     under it, and write public.jsonl (release it) and manifest.json (publish it)."""
     from trainspotter.keyed.release import load_release, release
 
     b = beacon_option(beacon)
+    stamp = _stamp_files(timestamp, authority)
     total = len(load_release(folder).originals or [])
     with count_progress("passages rewritten", total, transient=True) as progress:
-        manifest = release(folder, b, progress)
+        manifest = release(folder, b, progress, stamp)
     if json_out:
         return emit_json({"folder": str(folder.resolve()), "passages": manifest["passages"],
-                          "beacon": manifest["beacon"], "files": manifest["files"]})
+                          "beacon": manifest["beacon"], "files": manifest["files"], "order": manifest.get("order")})
     _say(f"released {manifest['passages']} passages under one key (beacon round {b.round}) in {folder}", path=True)
     status, detail = b.proof()
     _say(f"beacon {status}: {detail}" + ("" if status == "verified" else "; no audit of this release can say "
                                                                           "trained on"))
+    if "order" in manifest:
+        _say(manifest["order"]["proof"])
     for name in ("public.jsonl", "manifest.json"):
         _say(f"{name}: {WHO[name]}")
+
+
+def _stamp_files(timestamp: Path | None, authority: Path | None) -> tuple[bytes, bytes] | None:
+    """--timestamp and --authority, read (both or neither)."""
+    if (timestamp is None) != (authority is None):
+        raise InputError("option --timestamp: needs --authority (the authority's certificates), and the other "
+                         "way round")
+    if timestamp is None:
+        return None
+    for option, path in (("timestamp", timestamp), ("authority", authority)):
+        if not path.is_file():
+            raise InputError(f"option --{option}: {path}: no such file")
+    return timestamp.read_bytes(), authority.read_bytes()
 
 
 @keyed_app.command("audit", short_help="Test a model for a keyed release, anytime-valid.")

@@ -74,11 +74,17 @@ def test_make_and_release_say_what_to_publish_and_what_to_keep(data, monkeypatch
     out = cli("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", 4242)
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
-    assert lines[:4] == [f"committed 30 passages (keyed-lexical) in {folder}",
+    assert lines[:5] == [f"committed 30 passages (keyed-lexical) in {folder}",
                          "commitment.json: publish now, before the beacon round", "secret.json: keep secret",
-                         "originals.jsonl: keep secret"]
-    assert re.fullmatch(r"  [0-9a-f]{64}", lines[5]) and lines[6] == (
-        "next, once beacon round 4242 exists (publish the commitment before it does):")
+                         "originals.jsonl: keep secret",
+                         "commitment.tsq: have it stamped now by a timestamp authority (RFC 3161)"]
+    assert lines[5] == "commitment sha256:" and re.fullmatch(r"  [0-9a-f]{64}", lines[6])
+    assert lines[7] == "to prove the order, have any RFC 3161 timestamp authority stamp it now:"
+    assert lines[8] == (f"  curl -s --data-binary @{folder}/commitment.tsq -H 'Content-Type: "
+                        f"application/timestamp-query' URL > {folder}/commitment.tsr")
+    assert lines[9] == f"  then keyed release takes --timestamp {folder}/commitment.tsr --authority ROOT.pem"
+    assert lines[10] == "next, once beacon round 4242 exists (publish the commitment before it does):"
+    assert all(len(line) <= 80 for n, line in enumerate(lines) if n not in (0, 8, 9, 11))  # (paths: never cut)
     assert json.loads((folder / "commitment.json").read_text())["beacon_round"] == 4242
     # a later round than the one committed to: refused (one could try rounds until a key suits a model)
     assert one_error_line(run("keyed", "release", folder, "--beacon", "4243:" + "ab" * 32)).startswith(
@@ -416,7 +422,7 @@ def test_an_api_that_answers_none_of_the_forms_scores_no_unit(data, model, monke
     asked = [a for b in record["batches"] for a in b["answers"]]
     assert asked and all(a["draws"] == [] for a in asked) and result["units_total"] == 0
     assert result["spent_total"] == 2 * len(asked) and result["verdict"] == "no evidence"
-    assert all(ok for _, ok, _ in verify_keyed([("rec.json", record)], folder))
+    assert all(ok is not False for _, ok, _ in verify_keyed([("rec.json", record)], folder))
 
 
 def _as_before_test_settings(sealed: dict, path):
@@ -499,3 +505,53 @@ def test_a_beacon_taken_on_the_users_word_never_gives_trained_on_and_a_forged_ro
         else:
             assert result["verdict"] == "inconclusive" and result["reject"] and "unverified" in result["why"], result
             assert "│ none " in beacon_row
+
+
+def test_a_stamp_before_the_round_proves_the_order_and_a_late_or_foreign_one_is_refused(
+        data, model, monkeypatch, tmp_path):
+    """Issue 63 item 4: `keyed make` writes the timestamp request; a real authority's reply from before
+    the round proves the order (the verdict says so instead of "valid if…", verify --release checks it
+    again), while a reply from after the round, one over another file and one from another authority
+    are each one line, exit 2, and a kept token swapped later no longer opens the folder."""
+    import datetime as dt
+
+    from timestamps import Authority
+
+    from trainspotter.proofs.timestamp import request
+
+    monkeypatch.setattr("trainspotter.keyed.release.secrets.token_bytes", lambda n: bytes(range(n)))
+    folder = data / "rel-stamped"
+    out = cli("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", STAND_IN.round)
+    assert out.exit_code == 0 and "commitment.tsq: have it stamped now by a timestamp authority" in out.stdout
+    query = (folder / "commitment.tsq").read_bytes()
+    authority, other = Authority(tmp_path / "tsa"), Authority(tmp_path / "other", "Other TSA")
+    root = tmp_path / "root.pem"
+    root.write_bytes(authority.root_pem)
+    replies = {"late": authority.stamp(query), "foreign": other.stamp(query),
+               "elsewhere": authority.stamp(request(b"another file")),
+               "good": authority.stamp_at(query, dt.datetime(2023, 9, 1, tzinfo=dt.timezone.utc))}
+    for name, reply in replies.items():
+        (tmp_path / f"{name}.tsr").write_bytes(reply)
+    for name, says in (("late", "after round 657413 was published (2023-09-15 11:00:03 UTC)"),
+                       ("foreign", "do not verify up to the authority's root certificate"),
+                       ("elsewhere", "it stamps another file")):
+        line = one_error_line(run("keyed", "release", folder, "--beacon", BEACON, "--timestamp",
+                                  tmp_path / f"{name}.tsr", "--authority", root))
+        assert line.startswith("error: option --timestamp: ") and says in line, line
+    assert one_error_line(run("keyed", "release", folder, "--beacon", BEACON, "--timestamp",
+                              tmp_path / "good.tsr")).startswith("error: option --timestamp: needs --authority")
+    out = cli("keyed", "release", folder, "--beacon", BEACON, "--timestamp", tmp_path / "good.tsr", "--authority", root)
+    proof = ("order proven: commitment stamped 2023-09-01 00:00:00 UTC by Test TSA, round 657413 published "
+             "2023-09-15 11:00:03 UTC")
+    assert out.exit_code == 0 and proof in " ".join(out.stdout.split()), out.output
+    monkeypatch.setattr("trainspotter.keyed.queries.sample", _copying(folder))
+    record = tmp_path / "stamped.json"
+    out = cli("keyed", "audit", folder, "--model", f"hf:{model}", "--prompts", data / "neutral.jsonl",
+              "--max-tokens", 2048, "--random-keys", 0, "--record", record, "--json")
+    result = json.loads(out.stdout)
+    assert result["verdict"] == "trained on" and result["rests_on"][0].endswith(": " + proof), result["rests_on"]
+    checked = cli("verify", record, "--release", folder)
+    assert checked.exit_code == 0 and re.search(r"│ release order +│ ok ", checked.stdout), checked.output
+    (folder / "commitment.tsr").write_bytes(replies["late"])  # the kept token swapped after the release
+    line = one_error_line(run("verify", record, "--release", folder))
+    assert "commitment.tsr: missing or changed since the release" in line, line

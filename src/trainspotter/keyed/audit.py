@@ -104,6 +104,14 @@ class Release:
                           for w in [p["text"].split()] for i in range(max(0, len(w) - SHINGLE + 1))}
 
     @property
+    def order_proof(self) -> tuple[str, str]:
+        """What shows the commitment preceded the round (``keyed.release.order_proof``): an RFC 3161
+        stamp checked again against its authority, or nothing (the verdict then says what it rests on)."""
+        from trainspotter.keyed.release import order_proof
+
+        return order_proof(self.kr)
+
+    @property
     def beacon_proof(self) -> tuple[str, str]:
         """What shows the key's beacon round is the network's (``proofs.beacon.Beacon.proof``): a verdict
         rests on the key only when it is "verified"."""
@@ -269,7 +277,9 @@ def rests_on(release: Release, reference: Spec | None = None) -> list[str]:
     key = (f"the key derives from the committed secret (commitment sha256 "
            f"{release.kr.manifest['commitment_sha256'][:16]}…) and beacon round {b.round} ({b.source})")
     status, detail = release.beacon_proof
-    return [key + {"verified": ": valid if the commitment was published before that round",
+    ordered, said = release.order_proof
+    return [key + {"verified": f": {said}" if ordered == "proven" else
+                   ": valid if the commitment was published before that round",
                    "test": ": a fixed test value, so nothing shows that nobody chose the key"}.get(
         status, f": the beacon is {status}, so nothing shows that nobody chose the key ({detail})"),
             f"the beacon: {detail}",

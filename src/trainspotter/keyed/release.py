@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspotter.errors import InputError
+from trainspotter.proofs import timestamp
 from trainspotter.proofs.beacon import Beacon, derive, secret_digest
 from trainspotter.rewriters.generative import HFRewriter
 from trainspotter.rewriters.lexical import KeyedLexicalRewriter
@@ -131,6 +132,7 @@ def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *,
     (out / SECRET).chmod(0o600)
     (out / ORIGINALS).chmod(0o600)
     (out / COMMITMENT).write_text(json.dumps(commitment, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / timestamp.REQUEST).write_bytes(timestamp.request((out / COMMITMENT).read_bytes()))  # for an authority
     return commitment
 
 
@@ -231,9 +233,12 @@ def rewriter_of(commitment: dict, folder: Path | None = None) -> Rewriter:
                            unit=described["unit"], temperature=described["temperature"], top_p=described["top_p"])
 
 
-def release(folder: str | Path, beacon: Beacon, progress=None) -> dict:
+def release(folder: str | Path, beacon: Beacon, progress=None, stamp: tuple[bytes, bytes] | None = None) -> dict:
     """Step 2 (module docstring): the key from the committed secret and ``beacon``, every original
-    rewritten under it (and k − 1 private versions), manifest.json last; returns the manifest."""
+    rewritten under it (and k − 1 private versions), manifest.json last; returns the manifest.
+    ``stamp``: an authority's RFC 3161 reply over commitment.json and its certificates (PEM), checked
+    and held against the round (``proofs.timestamp``) before anything is written, then kept in the
+    folder: the order is proven."""
     kr = load_release(folder)
     if kr.manifest is not None:
         raise InputError(f"{kr.folder}: already released (with beacon round {kr.manifest['beacon']['round']}); "
@@ -244,6 +249,7 @@ def release(folder: str | Path, beacon: Beacon, progress=None) -> dict:
         raise InputError(f"option --beacon: round {beacon.round}, but the commitment names round "
                          f"{kr.commitment.get('beacon_round')}: the key must come from the round fixed before the "
                          f"commitment was published")
+    order = _stamped(kr.folder, beacon, *stamp) if stamp is not None else None
     rewriter, k = rewriter_of(kr.commitment, kr.folder), int(kr.commitment["k"])
     keys = [derive(kr.secret, beacon, LABEL)] + [derive(kr.secret, beacon, f"{LABEL}/private-{j}") for j in range(1, k)]
     public, private = [], []
@@ -259,14 +265,43 @@ def release(folder: str | Path, beacon: Beacon, progress=None) -> dict:
         (out / PRIVATE).write_text(_jsonl(private), encoding="utf-8")
         (out / PRIVATE).chmod(0o600)
         files.append(PRIVATE)
+    if order is not None:
+        (out / timestamp.REPLY).write_bytes(stamp[0])
+        (out / timestamp.AUTHORITY).write_bytes(stamp[1])
+        files += [timestamp.REPLY, timestamp.AUTHORITY]
     manifest = {"format": FORMAT, "version": VERSION, "stage": "release", "passages": len(public),
                 "commitment_sha256": commitment_sha256(kr.commitment), "commitment": kr.commitment,
                 "beacon": beacon.to_dict(), "key": f"HMAC-SHA256(secret, 'trainspotter' || 0 || '{LABEL}' || 0 || "
                                                   "round (8 bytes) || randomness): 256 bits",
                 "scoring": kr.commitment["scoring"],
-                "files": {f: _sha((out / f).read_bytes()) for f in files}}
+                "files": {f: _sha((out / f).read_bytes()) for f in files}} | ({"order": order} if order else {})
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
+
+
+def _stamped(folder: Path, beacon: Beacon, reply: bytes, authority: bytes) -> dict:
+    """The order the authority's stamp proves, checked (one InputError when it does not hold or comes
+    after the round)."""
+    stamp = timestamp.check(reply, (folder / COMMITMENT).read_bytes(), authority, "option --timestamp")
+    proven, detail = timestamp.order(stamp, beacon)
+    if not proven:
+        raise InputError(f"option --timestamp: {detail}")
+    return {"stamped": stamp.time.isoformat(), "authority": stamp.authority, "proof": detail}
+
+
+def order_proof(kr: KeyedRelease) -> tuple[str, str]:
+    """What shows the commitment came before the key's round: ("proven", …) when the folder's stamp
+    checks again against its authority's certificates and precedes the round; ("none", …) without a
+    stamp; ("failed", …) when a kept stamp no longer holds."""
+    if kr.manifest is None or "order" not in kr.manifest:
+        return "none", "no timestamp of the commitment: the order rests on where it was published"
+    try:
+        stamp = timestamp.check((kr.folder / timestamp.REPLY).read_bytes(), (kr.folder / COMMITMENT).read_bytes(),
+                                (kr.folder / timestamp.AUTHORITY).read_bytes(), str(kr.folder / timestamp.REPLY))
+    except (InputError, OSError) as e:
+        return "failed", str(e)
+    proven, detail = timestamp.order(stamp, kr.beacon)
+    return ("proven" if proven else "failed"), detail
 
 
 def verify_release(folder: str | Path) -> list[tuple[str, bool, str]]:
@@ -280,8 +315,9 @@ def verify_release(folder: str | Path) -> list[tuple[str, bool, str]]:
     b = kr.beacon
     status, detail = b.proof()  # None: nothing failed, and nothing shows the round is the network's
     out.append(("beacon", {"verified": True, "failed": False}.get(status), f"key derived from the commitment's secret "
-                f"and beacon round {b.round}; {detail}" + ("; valid if the commitment was published before that round"
-                                                          if status == "verified" else "")))
+                f"and beacon round {b.round}; {detail}"))
+    ordered, said = order_proof(kr)
+    out.append(("order", {"proven": True, "failed": False}.get(ordered), said))
     if kr.secret is None:
         return out + [("key", False, f"without the owner's {SECRET} the key cannot be re-derived here")]
     out.append(("secret", True, "the secret matches the commitment's digest"))

@@ -56,6 +56,9 @@ def _verdict(reject: bool, release, ran_out: str | None = None) -> tuple[str, st
     if status != "verified":  # a round given as ROUND:HEX, or one whose signature no longer holds
         return "inconclusive", (f"the e-value reached 1/α, but the key's beacon is {status} ({detail}), so nothing "
                                 "shows nobody chose the key")
+    ordered, said = release.order_proof
+    if ordered == "failed":  # a stamp kept in the folder that no longer holds
+        return "inconclusive", f"the e-value reached 1/α, but the commitment's timestamp does not hold: {said}"
     return "trained on", "the e-value reached 1/α against the exact null of the key's randomness"
 
 
