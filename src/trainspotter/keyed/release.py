@@ -16,8 +16,10 @@ under one secret key, which nobody chose.
 
 Neither the owner nor anybody else could know K before R existed, and after it the committed s
 leaves no choice: so a model's preference for K's choices is evidence about training, not about
-how the key was picked. What no file can show is that commitment.json was published before round R;
-the verdict says it rests on that. ``verify_release`` re-derives everything it can.
+how the key was picked. R is checked, not taken on trust: a drand round's signature against the
+network's key (``Beacon.proof``). That commitment.json existed before round R is proven by an RFC
+3161 stamp of it (commitment.tsq, written here; the reply checked at release, ``order_proof``);
+without one, the verdict says it rests on that order. ``verify_release`` re-derives everything it can.
 """
 
 from __future__ import annotations
