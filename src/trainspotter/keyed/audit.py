@@ -84,7 +84,7 @@ class Release:
     def __init__(self, folder: Path):
         from trainspotter.keyed.score import GreenScoring, LexicalScoring
         from trainspotter.keyed.units import LexicalForms
-        from trainspotter.keyed.release import load_release, rewriter_of
+        from trainspotter.keyed.release import load_release, order_proof, rewriter_of
 
         self.kr = kr = load_release(folder)
         if kr.manifest is None:
@@ -92,6 +92,10 @@ class Release:
         if kr.secret is None or kr.originals is None:
             raise InputError(f"{folder}: auditing a keyed release needs the owner's secret.json and originals.jsonl")
         self.key, self.beacon, self.tokenizer = kr.key, kr.beacon, None
+        # checked once, when the release is opened: what shows the beacon round is the network's
+        # (``Beacon.proof``; a verdict rests on the key only when "verified") and what shows the
+        # commitment preceded it (``keyed.release.order_proof``: an RFC 3161 stamp, checked again)
+        self.beacon_proof, self.order_proof = kr.beacon.proof(), order_proof(kr)
         if kr.lexical:
             self.scoring = LexicalScoring(LexicalForms(rewriter_of(kr.commitment), [p["text"] for p in kr.originals]))
         else:
@@ -102,20 +106,6 @@ class Release:
             self.scoring = GreenScoring(int(s["vocab_size"]), float(s["gamma"]))
         self._shingles = {tuple(w[i:i + SHINGLE]) for p in kr.public + kr.originals
                           for w in [p["text"].split()] for i in range(max(0, len(w) - SHINGLE + 1))}
-
-    @property
-    def order_proof(self) -> tuple[str, str]:
-        """What shows the commitment preceded the round (``keyed.release.order_proof``): an RFC 3161
-        stamp checked again against its authority, or nothing (the verdict then says what it rests on)."""
-        from trainspotter.keyed.release import order_proof
-
-        return order_proof(self.kr)
-
-    @property
-    def beacon_proof(self) -> tuple[str, str]:
-        """What shows the key's beacon round is the network's (``proofs.beacon.Beacon.proof``): a verdict
-        rests on the key only when it is "verified"."""
-        return self.beacon.proof()
 
     def shows_release(self, text: str) -> bool:
         w = text.split()
@@ -269,6 +259,19 @@ def rank(config: KeyedAuditConfig, release: Release, records: list[dict], log_we
     return key_rank(log_wealth, np.log(null.wealth))
 
 
+def _key_rests_on(release: Release) -> str:
+    """What the key's derivation rests on, after the beacon round it names (the next line of
+    ``rests_on`` says what shows the round is the network's)."""
+    status, ordered = release.beacon_proof[0], release.order_proof
+    if status == "test":
+        return ": a fixed test value, so nothing shows that nobody chose the key"
+    if status != "verified":
+        return f": the beacon is {status}, so nothing shows that nobody chose the key"
+    if ordered[0] == "proven":
+        return f": {ordered[1]}"
+    return ": valid if the commitment was published before that round"
+
+
 def rests_on(release: Release, reference: Spec | None = None) -> list[str]:
     """What a verdict on this release rests on, in words."""
     b, s = release.beacon, release.kr.commitment["scoring"]
@@ -276,13 +279,8 @@ def rests_on(release: Release, reference: Spec | None = None) -> list[str]:
             else f"γ = {s['gamma']:g} per distinct window ({s['scheme']}, tokenizer {s['tokenizer']['name']})")
     key = (f"the key derives from the committed secret (commitment sha256 "
            f"{release.kr.manifest['commitment_sha256'][:16]}…) and beacon round {b.round} ({b.source})")
-    status, detail = release.beacon_proof
-    ordered, said = release.order_proof
-    return [key + {"verified": f": {said}" if ordered == "proven" else
-                   ": valid if the commitment was published before that round",
-                   "test": ": a fixed test value, so nothing shows that nobody chose the key"}.get(
-        status, f": the beacon is {status}, so nothing shows that nobody chose the key ({detail})"),
-            f"the beacon: {detail}",
+    return [key + _key_rests_on(release),
+            f"the beacon: {release.beacon_proof[1]}",
             f"the exact null per unit: {null}; units counted once, those the prompt shows skipped"] + (
         [f"the reference {reference.text} never saw the release (nor was made from its key): forms weighed against "
          "it stay independent of the key"] if reference is not None else [])

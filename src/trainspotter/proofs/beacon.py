@@ -171,8 +171,8 @@ def verify_round(data: dict, where: str) -> Beacon:
     chain = chain_of(data, where)
     try:
         round_, signature = int(data["round"]), str(data["signature"]).lower()
-        previous = data.get("previous_signature")
-        randomness = check_round(round_, signature, chain, None if previous is None else str(previous).lower())
+        previous = None if data.get("previous_signature") is None else str(data["previous_signature"]).lower()
+        randomness = check_round(round_, signature, chain, previous)
     except (KeyError, TypeError) as e:
         raise InputError(f"{where}: not a drand round (round, randomness, signature): {type(e).__name__} "
                          f"{e}") from None
@@ -184,4 +184,4 @@ def verify_round(data: dict, where: str) -> Beacon:
                          f"({randomness.hex()[:16]}…): the value was changed after the network signed it")
     when = datetime.fromtimestamp(published_at(chain, round_), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Beacon(round_, randomness, f"drand {chain.name}, published {when}", signature=signature,
-                  chain=chain.name, previous_signature=None if previous is None else str(previous).lower())
+                  chain=chain.name, previous_signature=previous)
