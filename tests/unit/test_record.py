@@ -233,3 +233,51 @@ def test_requery_compares_the_models_answers_within_the_stated_tolerance(fresh, 
     assert check.ok is ok and "weight files' sha256 are unchanged" in check.detail
     if not ok:
         assert " f2: recorded " in check.detail
+
+
+def _resealed_end(record: dict, scale: float) -> tuple[dict, str]:
+    """The record with the first float of its kept end state scaled and every digest over it made
+    again, as another machine's arithmetic (scale 1 + 1e-12) or an edited state would leave it."""
+    from trainspotter.record.format import record_digest, sha256, state_sha256
+
+    def first_float(node, where):
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            if isinstance(v, float) and v != 0.0:
+                node[k] = v * scale
+                return f"{where}.{k}" if isinstance(node, dict) else f"{where}[{k}]"
+            if (found := first_float(v, f"{where}.{k}" if isinstance(node, dict) else f"{where}[{k}]")):
+                return found
+        return None
+
+    where = first_float(record["end"]["state"], "end.state")
+    record["end"]["state_sha256"] = state_sha256(record["end"]["state"])
+    record["sections"]["end"] = sha256(record["end"])
+    record["digest"] = record_digest(record)
+    return record, where
+
+
+@pytest.mark.parametrize("scale, ok", [(1 + 1e-12, True), (1.001, False)])
+def test_the_end_state_is_compared_value_by_value_where_the_arithmetic_differs(fresh, scale, ok):
+    """A record keeps the state its ledger continues from: another machine's last bits (1e-12 relative)
+    pass within the tolerance the replays use; a state that differs by 1e-3 fails naming the value."""
+    record = load_record(fresh[1])
+    assert record["end"]["state"] is not None
+    record, where = _resealed_end(record, scale)
+    checks = {c.name: c for c in _verify(record).checks}
+    assert checks["digest"].ok and checks["end state"].ok is ok and checks["end state"].done
+    assert ("within 1e-09" in checks["end state"].detail) if ok else checks["end state"].detail.startswith(where)
+
+
+def test_a_record_without_its_end_state_must_match_its_sha256_where_the_steps_replay_bit_for_bit(fresh):
+    """A record sealed before end states were kept holds only their sha256: on the sealer's arithmetic
+    (every step bit-for-bit, as here) a state that differs still fails."""
+    from trainspotter.record.format import record_digest, sha256
+
+    record = load_record(fresh[1])
+    del record["end"]["state"]
+    record["end"]["state_sha256"] = "0" * 64
+    record["sections"]["end"] = sha256(record["end"])
+    record["digest"] = record_digest(record)
+    end = {c.name: c for c in _verify(record).checks}["end state"]
+    assert not end.ok and "does not match the recorded sha256" in end.detail

@@ -1,7 +1,11 @@
 """A record sealed before the package moved by concept (issue 51) still verifies: every check but the
 code's, which says the replay code differs. Made at commit 684c45b by a library audit of a 2-layer
 Llama with random weights (tests/tiny_lm.py) as target and reference, 24 passages a side of words
-drawn at random, gray-box lean features with the model's answers recorded, seed 1, batches of 8."""
+drawn at random, gray-box lean features with the model's answers recorded, seed 1, batches of 8.
+
+Its replays are bit-for-bit on a machine whose arithmetic is the sealer's (OpenBLAS's SkylakeX
+kernels) and within 1e-9 elsewhere (OPENBLAS_CORETYPE=Haswell reproduces another); it keeps only
+the sha256 of its end state, so where the replay is not bit-for-bit that state is not compared."""
 
 import json
 from pathlib import Path
@@ -18,8 +22,10 @@ def test_a_record_sealed_before_the_move_verifies_with_the_moved_code():
     assert all(c.ok for c in checks.values()), [c.detail for c in checks.values() if not c.ok]
     assert "24 pairs are the ones seed 1 draws" in checks["pair order"].detail
     assert "matches bit-for-bit" in checks["features"].detail  # recomputed from the recorded answers
-    assert "bit-for-bit" in checks["model test"].detail and "bit-for-bit" in checks["blind check"].detail
     assert "the replay code here is different" in checks["code"].detail
+    exact = "bit-for-bit" in checks["model test"].detail
+    assert exact or "within 1e-09" in checks["model test"].detail
+    assert checks["end state"].done is exact, checks["end state"].detail  # compared only where it can be
 
 
 def test_an_edited_pre_move_record_still_fails_naming_the_change():

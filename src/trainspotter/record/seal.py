@@ -95,7 +95,7 @@ def seal(result: AuditResult, config: AuditConfig, suspect: list[dict], heldout:
         "placebo": _placebo(result, texts),
         "result": {k: getattr(result, k) for k in RESULT_FIELDS}
         | {"blind": {k: getattr(result.blind, k) for k in BLIND_FIELDS}} | _rounds(result, config),
-        "end": {"state_sha256": state_sha256(end_state),
+        "end": {"state": end_state, "state_sha256": state_sha256(end_state),
                 "chain": batches[-1]["digest"] if batches else prior["previous"]},
         "batches": batches,
     }
