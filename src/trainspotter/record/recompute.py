@@ -32,7 +32,7 @@ from trainspotter.features.answers import recompute
 from trainspotter.features.features import FeatureConfig
 from trainspotter.record.format import sha256
 
-__all__ = ["SIDES", "TOLERANCE", "check_recomputed", "close"]
+__all__ = ["SIDES", "TOLERANCE", "apart", "check_recomputed", "close"]
 
 TOLERANCE = 1e-9
 SIDES = ("suspect", "heldout")  # a pair's two sides, as the record names them
@@ -45,6 +45,20 @@ def close(a, b) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return a == b or abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def apart(recorded, replayed, where: str = "") -> str | None:
+    """The first place (``weights[3]``) where two stored states differ by more than ``close``; None: none."""
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        if recorded.keys() != replayed.keys():
+            return f"{where} (keys {sorted(recorded)} recorded, {sorted(replayed)} replayed)"
+        return next((w for k in recorded if (w := apart(recorded[k], replayed[k], f"{where}.{k}"))), None)
+    if isinstance(recorded, list) and isinstance(replayed, list):
+        if len(recorded) != len(replayed):
+            return f"{where} ({len(recorded)} values recorded, {len(replayed)} replayed)"
+        return next((w for i, (a, b) in enumerate(zip(recorded, replayed)) if (w := apart(a, b, f"{where}[{i}]"))),
+                    None)
+    return None if close(recorded, replayed) else f"{where}: recorded {recorded!r}, replayed {replayed!r}"
 
 
 class _Tally:

@@ -23,7 +23,7 @@ from trainspotter.record.checks import Check, Verification
 from trainspotter.record.format import (GENESIS, RESULT_FIELDS, SECTIONS, STEP_FIELDS, batch_digest, file_sha256,
                                         load_record, record_digest, sha256, state_sha256, text_sha256)
 from trainspotter.record.keys import public_hex
-from trainspotter.record.recompute import SIDES, TOLERANCE, check_recomputed, close
+from trainspotter.record.recompute import SIDES, TOLERANCE, apart, check_recomputed, close
 
 __all__ = ["Check", "TOLERANCE", "Verification", "load_record", "verify_records"]
 
@@ -234,20 +234,6 @@ def _bit_for_bit(record: dict, auditor) -> bool:
                for f in STEP_FIELDS)
 
 
-def _apart(recorded, replayed, where: str = "") -> str | None:
-    """The first place (``weights[3]``) where two stored states differ by more than ``close``; None: none."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        if recorded.keys() != replayed.keys():
-            return f"{where} (keys {sorted(recorded)} recorded, {sorted(replayed)} replayed)"
-        return next((w for k in recorded if (w := _apart(recorded[k], replayed[k], f"{where}.{k}"))), None)
-    if isinstance(recorded, list) and isinstance(replayed, list):
-        if len(recorded) != len(replayed):
-            return f"{where} ({len(recorded)} values recorded, {len(replayed)} replayed)"
-        return next((w for i, (a, b) in enumerate(zip(recorded, replayed)) if (w := _apart(a, b, f"{where}[{i}]"))),
-                    None)
-    return None if close(recorded, replayed) else f"{where}: recorded {recorded!r}, replayed {replayed!r}"
-
-
 def _check_end(record: dict, auditor) -> Check:
     """The state the audit left (the ledger's, which its next run continues from) against the replay's:
     bit-for-bit by its sha256; on another machine's arithmetic, value by value within ``TOLERANCE``
@@ -265,7 +251,7 @@ def _check_end(record: dict, auditor) -> Check:
         return Check("end state", False, "end: the replayed e-process state does not match the recorded sha256")
     if state_sha256(end["state"]) != end["state_sha256"]:
         return Check("end state", False, "end.state: does not match its sha256")
-    where = _apart(end["state"], json.loads(json.dumps(state)), "end.state")
+    where = apart(end["state"], json.loads(json.dumps(state)), "end.state")
     return Check("end state", where is None, where or "the e-process state after the last pair matches the recorded "
                                                       f"one within {TOLERANCE:g} (another machine's arithmetic)")
 
