@@ -22,6 +22,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 for var in ("PREFECT_HOME", "PREFECT_LOCAL_STORAGE_PATH", "PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
     os.environ.pop(var, None)
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# The Hugging Face hub: the session's own cache (tests make layouts in it: tests/hub_cache.py), never a download.
+os.environ["HF_HOME"], os.environ["HF_HUB_OFFLINE"] = str(ARTIFACTS / "hf-home"), "1"
+os.environ.pop("HF_HUB_CACHE", None)
 # One thread per math library and process: scripts/test.sh runs two workers on two cores, and two
 # threads each (torch's OpenMP, OpenBLAS) oversubscribe them, spinning more than computing: a MiniLM
 # test ran in 31 s beside a copy of itself with two threads each, 17 s with one (2026-11-29).
