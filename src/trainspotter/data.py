@@ -3,7 +3,9 @@ reading and checking features tables (``read_features``, ``split_features``).
 
 Accepted inputs (docs/architecture.md, "Conventions"): JSONL with a ``text`` field, Parquet or CSV
 with a ``text`` column, a ``.txt`` file (one passage per non-empty line), a folder of
-``.txt`` files (one passage each) or a Hugging Face dataset saved with ``save_to_disk``.
+``.txt`` files (one passage each), a Hugging Face dataset saved with ``save_to_disk``, or one on the
+hub named ``hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION]`` (``trainspotter.hub_data``; the commit read is
+kept, ``hub_source``).
 Every problem raises :class:`InputError` naming the file, the line/row and the problem;
 nothing is dropped silently.
 """
@@ -163,8 +165,59 @@ READERS = {".jsonl": _read_jsonl, ".json": _read_jsonl, ".csv": _read_table,
            ".parquet": _read_table, ".txt": _read_txt}
 
 
-def load_passages(path: str | Path) -> list[Passage]:
-    """All passages of a file or folder, in file order."""
+_HUB_READS: dict[tuple[str, str], dict] = {}  # (spec, cache) → what the last read of it read (``hub_source``)
+
+
+def _read_hub(spec: str, text_column: str | None = None) -> list[Passage]:
+    """The passages of a hub dataset's split: its ``text_column`` (default: the first of
+    ``hub_data.TEXT_COLUMNS`` it has), ids from an ``id`` column or ``SPLIT:ROW``, ``set`` where
+    a column says."""
+    from trainspotter.hub import cache_dir
+    from trainspotter.hub_data import TEXT_COLUMNS, read_hub_table
+
+    table = read_hub_table(spec)
+    name = text_column or next((c for c in TEXT_COLUMNS if c in table.columns), TEXT_COLUMNS[0])
+    texts = table.column(name, "option --text-column: " if text_column else "")
+    ids, sets = table.columns.get("id") or [None] * len(texts), table.columns.get("set") or [None] * len(texts)
+    rows = []
+    for n, (i, t, label) in enumerate(zip(ids, texts, sets)):
+        file, r = table.origins[n]
+        where = f"{table.name} ({file})"
+        rows.append({"id": f"{table.split}:{n}" if i is None else str(i), "text": _check_text(where, f"row {r}", t)}
+                    | _set_field(where, f"row {r}", label))
+    _HUB_READS[(spec, str(cache_dir()))] = {"id": table.spec.repo_id, "config": table.spec.config,
+                                             "split": table.split, "revision": table.spec.revision,
+                                             "commit": table.snapshot.commit, "files": table.files}
+    return rows
+
+
+def hub_source(spec: str) -> dict | None:
+    """What ``spec`` (a hub dataset) was read from: id, config, split, revision asked, the commit
+    and the files (the last read of it in this process; read again where there was none), or None
+    for a local path."""
+    from trainspotter.hub import cache_dir
+    from trainspotter.hub_data import is_hub_dataset
+
+    if not is_hub_dataset(spec):
+        return None
+    if (spec, str(cache_dir())) not in _HUB_READS:
+        _read_hub(spec)
+    return _HUB_READS[(spec, str(cache_dir()))]
+
+
+def load_passages(path: str | Path, text_column: str | None = None) -> list[Passage]:
+    """All passages of a file or folder, in file order, or of a hub dataset's split (``text_column``:
+    where its text is, for a hub dataset only)."""
+    from trainspotter.hub_data import is_hub_dataset
+
+    if is_hub_dataset(path):
+        rows = _read_hub(str(path), text_column)
+        if not rows:
+            raise InputError(f"{path}: no passages (the split is empty)")
+        return rows
+    if text_column is not None:
+        raise InputError(f"option --text-column: applies to a hub dataset (hf:ORG/NAME…) only; {path} is a "
+                         f"local file, whose text is its `text` field")
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")

@@ -10,7 +10,7 @@ import trainspotter
 SRC = Path(trainspotter.__file__).parent
 ORCHESTRATION = ("trainspotter.flows", "trainspotter.tasks")  # installed inside the package, not part of the library
 # The root holds only the foundation (docs/architecture.md, "Inside the library"); every other concept is a package.
-FOUNDATION = {"errors", "config", "data", "presets", "assets", "layout", "hub"}
+FOUNDATION = {"errors", "config", "data", "presets", "assets", "layout", "hub", "hub_data"}
 
 
 def test_library_imports_no_orchestration():
