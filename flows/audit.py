@@ -23,6 +23,7 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.auditing.config import AuditConfig
     from trainspotter.backends import SCHEMES, spec_fingerprint
     from trainspotter.config import flatten
+    from trainspotter.data import hub_source
     from trainspotter.flows.tracking import (StepLogger, absolute_paths, audit_provenance, git_commit,
                                              local_artifact, log_audit_outputs, log_dataset, log_sets_outputs,
                                              log_steps, mark_killed_runs, owner_tags, run_name, use_experiment)
@@ -134,7 +135,9 @@ def _audit_in_run(config: AuditConfig, passages: Mapping[str, list], experiment:
     _log_setup(config)
     for side in ("suspect", "heldout"):
         path = getattr(config, side)
-        log_dataset(pd.DataFrame(passages[path]), side, path, context=side)
+        hub = hub_source(path)  # a dataset named by hub id: MLflow knows its source as the snapshot's URL
+        source = f"https://huggingface.co/datasets/{hub['id']}/tree/{hub['commit']}" if hub else path
+        log_dataset(pd.DataFrame(passages[path]), side, source, context=side)
     placebo = config.placebo_config
     result = audit(config, extract_fn=_extract_fn(config, remote), on_batch=_on_batch(where["run_id"], before),
                    run_id=where["run_id"], passages=passages,

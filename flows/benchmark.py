@@ -21,8 +21,8 @@ from trainspotter import __version__
 from trainspotter.backends import load_backend
 from trainspotter.config import artifacts_root, flatten
 from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
-                                               bank_features, bank_models, extraction_plan, mia_rows, shadow_model,
-                                               split_passages, store_table)
+                                               bank_features, bank_models, config_passages, extraction_plan, mia_rows,
+                                               shadow_model, store_table)
 from trainspotter.evaluation.benchmark_cost import cost_subsample
 from trainspotter.evaluation.benchmark_di import (best_valid, compare_configurations, di_configs, di_frame, di_row,
                                                   pooled_frame, pvalue_row)
@@ -81,16 +81,16 @@ def features_table(config: BenchmarkConfig, bank: list[tuple[str, frozenset[str]
     bank (``_bank``, built here unless given), each bank model's ``bank_ll_<j>``/``bank_in_<j>``
     and, for the learning-based methods, the shadow model's ``shadow_*`` columns; for
     Query-transfer, ``transfer_ll`` under the surrogate distilled on the held-out passages."""
-    target, references = f"testbed:{config.testbed}", config.references
+    target, references = config.target, config.references
     splits, plan = extraction_plan(config)
     bank = _bank(config) if bank is None else bank
     surrogate = None
     if _uses(config, "surrogate"):
-        texts = [p["text"] for p in split_passages(config.testbed, "heldout", config.limit)]
+        texts = [p["text"] for p in config_passages(config, "heldout")]
         surrogate = "hf:" + build_surrogate_task(target, references[0], texts, config.seed)
     parts = []
     for split in splits:
-        ps = split_passages(config.testbed, split, config.limit)
+        ps = config_passages(config, split)
         part = [pd.DataFrame({"id": [p["id"] for p in ps], "split": split})]
         for access, with_reference, features, petal in plan:
             df = _extract(ps, target, references if with_reference else (), access, features, config.chunk_size)
@@ -123,7 +123,7 @@ def _methods(config, table, bank, experiment, logger) -> tuple[list[dict], dict]
     costs: dict[str, dict] = {}
     if config.cost_samples:
         sub, sub_labels, pop = cost_subsample(config)
-        costs = method_costs_task(list(config.methods), sub, sub_labels, f"testbed:{config.testbed}",
+        costs = method_costs_task(list(config.methods), sub, sub_labels, config.target,
                                   config.references, config.features, config.folds, config.seed,
                                   config.cost_repeats, bank, pop)
     rows, curves = [], {}
@@ -202,18 +202,28 @@ def _prepare(config: BenchmarkConfig) -> tuple[list[tuple[str, frozenset[str]]],
     """What both benchmark flows start from: the testbed (built if needed), the reference bank
     (built once, read by the extraction and the cost), the features table (cached), the
     output folder (created) and the target's device."""
-    build_testbed_task(PRESETS[config.testbed])
+    if config.dataset is None:
+        build_testbed_task(PRESETS[config.testbed])
     bank = _bank(config)
     table = features_table(config, bank)
-    out = Path(config.out) if config.out else default_out(config.testbed)
+    out = Path(config.out) if config.out else default_out(config.subject)
     out.mkdir(parents=True, exist_ok=True)
-    return bank, table, out, str(getattr(load_backend(f"testbed:{config.testbed}"), "device", "cpu"))
+    return bank, table, out, str(getattr(load_backend(config.target), "device", "cpu"))
 
 
-def _log_parent(config: BenchmarkConfig, device: str) -> None:
-    """The parent run's parameters (the whole configuration) and tags."""
+def _log_parent(config: BenchmarkConfig, device: str) -> dict | None:
+    """The parent run's parameters (the whole configuration) and tags; a dataset's source (the
+    commit read, the rows' sha256: ``benchmark_dataset.dataset_splits``) as ``dataset.*`` tags,
+    returned for the summary."""
     mlflow.log_params(flatten(config.model_dump(exclude={"out"})))
     mlflow.set_tags({"trainspotter.version": __version__, "git_commit": git_commit(), "device": device})
+    if config.dataset is None:
+        return None
+    from trainspotter.evaluation.benchmark_dataset import dataset_splits
+
+    source = dataset_splits(config.dataset, config.text_column, config.label_column)[1]
+    mlflow.set_tags({f"dataset.{k}": v for k, v in source.items() if isinstance(v, str)})
+    return source
 
 
 @flow(name="benchmark")
@@ -223,25 +233,26 @@ def benchmark_flow(config: BenchmarkConfig, tracking_uri: str | None = None) -> 
     logger = get_run_logger()
     bank, table, out, device = _prepare(config)
     header = header_line(config, git_commit(), device)
-    experiment = use_experiment(f"benchmark/{config.testbed}", tracking_uri)
+    experiment = use_experiment(f"benchmark/{config.subject}", tracking_uri)
     with mlflow.start_run(experiment_id=experiment, run_name="benchmark") as parent:
-        _log_parent(config, device)
+        source = _log_parent(config, device)
         methods, curves = _methods(config, table, bank, experiment, logger)
         di, power = _di(config, table, experiment, logger)
         n1 = int((table["split"] == "member").sum())
         n0 = int((table["split"] == "nonmember").sum())
         files = {"table": out / "benchmark.md", "roc": out / "roc.png", "summary": out / "results.json"}
         best = [b for b in (best_valid(di, alpha) for alpha in config.alphas) if b is not None]
-        files["table"].write_text(render_markdown(f"Benchmark: testbed `{config.testbed}`", header, methods, di,
-                                                  best))
-        roc_plot(curves, files["roc"], title=f"ROC, {n1} members vs {n0} non-members ({config.testbed})",
+        subject = f"dataset `{config.dataset}`, model `{config.model}`" if config.dataset else \
+            f"testbed `{config.testbed}`"
+        files["table"].write_text(render_markdown(f"Benchmark: {subject}", header, methods, di, best))
+        roc_plot(curves, files["roc"], title=f"ROC, {n1} members vs {n0} non-members ({config.subject})",
                  n_nonmembers=n0, n_members=n1)
         for (access, alpha), curve in power.items():  # one plot per access and α
             files[f"power_{access}_a{alpha:g}"] = power_plot(
                 curve, out / f"power_{access}_a{alpha:g}.png",
                 title=f"Sequential power, {access}-box features, α = {alpha:g} (members vs held-out)")
         summary = {"header": header, "config": config.model_dump(mode="json"), "parent_run_id": parent.info.run_id,
-                   "methods": methods, "di": di, "best_valid": best}
+                   "methods": methods, "di": di, "best_valid": best} | ({"dataset": source} if source else {})
         files["summary"].write_text(json.dumps(summary, indent=1, default=str))
         files["report"] = out / "report.html"
         files["report"].write_text(benchmark_report_html(files), encoding="utf-8")

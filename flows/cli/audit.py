@@ -18,8 +18,9 @@ from trainspotter.errors import InputError
 from trainspotter.flows.cli.common import (ACCESS_HELP, ACCESS_WORDS, ALPHA, COMMITMENT, DASK_ADDRESS, FEATURES_HELP,
                                            JSON, LAMBDA_MAX_HELP, LEDGER, MAX_PAIRS, MODEL, PAYOFF_HELP, REFERENCE,
                                            REFRESH, SCORER_HELP, SEED, SHIFT_CHECK_HELP, STRATEGY_HELP, TESTBED_HELP,
-                                           TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access, FeatureSet, Payoff,
-                                           Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate, Typer, choice,
+                                           TEXT_COLUMN, TEXT_FEATURES_HELP, TRACKING_URI, TWINS_PRIVATE, Access,
+                                           FeatureSet, Payoff, Scorer, ShiftCheck, Strategy, TextFeatures, TwinsPrivate,
+                                           Typer, choice,
                                            commitment_digest, decision, edge_specs, emit_json, folded_table,
                                            input_error, progress_lines, TEST_OPTIONS)
 from trainspotter.flows.cli.verify import RECORD, SIGN, print_record, record_options, write_record
@@ -107,9 +108,12 @@ def demo_cmd(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
 
 
 def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of "
-                                                       "txt files or a saved HF dataset. Repeat for several sets: "
+                                                       "txt files, a saved HF dataset or one on the hub, "
+                                                       "hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION]. "
+                                                       "Repeat for several sets: "
                                                        "e-BH then decides at false discovery rate α."),
           heldout: Optional[Path] = typer.Option(None, help="Held-out passages known not to be trained on."),
+          text_column: Optional[str] = TEXT_COLUMN,
           twins: Optional[Path] = typer.Option(None, help="A twins folder (`trainspotter twins make`) instead of "
                                                           "--suspect and --heldout: each passage's public version "
                                                           "against its private twins (--twins-private)."),
@@ -157,6 +161,7 @@ def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect p
 
     from trainspotter.data import load_passages
     from trainspotter.features.features import FEATURE_SETS
+    from trainspotter.hub_data import is_hub_dataset
     from trainspotter.stats.sequential import TestConfig
 
     # Validate everything before any flow starts, so bad input is one clear line.
@@ -170,7 +175,11 @@ def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect p
         raise InputError(f"option --{'suspect' if not suspect else 'heldout'}: missing; give --suspect FILE and "
                          f"--heldout FILE, or --twins DIR")
     sign_key = record_options(record, sign, len(suspect or [None]))
-    passages = {str(path): load_passages(path) for path in (*suspect, heldout)} if twins is None else {}
+    passages = {str(path): load_passages(path, text_column if is_hub_dataset(path) else None)
+                for path in (*suspect, heldout)} if twins is None else {}
+    if text_column is not None and not any(map(is_hub_dataset, (*(suspect or ()), heldout or ""))):
+        raise InputError("option --text-column: applies to a dataset named by hub id (hf:ORG/NAME...); "
+                         "a local file's text is its `text` field")
     placebo_check = placebo is None or placebo.lower() != "none"
     model, reference, named = edge_specs(model, reference, placebo if placebo_check else None)
     placebo = named[0] if named else None

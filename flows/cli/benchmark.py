@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 
 from trainspotter.evaluation.method_index import method_help
-from trainspotter.flows.cli.common import (JSON, REFRESH, TESTBED_HELP, TRACKING_URI, Access, choices,
-                                           emit_json, folded_table, input_error)
+from trainspotter.flows.cli.common import (JSON, LABEL_COLUMN, REFRESH, TESTBED_HELP, TEXT_COLUMN, TRACKING_URI,
+                                           Access, choices, emit_json, folded_table, input_error)
 from trainspotter.flows.cli.suites import (BenchmarkOptions, alphas_of, csv_list, keyed_suite, load_yaml,
                                            run_suite_flow, shift_suite, twins_suite)
 from trainspotter.errors import InputError
@@ -93,6 +93,14 @@ def benchmark_cmd(
                                           "and evidence.png under --out)."),
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
+    dataset: Optional[str] = typer.Option(None, help="--suite mia: a published membership benchmark instead of "
+                                                     "a testbed, hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION] from the "
+                                                     "Hugging Face cache (WikiMIA's label column, MIMIR's member "
+                                                     "and nonmember columns), scored by --model; the methods that "
+                                                     "need only the target, or a --reference too."),
+    model: Optional[str] = typer.Option(None, help="With --dataset: the target model spec (hf:PATH, ...)."),
+    text_column: Optional[str] = TEXT_COLUMN,
+    label_column: Optional[str] = LABEL_COLUMN,
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
                                                      + "); the model- and learning-based ones need "
                                                      "--reference-models " + _default("all but model- and learning-based")
@@ -149,6 +157,10 @@ def benchmark_cmd(
     """Benchmark per-sample MIA methods (AUROC, TPR at low FPR, cost and more) and DI tests
     (TPR, negative-control FPR, pairs to decision) on a testbed."""
     o = BenchmarkOptions(**locals())  # the options, once; the suites' helpers read them
+    for option in ("dataset", "model", "text_column", "label_column"):
+        if getattr(o, option) is not None and suite != "mia":
+            raise InputError(f"option --{option.replace('_', '-')}: applies to --suite mia (a dataset's members "
+                             f"and non-members), not --suite {suite}")
     if suite == "shift":
         return shift_suite(o)
     if suite == "twins":
@@ -163,7 +175,7 @@ def benchmark_cmd(
     from trainspotter.flows.benchmark import benchmark_flow
 
     res = run_suite_flow(benchmark_flow, cfg, tracking_uri, refresh, json_out)
-    return emit_json(res) if json_out else _print_mia(res, cfg.testbed)
+    return emit_json(res) if json_out else _print_mia(res, cfg.dataset or cfg.testbed)
 
 
 def _mia_config(o: BenchmarkOptions):
@@ -175,7 +187,9 @@ def _mia_config(o: BenchmarkOptions):
         features["perturbation_kinds"] = csv_list(o.perturbation_kinds)
     alpha_values = alphas_of(o)
     di_access = [] if o.di_access == "none" else choices(Access, "di-access", o.di_access)
-    cfg = _config(base, {"testbed": o.testbed, "methods": csv_list(o.methods), "reference": o.reference or None,
+    cfg = _config(base, {"testbed": o.testbed, "dataset": o.dataset, "model": o.model,
+                         "text_column": o.text_column, "label_column": o.label_column,
+                         "methods": csv_list(o.methods), "reference": o.reference or None,
                          "reference_models": o.reference_models, "trials": o.trials, "null_trials": o.null_trials,
                          "n_max": o.n_max, "strategies": csv_list(o.strategies), "payoffs": csv_list(o.payoffs),
                          "di_access": di_access, "alphas": alpha_values, "limit": o.limit,
@@ -185,6 +199,10 @@ def _mia_config(o: BenchmarkOptions):
     from trainspotter.features.perturb import check_kinds
 
     check_kinds(cfg.features.kinds)  # WordNet for synonym, before any flow starts
+    if cfg.dataset is not None:  # read once here: a missing id, split or column is one line before any flow
+        from trainspotter.evaluation.benchmark_dataset import dataset_splits
+
+        dataset_splits(cfg.dataset, cfg.text_column, cfg.label_column)
     from trainspotter.evaluation.mia import METHODS
 
     if cfg.reference_models and any(METHODS[m].extraction.uses_bank for m in cfg.methods):

@@ -59,6 +59,11 @@ TEXT_FEATURES_HELP = ("What the blind check and matching read of each text witho
 JSON = typer.Option(False, "--json", help="Print only a machine-readable JSON result on stdout.")
 REFRESH = typer.Option(False, "--refresh", help="Recompute cached task results (and overwrite "
                                                 "them) instead of reusing them.")
+TEXT_COLUMN = typer.Option(None, help="The column of a dataset named by hub id (hf:ORG/NAME...) that holds "
+                                       "the text; without it, text, else input.")
+LABEL_COLUMN = typer.Option(None, help="The column of --dataset that says which rows are members: 1 or true "
+                                       "a member, 0 or false a non-member; without it, label (a dataset with "
+                                       "member and nonmember columns, as MIMIR's, needs none).")
 TRACKING_URI = typer.Option(None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else a SQLite "
                                        "store in the artifacts folder).")
 ALPHA = typer.Option(0.05, help="Significance level α: reject H0 once the e-value reaches 1/α.")

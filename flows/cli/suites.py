@@ -44,6 +44,10 @@ class BenchmarkOptions:
 
     suite: str
     testbed: str | None
+    dataset: str | None
+    model: str | None
+    text_column: str | None
+    label_column: str | None
     methods: str | None
     reference: list[str] | None
     reference_models: int | None

@@ -65,11 +65,17 @@ def code_digest(*modules: str) -> str:
 
 def file_sha256(path: str | Path) -> str:
     """sha256 of a data file's bytes; of a folder (txt files, a saved HF dataset), of every
-    file's relative path and bytes in sorted order. Read in 1 MiB blocks."""
+    file's relative path and bytes in sorted order; of a dataset named by hub id, of the files of
+    its snapshot that were read, the same way. Read in 1 MiB blocks."""
+    from trainspotter.data import hub_files
+
+    hub = hub_files(str(path))
     path, h = Path(path), hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = hub if hub is not None else sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for f in files:
-        if path.is_dir():
+        if hub is not None:
+            h.update(f.name.encode() + b"\0")
+        elif path.is_dir():
             h.update(f.relative_to(path).as_posix().encode() + b"\0")
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):

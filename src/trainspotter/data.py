@@ -187,7 +187,8 @@ def _read_hub(spec: str, text_column: str | None = None) -> list[Passage]:
                     | _set_field(where, f"row {r}", label))
     _HUB_READS[(spec, str(cache_dir()))] = {"id": table.spec.repo_id, "config": table.spec.config,
                                              "split": table.split, "revision": table.spec.revision,
-                                             "commit": table.snapshot.commit, "files": table.files}
+                                             "commit": table.snapshot.commit, "files": table.files,
+                                             "snapshot": str(table.snapshot.path)}
     return rows
 
 
@@ -202,7 +203,19 @@ def hub_source(spec: str) -> dict | None:
         return None
     if (spec, str(cache_dir())) not in _HUB_READS:
         _read_hub(spec)
-    return _HUB_READS[(spec, str(cache_dir()))]
+    return {k: v for k, v in _HUB_READS[(spec, str(cache_dir()))].items() if k != "snapshot"}
+
+
+def hub_files(spec: str) -> list[Path] | None:
+    """The files of the snapshot a hub dataset's passages were read from (``hub_source``), or None
+    for a local path."""
+    source = hub_source(spec)
+    if source is None:
+        return None
+    from trainspotter.hub import cache_dir
+
+    root = Path(_HUB_READS[(spec, str(cache_dir()))]["snapshot"])
+    return [root / f for f in source["files"]]
 
 
 def load_passages(path: str | Path, text_column: str | None = None) -> list[Passage]:

@@ -195,9 +195,9 @@ def yaml_configs(readme: Path, label: str) -> dict[str, dict]:
     for c in meta.get("configs") or [] if isinstance(meta, dict) else []:
         if isinstance(c, dict) and (c.get("data_files") or c.get("data_dir")):
             data_dir = str(c.get("data_dir") or "").strip("/")
-            out[str(c.get("config_name", "default"))] = {"data_files": _patterns(c["data_files"]) if c.get("data_files") else None,
-                                                         "data_dir": data_dir + "/" if data_dir else "",
-                                                         "default": bool(c.get("default"))}
+            files = _patterns(c["data_files"]) if c.get("data_files") else None  # None: the defaults in data_dir
+            out[str(c.get("config_name", "default"))] = {"data_files": files, "default": bool(c.get("default")),
+                                                         "data_dir": data_dir + "/" if data_dir else ""}
     return out
 
 

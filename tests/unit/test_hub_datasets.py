@@ -12,7 +12,7 @@ import pytest
 from trainspotter.data import hub_source, load_passages
 from trainspotter.errors import InputError
 from trainspotter.hub_data import glob_regex, parse_spec, read_hub_table
-from tests.hub_cache import write_snapshot
+from hub_cache import write_snapshot
 
 C1, C2 = "1" * 40, "2" * 40
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from trainspotter.data import load_passages
-from trainspotter.errors import InputError
+from trainspotter.errors import FieldError, InputError
 from trainspotter.evaluation.metrics import method_metrics, roc
 from trainspotter.evaluation.mia import BANK_IN, BANK_LL, BANK_QLL, METHODS, Extraction, merge_extractions, method_scores
 from trainspotter.features.features import FEATURE_SETS, FeatureConfig
@@ -34,7 +35,8 @@ from trainspotter.presets import check_testbed
 from trainspotter.stats.payoffs import PAYOFFS
 from trainspotter.stats.strategies import STRATEGIES
 
-__all__ = ["BenchmarkConfig", "DI_ACCESS", "SPLITS", "split_passages", "extraction_plan", "store_table",
+__all__ = ["BenchmarkConfig", "DI_ACCESS", "SPLITS", "config_passages", "dataset_method", "split_passages",
+           "extraction_plan", "store_table",
            "mia_rows", "evaluate_method", "bank_models", "bank_columns", "BANK_FEATURES", "SHADOW_FEATURES",
            "bank_features", "shadow_model"]
 
@@ -72,6 +74,12 @@ class BenchmarkConfig(BaseModel):
     seed: int = 0
     features: FeatureConfig = FeatureConfig()
     out: str | None = None  # default $TRAINSPOTTER_ARTIFACTS/benchmark-results/<testbed>/ (flows/benchmark.default_out)
+    # A published membership benchmark instead of a testbed (trainspotter.evaluation.benchmark_dataset):
+    # hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION], its members and non-members, scored by ``model``.
+    dataset: str | None = None
+    model: str | None = None  # the target with ``dataset`` (a testbed's own otherwise)
+    text_column: str | None = None
+    label_column: str | None = None
 
     @field_validator("testbed")
     @classmethod
@@ -112,6 +120,31 @@ class BenchmarkConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def _dataset(self):
+        """With ``dataset``: a ``model`` to score, no DI (no held-out passages) and only the methods
+        that need the target alone, or with ``reference`` a reference model too."""
+        if self.dataset is None:
+            for name in ("model", "text_column", "label_column"):
+                if getattr(self, name) is not None:
+                    raise FieldError(name, "applies to a benchmark of a dataset (--dataset hf:ORG/NAME...)")
+            return self
+        if self.model is None:
+            raise FieldError("model", "missing: the target model that scores the dataset's members and non-members")
+        if self.di_access and "di_access" in self.model_fields_set:
+            raise FieldError("di_access", "dataset inference needs held-out passages, which a dataset of members "
+                                          "and non-members lacks; give none")
+        if self.reference_models:
+            raise FieldError("reference_models", "the reference bank is a testbed's; a dataset has none")
+        self.di_access = ()
+        unfit = [m for m in self.methods if not dataset_method(m, bool(self.reference))]
+        if unfit and "methods" in self.model_fields_set:
+            fit = ", ".join(m for m in METHODS if dataset_method(m, bool(self.reference)))
+            raise FieldError("methods", f"{', '.join(unfit)} need a testbed (a reference bank, a population or a "
+                                        f"surrogate) or a --reference model; on a dataset choose from {fit}")
+        self.methods = tuple(m for m in self.methods if m not in unfit)
+        return self
+
+    @model_validator(mode="after")
     def _bank(self):
         """Without a reference bank the default is every other method; asking for a
         model-based or learning-based one (whose shadow model is the bank's in-0) then is an
@@ -126,8 +159,39 @@ class BenchmarkConfig(BaseModel):
 
     @property
     def references(self) -> tuple[str, ...]:
-        """The reference model specs of the reference features."""
-        return self.reference or (f"testbed:{self.testbed}/reference",)
+        """The reference model specs of the reference features (a dataset's: those given)."""
+        return self.reference or (() if self.dataset else (f"testbed:{self.testbed}/reference",))
+
+    @property
+    def target(self) -> str:
+        """The model scored: ``model`` on a dataset, else the testbed's target."""
+        return self.model if self.dataset else f"testbed:{self.testbed}"
+
+    @property
+    def subject(self) -> str:
+        """What is benchmarked, in a path or an experiment name: the testbed, or ``datasets/ORG_NAME_…``."""
+        if self.dataset is None:
+            return self.testbed
+        return "datasets/" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.dataset.removeprefix("hf:")).strip("_")
+
+
+def dataset_method(name: str, reference: bool) -> bool:
+    """Whether method ``name`` runs on a dataset's members and non-members: it reads only the target
+    (and the reference, where one is given), no bank, population or surrogate."""
+    m = METHODS[name]
+    e = m.extraction
+    return not (e.uses_bank or e.surrogate or m.needs_population or (e.reference and not reference)
+                or (e.estimator == "petal" and not reference))
+
+
+def config_passages(config: BenchmarkConfig, split: str) -> list[dict]:
+    """The first ``limit`` passages of one split: the testbed's (``split_passages``) or the dataset's
+    (``benchmark_dataset.dataset_splits``: member and nonmember)."""
+    if config.dataset is None:
+        return split_passages(config.testbed, split, config.limit)
+    from trainspotter.evaluation.benchmark_dataset import dataset_splits
+
+    return dataset_splits(config.dataset, config.text_column, config.label_column)[0][split][:config.limit]
 
 
 # ---------------------------------------------------------------- what to extract

@@ -33,7 +33,7 @@ import pandas as pd
 
 from trainspotter.errors import InputError
 from trainspotter.evaluation.benchmark import (BANK_FEATURES, SHADOW_FEATURES, BenchmarkConfig, bank_columns,
-                                               bank_features, shadow_model, split_passages)
+                                               bank_features, config_passages, shadow_model)
 from trainspotter.evaluation.learning_based import shadow_columns
 from trainspotter.evaluation.mia import METHODS, as_petal, method_scores
 from trainspotter.features.features import FeatureConfig
@@ -50,7 +50,7 @@ def cost_subsample(config: BenchmarkConfig) -> tuple[list[dict], list[int], list
     needed = any(METHODS[m].needs_population for m in config.methods)
     wanted = (("member", 1), ("nonmember", 0)) + ((("heldout", None),) if needed else ())
     for split, label in wanted:
-        ps = split_passages(config.testbed, split, config.limit)
+        ps = config_passages(config, split)
         k = min(config.cost_samples // 2, len(ps))
         chosen = [ps[i] for i in sorted(rng.choice(len(ps), k, replace=False))]
         if label is None:

@@ -84,8 +84,8 @@ def seal(result: AuditResult, config: AuditConfig, suspect: list[dict], heldout:
         "format": FORMAT, "version": VERSION,
         "header": {"name": config.name, "run_id": run_id, "created": time.time()},
         "config": config.model_dump(mode="json"),
-        "inputs": {side: {"path": getattr(config, side), "sha256": file_sha256(getattr(config, side)),
-                          "passages": len(passages[side])} for side in ("suspect", "heldout")} | _twins(config, result),
+        "inputs": {side: _input(getattr(config, side), passages[side]) for side in ("suspect", "heldout")}
+        | _twins(config, result),
         "model": model_identity(config.model, result.api),
         "reference": [model_identity(r, result.api) for r in config.reference],
         "code": code_identity(), "passages": passages,
@@ -105,6 +105,19 @@ def seal(result: AuditResult, config: AuditConfig, suspect: list[dict], heldout:
     sealed = result.model_copy(update={"record_digest": record["digest"]})
     sealed._record = record
     return sealed
+
+
+def _input(path: str, passages: list[dict]) -> dict:
+    """One side's input: its path and file sha256, or for a dataset named by hub id
+    (``trainspotter.hub_data``) the id, config, split, the revision asked and the commit read, and
+    the sha256 of the rows read (each passage's id and text, in order)."""
+    from trainspotter.data import hub_source
+
+    source = hub_source(path)
+    if source is None:
+        return {"path": path, "sha256": file_sha256(path), "passages": len(passages)}
+    return {"path": path, "hub": source, "sha256": sha256([[p["id"], p["text"]] for p in passages]),
+            "passages": len(passages)}
 
 
 def _rounds(result: AuditResult, config: AuditConfig) -> dict:
