@@ -94,7 +94,7 @@ def benchmark_cmd(
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     dataset: Optional[str] = typer.Option(None, help="--suite mia: a published membership benchmark instead of "
-                                                     "a testbed, hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION] from the "
+                                                     "a testbed, `hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION]` from the "
                                                      "Hugging Face cache (WikiMIA's label column, MIMIR's member "
                                                      "and nonmember columns), scored by --model; the methods that "
                                                      "need only the target, or a --reference too."),

@@ -4,11 +4,13 @@ error line naming what exists where a column, split or config is missing."""
 
 import io
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from trainspotter.config import file_sha256
 from trainspotter.data import hub_source, load_passages
 from trainspotter.errors import InputError
 from trainspotter.hub_data import glob_regex, parse_spec, read_hub_table
@@ -83,6 +85,7 @@ def test_without_configs_a_file_or_folder_named_after_the_split_is_that_split(ca
     rows = load_passages("hf:org/plain/members")
     assert [(r["id"], r["text"]) for r in rows] == [("x", "m1"), ("y", "m2")]
     assert [r["text"] for r in load_passages("hf:org/plain/nonmembers")] == ["n1"]  # not members: 'non' before it
+    assert load_passages(Path("hf:org/plain/members")) == rows  # as keyed audit --prompts passes it, a Path
     with pytest.raises(InputError, match=r"no split 'heldout' \(splits: train, members, nonmembers\)"):
         load_passages("hf:org/plain/heldout")
 
@@ -93,6 +96,8 @@ def test_a_revision_picks_its_snapshot_and_a_moved_branch_is_read_anew(cache):
     assert load_passages("hf:org/plain/members")[0]["text"] == "new"
     assert load_passages(f"hf:org/plain/members@{C1}")[0]["text"] == "old"
     assert hub_source(f"hf:org/plain/members@{C1}")["commit"] == C1
+    # the report's input digest (config.file_sha256) is that of the files read, so it tells the snapshots apart
+    assert file_sha256(f"hf:org/plain/members@{C1}") != file_sha256("hf:org/plain/members")
 
 
 def test_an_uncached_dataset_is_one_error_naming_it_and_the_fetch_command(cache):
