@@ -109,7 +109,8 @@ def demo_cmd(testbed: str = typer.Option("tiny", help=TESTBED_HELP + "."),
 
 def audit_cmd(suspect: Optional[list[Path]] = typer.Option(None, help="Suspect passages: JSONL, Parquet, CSV, txt, a folder of "
                                                        "txt files, a saved HF dataset or one on the hub, "
-                                                       "`hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION]`. "
+                                                       "hf:ORG/NAME, then :CONFIG, /SPLIT and @REVISION, "
+                                                       "each optional. "
                                                        "Repeat for several sets: "
                                                        "e-BH then decides at false discovery rate α."),
           heldout: Optional[Path] = typer.Option(None, help="Held-out passages known not to be trained on."),

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from trainspotter.evaluation.method_index import method_help
-from trainspotter.flows.cli.common import (JSON, LABEL_COLUMN, REFRESH, TESTBED_HELP, TEXT_COLUMN, TRACKING_URI,
+from trainspotter.flows.cli.common import (JSON, LABEL_COLUMN, MODEL, REFRESH, TESTBED_HELP, TEXT_COLUMN, TRACKING_URI,
                                            Access, choices, emit_json, folded_table, input_error)
 from trainspotter.flows.cli.suites import (BenchmarkOptions, alphas_of, csv_list, keyed_suite, load_yaml,
                                            run_suite_flow, shift_suite, twins_suite)
@@ -94,11 +94,12 @@ def benchmark_cmd(
     testbed: Optional[str] = typer.Option(None, help=TESTBED_HELP + " "
                                                      + _default("tiny", "tiny-pretrain") + "."),
     dataset: Optional[str] = typer.Option(None, help="--suite mia: a published membership benchmark instead of "
-                                                     "a testbed, `hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION]` from the "
+                                                     "a testbed, hf:ORG/NAME, then :CONFIG, /SPLIT and "
+                                                     "@REVISION, each optional, from the "
                                                      "Hugging Face cache (WikiMIA's label column, MIMIR's member "
                                                      "and nonmember columns), scored by --model; the methods that "
                                                      "need only the target, or a --reference too."),
-    model: Optional[str] = typer.Option(None, help="With --dataset: the target model spec (hf:PATH, ...)."),
+    model: Optional[str] = typer.Option(None, help=MODEL.help),  # (needed with --dataset; a testbed has its own)
     text_column: Optional[str] = TEXT_COLUMN,
     label_column: Optional[str] = LABEL_COLUMN,
     methods: Optional[str] = typer.Option(None, help="Comma-separated per-sample methods (" + METHOD_HELP
