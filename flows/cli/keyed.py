@@ -61,9 +61,13 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
              out: Path = typer.Option(..., "--out", help="New folder for commitment.json, secret.json and "
                                                          "originals.jsonl (and the release later)."),
              rewriter: str = typer.Option("lexical", help="lexical (keyed WordNet rewriter: each word's form by "
-                                                          "the key, the same everywhere) or a local model hf:PATH "
+                                                          "the key, the same everywhere), lexical-v3 (precision "
+                                                          "first: only vetted function-word, adverb and number "
+                                                          "phrases) or a local model hf:PATH "
                                                           "or testbed:NAME (paraphrases watermarked with the key's "
                                                           "green lists)."),
+             exclude: str = typer.Option("", help="Units to leave unchanged, comma-separated, as review.md "
+                                                  "names them (lexical rewriters)."),
              beacon_round: Optional[int] = BEACON_ROUND,
              json_out: bool = JSON) -> None:
     """Draw a 256-bit secret and commit to it and to the passages: publish commitment.json (or its
@@ -75,13 +79,19 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         commit_release,
         commitment_sha256,
     )
-    from trainspotter.rewriters.lexical import KeyedLexicalRewriter
+    from trainspotter.rewriters.lexical import PHRASES_V3, KeyedLexicalRewriter, phrase_text
 
     beacon_round_option(beacon_round)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"option --out: {out}: exists and is not an empty folder; a release goes to a new folder")
-    if rewriter == "lexical":
-        made = KeyedLexicalRewriter()
+    units = tuple(u.strip() for u in exclude.split(",") if u.strip())
+    if units and not rewriter.startswith("lexical"):
+        raise InputError("option --exclude: only for the lexical rewriters (their units are words and phrases)")
+    if rewriter in ("lexical", "lexical-v3"):
+        made = KeyedLexicalRewriter(version=3 if rewriter == "lexical-v3" else 2, exclude=units)
+        if made.version == 3 and (unknown := set(units) - {phrase_text(q) for q in PHRASES_V3}):
+            raise InputError(f"option --exclude: {', '.join(sorted(unknown))}: no unit of lexical-v3 (review.md "
+                             f"names them)")
     elif rewriter.startswith(("hf:", "testbed:")):
         from trainspotter.backends.spec import parse_spec, resolve_spec
 
@@ -89,7 +99,7 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         resolve_spec(spec)
         made = KeyedHFRewriter(spec)
     else:
-        raise InputError(f"option --rewriter {rewriter!r}: expected lexical, hf:PATH or testbed:NAME (a keyed "
+        raise InputError(f"option --rewriter {rewriter!r}: expected lexical, lexical-v3, hf:PATH or testbed:NAME (a keyed "
                          f"release needs a watermark the tool computes: no openai: rewriter)")
     rows = [p for path in passages for p in load_passages(path)]
     commitment = commit_release(rows, out, made, beacon_round=beacon_round)
@@ -108,6 +118,9 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
     _say(f"next, once beacon round {beacon_round} exists (publish the commitment before it does):\n"
          f"  trainspotter keyed release {out} --beacon ROUND.json (round {beacon_round} as drand publishes it)",
          path=True)
+    if (out / "review.md").is_file():
+        _say("review.md: read it before publishing (every place the key may change the\n  text; it quotes the "
+             "originals: keep it secret)")
 
 
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")

@@ -555,3 +555,19 @@ def test_a_stamp_before_the_round_proves_the_order_and_a_late_or_foreign_one_is_
     (folder / "commitment.tsr").write_bytes(replies["late"])  # the kept token swapped after the release
     line = one_error_line(run("verify", record, "--release", folder))
     assert "commitment.tsr: missing or changed since the release" in line, line
+
+
+def test_a_precision_first_release_with_a_unit_left_out_and_its_review(data, tmp_path):
+    folder = tmp_path / "v3"
+    line = one_error_line(run("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", 4242,
+                              "--rewriter", "lexical-v3", "--exclude", "often,blue"))
+    assert line.startswith("error: option --exclude: blue: no unit of lexical-v3")
+    out = cli("keyed", "make", data / "data.jsonl", "--out", folder, "--beacon-round", 4242,
+              "--rewriter", "lexical-v3", "--exclude", "often")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[-2:] == ["review.md: read it before publishing (every place the key may change the",
+                                           "  text; it quotes the originals: keep it secret)"]
+    described = json.loads((folder / "commitment.json").read_text())["rewriter"]
+    assert (described["version"], described["words"], described["exclude"]) == (3, False, ["often"])
+    review = (folder / "review.md").read_text()
+    assert review.startswith("# Review of a keyed release: ") and "## often " not in review

@@ -134,6 +134,12 @@ def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *,
     (out / SECRET).chmod(0o600)
     (out / ORIGINALS).chmod(0o600)
     (out / COMMITMENT).write_text(json.dumps(commitment, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if isinstance(rewriter, KeyedLexicalRewriter):  # what the publisher reads before publishing (it quotes originals)
+        from trainspotter.keyed.review import write_review
+        from trainspotter.keyed.units import LexicalForms
+
+        rows = [{"id": str(p["id"]), "text": p["text"]} for p in passages]
+        write_review(LexicalForms(rewriter, [r["text"] for r in rows]), rows, out).chmod(0o600)
     (out / timestamp.REQUEST).write_bytes(timestamp.request((out / COMMITMENT).read_bytes()))  # for an authority
     return commitment
 
@@ -224,7 +230,9 @@ def rewriter_of(commitment: dict, folder: Path | None = None) -> Rewriter:
     model's spec); a description this version cannot reproduce is refused."""
     described = dict(commitment["rewriter"])
     if described["name"] == KeyedLexicalRewriter.name:
-        rewriter = KeyedLexicalRewriter(**{k: described[k] for k in ("min_length", "senses", "min_count", "phrases")})
+        settings = ("phrases",) if described.get("version") == 3 else ("min_length", "senses", "min_count", "phrases")
+        rewriter = KeyedLexicalRewriter(version=described.get("version", 2), exclude=tuple(described.get("exclude", ())),
+                                        **{k: described[k] for k in settings})
         if rewriter.describe() != described:
             raise InputError(f"{folder}: the committed lexical rewriter {described} is not this version's")
         return rewriter

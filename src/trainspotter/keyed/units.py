@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trainspotter.rewriters.lexical import PHRASES, WORD, KeyedLexicalRewriter
+from trainspotter.rewriters.lexical import WORD, KeyedLexicalRewriter, phrase_context, phrase_text
 
 __all__ = ["LexicalForms", "Seen", "lexical_units", "window_units"]
 
-_LOOK = re.compile(r"\(\?[=!].*\)$")  # a phrase pattern's context condition, e.g. "(?= \d)"
 _EDGE_L, _EDGE_R = r"(?<![-'’\w])", r"(?![-'’\w])"
 
 
@@ -88,10 +87,9 @@ class LexicalForms:
         self.rewriter = rewriter
         self.forms: dict[str, tuple[str, ...]] = {}
         for text in originals:
-            if rewriter.phrases:
-                for pattern, alts in PHRASES.items():
-                    if pattern not in self.forms and re.search(_EDGE_L + pattern + _EDGE_R, text):
-                        self.forms[pattern] = (_LOOK.sub("", pattern).replace("\\", ""), *alts)
+            for pattern, alts in rewriter.table.items():
+                if pattern not in self.forms and re.search(_EDGE_L + pattern + _EDGE_R, text):
+                    self.forms[pattern] = (phrase_text(pattern), *alts)
             for m in WORD.finditer(text):
                 w = m.group()
                 if w not in self.forms and w.islower() and (alts := rewriter.alternatives(w)):
@@ -99,13 +97,14 @@ class LexicalForms:
         self._words: dict[str, list[str]] = {}  # a one-word form -> the units it is a form of
         self._phrases: dict[str, tuple[re.Pattern, list[str]]] = {}  # any other form, with its context
         for unit, forms in self.forms.items():
-            look = m.group() if unit in PHRASES and (m := _LOOK.search(unit)) else ""
+            behind, look = phrase_context(unit) if unit in rewriter.table else ("", "")
             for form in forms:
-                if not look and re.fullmatch(r"[^\W\d_]+", form):
+                if not behind + look and re.fullmatch(r"[^\W\d_]+", form):
                     self._words.setdefault(form, []).append(unit)
                 else:
-                    key = form + look
-                    pattern = self._phrases.get(key, (re.compile(_EDGE_L + re.escape(form) + look + _EDGE_R), []))
+                    key = behind + form + look
+                    pattern = self._phrases.get(key, (re.compile(_EDGE_L + behind + re.escape(form) + look + _EDGE_R),
+                                                      []))
                     pattern[1].append(unit)
                     self._phrases[key] = pattern
         # n_u: how often the release shows each unit (the unit itself in the originals, which the
