@@ -24,7 +24,7 @@ with settled_imports():  # what these build lives until exit: no collection walk
     from trainspotter.backends import SCHEMES, spec_fingerprint
     from trainspotter.config import flatten
     from trainspotter.data import hub_source
-    from trainspotter.flows.tracking import (StepLogger, absolute_paths, audit_provenance, git_commit,
+    from trainspotter.flows.tracking import (StepLogger, absolute_paths, audit_provenance, git_commit, snapshot_params,
                                              local_artifact, log_audit_outputs, log_dataset, log_sets_outputs,
                                              log_steps, mark_killed_runs, owner_tags, run_name, use_experiment)
     from trainspotter.loop.inputs import keep_checked, read_passages, sides_by_path
@@ -120,7 +120,7 @@ def _settle_backends(config: AuditConfig) -> None:
 
 
 def _log_setup(config: AuditConfig) -> None:
-    mlflow.log_params(absolute_paths(flatten(config)))
+    mlflow.log_params(absolute_paths(flatten(config)) | snapshot_params(config))
     mlflow.set_tags(owner_tags() | {"trainspotter.version": __version__, "git_commit": git_commit(),
                      "model_fingerprint": spec_fingerprint(config.model),
                      "reference_fingerprint": ",".join(spec_fingerprint(r) for r in config.reference) or "none"})

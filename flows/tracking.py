@@ -37,7 +37,9 @@ SPEC_PARAMS = ("model", "reference", "placebo")  # and model specs, an hf: one n
 
 
 def _absolute_spec(spec: str) -> str:
-    if not spec.startswith("hf:"):
+    from trainspotter.hub import is_hub_id
+
+    if not spec.startswith("hf:") or is_hub_id(spec[3:].partition("?")[0]):  # a hub id stays one
         return spec
     path, sep, options = spec[3:].partition("?")
     return f"hf:{os.path.abspath(os.path.expanduser(path))}{sep}{options}"
@@ -52,6 +54,19 @@ def absolute_paths(params: dict[str, str]) -> dict[str, str]:
         fix = os.path.abspath if key in PATH_PARAMS else _absolute_spec if key in SPEC_PARAMS else None
         if fix is not None and value not in ("None", ""):
             out[key] = json.dumps([fix(v) for v in json.loads(value)]) if value.startswith("[") else fix(value)
+    return out
+
+
+def snapshot_params(config) -> dict[str, str]:
+    """MLflow params naming the hub snapshot (``ORG/NAME@COMMIT``) of each model named by hub id:
+    ``model_snapshot``, ``reference_snapshot`` (a JSON list of several); none for local models."""
+    out = {}
+    for key in SPEC_PARAMS:
+        value = getattr(config, key, None)
+        specs = [s for s in (value if isinstance(value, (list, tuple)) else [value]) if s is not None]
+        names = [s.snapshot.name for s in specs if getattr(s, "snapshot", None) is not None]
+        if names:
+            out[f"{key}_snapshot"] = names[0] if len(specs) == 1 else json.dumps(names)
     return out
 
 
@@ -246,17 +261,16 @@ def log_sets_outputs(config, result, summary: dict, uri: str | None = None) -> d
 
 
 def audit_provenance(config, passages: dict[str, list]) -> dict:
-    """What an audit's report must name to be checked or redone: the models (spec as given
-    and fingerprint), each input file (sha256 and passage count), access, the feature set,
-    the test settings, α, seed, trainspotter version and git commit."""
-    from trainspotter.backends import spec_fingerprint
+    """What an audit's report must name to be checked or redone: the models (spec as given,
+    fingerprint and a hub model's snapshot), each input file (sha256 and passage count), access,
+    the feature set, the test settings, α, seed, trainspotter version and git commit."""
     from trainspotter.config import file_sha256
     from trainspotter.features.features import FEATURE_SETS
 
     test = config.test
     return {
-        "model": {"spec": config.model.text, "fingerprint": spec_fingerprint(config.model)},
-        "references": [{"spec": r.text, "fingerprint": spec_fingerprint(r)} for r in config.reference],
+        "model": _named(config.model),
+        "references": [_named(r) for r in config.reference],
         "inputs": [{"side": side, "path": str(getattr(config, side)), "sha256": file_sha256(getattr(config, side)),
                     "passages": len(passages[getattr(config, side)])} for side in ("suspect", "heldout")],
         "access": config.access,
@@ -267,6 +281,13 @@ def audit_provenance(config, passages: dict[str, list]) -> dict:
                  "shift_check": config.shift_check, "ledger": config.ledger},
         "alpha": test.alpha, "seed": config.seed, "version": __version__, "git_commit": git_commit(),
     }
+
+
+def _named(spec) -> dict:
+    """A model as the report names it: the spec as given, its fingerprint and, named by hub id,
+    the snapshot it resolved to (``ORG/NAME@COMMIT``)."""
+    snapshot = spec.snapshot.name if spec.snapshot is not None else None
+    return {"spec": spec.text, "fingerprint": spec.fingerprint} | ({"snapshot": snapshot} if snapshot else {})
 
 
 def git_commit() -> str:

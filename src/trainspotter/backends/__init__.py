@@ -1,6 +1,8 @@
 """Model backends, named by spec strings (docs/architecture.md, "Conventions"):
 
-- ``hf:PATH[?key=value&...]``  a local Hugging Face model directory or a ``.gguf`` file;
+- ``hf:PATH[?key=value&...]``  a local Hugging Face model directory or a ``.gguf`` file, or
+  ``hf:ORG/NAME[@REVISION][?...]``  a model named by hub id, resolved to one snapshot of the
+  Hugging Face cache (hub_models.py: its commit is the model's identity; a local path wins);
 - ``testbed:NAME[?key=value&...]``  the target model of a built-in testbed
   (``testbed:NAME/reference`` for its reference model; for a pre-training testbed,
   ``testbed:NAME/out-N`` and ``testbed:NAME/in-N`` for its extra reference models, N = 0..K-1,
@@ -10,7 +12,7 @@
   spec gives the same features on any machine), ``batch_size`` (texts per forward pass).
 - ``openai:MODEL@BASE_URL[?key=value&...]``  any OpenAI-compatible server (openai_compat.py),
   e.g. ``openai:gpt-3.5-turbo-instruct@https://api.openai.com/v1?tokenizer=hf:/models/gpt2``.
-  Keys: ``tokenizer`` (required: a local HF tokenizer dir or an hf:/testbed: spec; it
+  Keys: ``tokenizer`` (required: a local HF tokenizer dir, a hub id or an hf:/testbed: spec; it
   defines positions), ``key_env`` (env var holding the API key, default OPENAI_API_KEY),
   ``mode`` (auto|logprobs-echo|logprobs|label|chat), ``batch`` (prompts per request, 32),
   ``top_logprobs`` (default: the largest of 20 and 5 the server accepts), ``timeout`` (s),
@@ -55,11 +57,12 @@ def load_backend(spec: str | ModelSpec, batch_size: int = 8) -> Backend:
     thread pool must not load the same weights twice at once."""
     spec = parse_spec(spec)
     with _LOADING:
-        return _load_backend(spec, batch_size)
+        return _load_backend(spec, batch_size, spec.commit)
 
 
 @lru_cache(maxsize=4)
-def _load_backend(spec: ModelSpec, batch_size: int) -> Backend:
+def _load_backend(spec: ModelSpec, batch_size: int, commit: str | None) -> Backend:
+    # ``commit``: a spec of a hub id is written alike whatever commit its branch resolved to
     return SCHEMES[spec.scheme].load(spec, batch_size)
 
 

@@ -93,7 +93,8 @@ def default_device() -> str:
 
 
 class HFBackend:
-    """A causal LM loaded from a local directory or a ``.gguf`` file (never a hub id).
+    """A causal LM loaded from a local directory or a ``.gguf`` file (a hub id is resolved to its
+    snapshot folder first: ``ModelSpec.snapshot``; nothing is downloaded here).
     ``device`` None: CUDA when available, else CPU. ``dtype``: float32, float16 or bfloat16."""
 
     def __init__(self, path: str | Path, device: str | None = None, batch_size: int = 8,
@@ -175,9 +176,12 @@ class HFBackend:
 
 def from_spec(spec, batch_size: int = 8) -> HFBackend:
     """The ``hf:`` and ``testbed:`` schemes' backend (``backends.spec.SCHEMES``): the resolved
-    weights with the spec's device, dtype (float32 unless given) and batch size."""
+    weights with the spec's device, dtype (float32 unless given) and batch size (a hub id: its
+    resolved snapshot)."""
     from trainspotter.backends.spec import resolve_spec
 
     opts = spec.options
-    return HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
-                     batch_size=opts.get("batch_size", batch_size))
+    backend = HFBackend(resolve_spec(spec), device=opts.get("device"), dtype=opts.get("dtype", "float32"),
+                        batch_size=opts.get("batch_size", batch_size))
+    backend.fingerprint = spec.fingerprint  # a hub snapshot's: its commit too
+    return backend

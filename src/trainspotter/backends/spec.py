@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated
@@ -49,6 +49,21 @@ class ModelSpec:
     model: str = ""  # openai: MODEL
     options: dict = field(default_factory=dict, compare=False)  # validated; openai: APIConfig's fields
     tokenizer: ModelSpec | str | None = field(default=None, compare=False)  # openai: a local spec or path
+    weights: bool = field(default=True, compare=False)  # False: a tokenizer only (an API's ?tokenizer=)
+
+    @cached_property
+    def snapshot(self):
+        """``hf:ORG/NAME[@REVISION]``: the hub snapshot (``trainspotter.hub.Snapshot``) it names,
+        resolved once, where the spec is first resolved (the CLI's edge: ``check_loadable``); its
+        commit is the model's identity. None for a local path and the other schemes."""
+        from trainspotter.backends.hub_models import model_snapshot
+
+        return model_snapshot(self)
+
+    @property
+    def commit(self) -> str | None:
+        """The resolved commit of a model named by hub id (None otherwise)."""
+        return self.snapshot.commit if self.snapshot is not None else None
 
     @cached_property
     def fingerprint(self) -> str:
@@ -57,7 +72,8 @@ class ModelSpec:
         log-probs than float32, so cached features must not be shared. The device is left
         out on purpose (cpu and cuda agree to float rounding) and so is batch_size (padding
         is masked). For an API: model + endpoint + what shapes the features (tokenizer files,
-        mode, top-k); never the key, and no request is sent."""
+        mode, top-k); never the key, and no request is sent. A model named by hub id: its commit
+        too (a moved branch is another model, never a cache hit)."""
         return SCHEMES[self.scheme].fingerprint(self)
 
     @property
@@ -157,7 +173,17 @@ def _parse_api(spec: str, tokenizer_required: bool = True) -> ModelSpec:
         raise InputError(f"model spec {spec!r}: name the local tokenizer that defines positions, "
                          f"e.g. ?tokenizer=hf:/path/to/model or ?tokenizer=testbed:tiny")
     return ModelSpec(spec, "openai", spec.partition("?")[0], m["url"].rstrip("/"), model=m["model"],
-                     options=kwargs, tokenizer=parse_spec(tok) if tok and tok.startswith(("hf:", "testbed:")) else tok or None)
+                     options=kwargs, tokenizer=_tokenizer_spec(tok))
+
+
+def _tokenizer_spec(tok: str | None) -> ModelSpec | str | None:
+    """An API spec's ``?tokenizer=``: an ``hf:``/``testbed:`` spec or a bare hub id ``ORG/NAME[@REV]``
+    (its tokenizer files only, no weights), else a local path as written."""
+    from trainspotter.hub import is_hub_id
+
+    if tok and (tok.startswith(("hf:", "testbed:")) or is_hub_id(tok)):
+        return replace(parse_spec(tok if ":" in tok else f"hf:{tok}"), weights=False)
+    return tok or None
 
 
 def parse_chat_spec(spec: str) -> ModelSpec:
@@ -271,10 +297,17 @@ def _reference_model(s: ModelSpec) -> Path:
     return references_dir(s.where) / s.role
 
 
+def _resolve_hf(s: ModelSpec) -> Path:
+    """An ``hf:`` spec's files: the hub snapshot it names, else the local folder or gguf."""
+    return s.snapshot.path if s.snapshot is not None else _existing(s, Path(s.where).expanduser())
+
+
 def _local_fingerprint(s: ModelSpec) -> str:
+    from trainspotter.backends.hub_models import hub_fingerprint
     from trainspotter.backends.weights import model_fingerprint
 
-    return model_fingerprint(resolve_spec(s), s.options.get("dtype", "float32"))
+    weights = model_fingerprint(resolve_spec(s), s.options.get("dtype", "float32"))
+    return weights if s.commit is None else hub_fingerprint(weights, s.commit)
 
 
 def _api_fingerprint(s: ModelSpec) -> str:
@@ -293,11 +326,11 @@ def _check_api(s: ModelSpec) -> None:
 
 _COMMON = ("trainspotter.backends", "trainspotter.backends.base", "trainspotter.backends.spec",
            "trainspotter.backends.weights")
-_LOCAL = _COMMON + ("trainspotter.backends.hf",)
+_LOCAL = _COMMON + ("trainspotter.backends.hf", "trainspotter.backends.hub_models")
 # The one registry of backend schemes, in the order error messages list them (the parsers are
 # looked up when called, so a test may wrap them).
 SCHEMES: dict[str, Scheme] = {s.name: s for s in [
-    Scheme("hf", "hf:PATH", lambda spec: _parse_local(spec), lambda s: _existing(s, Path(s.where).expanduser()), _local_fingerprint,
+    Scheme("hf", "hf:PATH", lambda spec: _parse_local(spec), _resolve_hf, _local_fingerprint,
            "trainspotter.backends.hf:from_spec", _LOCAL),
     Scheme("testbed", "testbed:NAME", lambda spec: _parse_local(spec), _resolve_testbed, _local_fingerprint, "trainspotter.backends.hf:from_spec",
            _LOCAL),

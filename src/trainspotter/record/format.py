@@ -7,7 +7,8 @@ What it holds (sections, each with its own sha256 in ``sections``):
 - ``config``: the audit's config, every seed included; ``inputs``: each input file's sha256;
 - ``passages``: every available passage (id, text, sha256 of the text), in file order, so the
   pair order can be derived again from the seed and the blind check replayed from the texts;
-- ``model``/``reference``: the models' identity (weight files' sha256 and dtype; for an API
+- ``model``/``reference``: the models' identity (weight files' sha256 and dtype, and a hub
+  model's id, revision asked and commit; for an API
   the model name, the base URL's host, the tokenizer's and query mode's fingerprint: never a key);
 - ``code``: trainspotter's version, git commit and sha256 of the library's source;
 - ``start``: where this run's e-process started (a recurring audit: the stored state, the
@@ -123,7 +124,8 @@ def code_identity() -> dict:
 
 
 def model_identity(spec, api: dict | None = None) -> dict:
-    """What answered: weight files' sha256 and dtype (hf:, testbed:); for openai: the model,
+    """What answered: weight files' sha256 and dtype (hf:, testbed:; a model named by hub id: its
+    id, the revision asked and the commit it resolved to, ``hub``); for openai: the model,
     the base URL's host, the fingerprint of model, endpoint, tokenizer files and query mode,
     and how the server was queried (``AuditResult.api``: its mode and the server builds,
     ``system_fingerprints``, that gave the answers). Never an API key."""
@@ -131,8 +133,9 @@ def model_identity(spec, api: dict | None = None) -> dict:
 
     if spec.remote:
         mine = {k: v for k, v in (api or {}).items() if k.startswith(f"{spec.model}@")}
+        tok = spec.tokenizer if getattr(spec.tokenizer, "snapshot", None) is not None else None
         return {"scheme": spec.scheme, "model": spec.model, "host": urlparse(spec.where).hostname,
-                "fingerprint": spec.fingerprint, "server": mine}
+                "fingerprint": spec.fingerprint, "server": mine} | ({"tokenizer": _hub(tok)} if tok else {})
     from trainspotter.backends.spec import resolve_spec
     from trainspotter.backends.weights import _file_digest
 
@@ -144,7 +147,14 @@ def model_identity(spec, api: dict | None = None) -> dict:
     files = [path] if path.is_file() else sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
     weights = {f.name: _file_digest(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files}
     return {"scheme": spec.scheme, "spec": spec.base, "dtype": spec.options.get("dtype", "float32"),
-            "weights_sha256": weights, "fingerprint": spec.fingerprint}
+            "weights_sha256": weights, "fingerprint": spec.fingerprint} | _hub(spec)
+
+
+def _hub(spec) -> dict:
+    """A model named by hub id: ``{"hub": {"id", "revision" asked, "commit"}}`` (else nothing)."""
+    from trainspotter.backends.hub_models import hub_identity
+
+    return {"hub": hub_identity(spec.snapshot)} if spec.snapshot is not None else {}
 
 
 RESULT_FIELDS = ("verdict", "guard", "reject", "model_reject", "e_value", "wealth_start", "wealth", "max_wealth",

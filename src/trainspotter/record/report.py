@@ -121,8 +121,8 @@ The placebo check runs the same test on a reference model's own features (a mode
 {% for title, png in figures %}<h2>{{ title }}</h2><img alt="{{ title }}" src="data:image/png;base64,{{ png }}" style="max-width:100%">{% endfor %}
 {% set p = s.provenance %}{% if p %}<h2>What was audited, and how</h2>
 <table>
-<tr><th>model</th><td><code>{{ p.model.spec }}</code> (fingerprint <code>{{ p.model.fingerprint }}</code>)</td></tr>
-{% for r in p.references %}<tr><th>reference model</th><td><code>{{ r.spec }}</code> (fingerprint <code>{{ r.fingerprint }}</code>)</td></tr>{% endfor %}
+<tr><th>model</th><td><code>{{ p.model.spec }}</code>{% if p.model.snapshot %}, snapshot <code>{{ p.model.snapshot }}</code>{% endif %} (fingerprint <code>{{ p.model.fingerprint }}</code>)</td></tr>
+{% for r in p.references %}<tr><th>reference model</th><td><code>{{ r.spec }}</code>{% if r.snapshot %}, snapshot <code>{{ r.snapshot }}</code>{% endif %} (fingerprint <code>{{ r.fingerprint }}</code>)</td></tr>{% endfor %}
 {% for f in p.inputs %}<tr><th>{{ 'suspect set' if f.side == 'suspect' else 'held-out set' }}</th>
 <td><code>{{ f.path }}</code>: {{ f.passages }} passages, sha256 <code>{{ f.sha256 }}</code></td></tr>{% endfor %}
 <tr><th>access</th><td>{{ p.access }}</td></tr>

@@ -19,7 +19,8 @@ REQUERY_RTOL, REQUERY_ATOL = 1e-4, 1e-6
 def requery(record: dict, n: int, seed: int = 0) -> Check:
     """Load the record's models and extract the features of ``n`` random passages bet on
     again: do they match the recorded ones within REQUERY_RTOL/REQUERY_ATOL? An API model
-    is asked afresh (a temporary answer cache), never from the answers cached before."""
+    is asked afresh (a temporary answer cache), never from the answers cached before; a model
+    named by hub id is loaded at the commit the record names."""
     import tempfile
 
     from trainspotter.auditing.config import AuditConfig
@@ -28,6 +29,9 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
     from trainspotter.record.format import model_identity
 
     config = AuditConfig(**record["config"])
+    recorded = record["reference"] or []
+    model = _recorded(config.model, record["model"])
+    references = [_recorded(r, recorded[i] if i < len(recorded) else None) for i, r in enumerate(config.reference)]
     rows = [(s, p[s]) for p in _pairs(record) for s in SIDES]
     if not rows:
         return Check("requery", False, "requery: the record has no pairs bet on")
@@ -39,13 +43,14 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
                 return spec
             return parse_spec(spec.text + ("&" if "?" in spec.text else "?") + f"cache={tmp}/requery.sqlite")
 
-        target = load_backend(fresh(config.model))
+        target = load_backend(fresh(model))
         df = extract([{"id": r["id"], "text": texts[(s, r["id"])]} for s, r in picked],
-                     target, [load_backend(fresh(r)) for r in config.reference], config.access, config.features)
+                     target, [load_backend(fresh(r)) for r in references], config.access, config.features)
     if config.model.remote:
         weights = _server_builds(record, getattr(target, "system_fingerprints", set()))
-    elif model_identity(config.model) == record["model"]:
-        weights = "; the weight files' sha256 are unchanged"
+    elif _same(model_identity(model), record["model"]):
+        weights = "; the weight files' sha256 are unchanged" + (f" (commit {model.commit}, as recorded)"
+                                                                if model.commit else "")
     else:
         weights = "; the weight files differ from the recorded ones"
     worst, where = _largest_difference(picked, df.to_dict("records"))
@@ -55,6 +60,29 @@ def requery(record: dict, n: int, seed: int = 0) -> Check:
                                       f"{tol}{weights}")
     return Check("requery", False, f"{len(picked)} passages re-extracted: the model's answers changed; largest "
                                    f"difference {where} (beyond {tol}){weights}")
+
+
+def _recorded(spec, identity: dict | None):
+    """A model named by hub id at the commit its record names, ``hf:ORG/NAME@COMMIT`` with the
+    same options: a branch that moved since is not the model that answered. Any other spec as it is."""
+    from trainspotter.backends import parse_spec
+    from trainspotter.hub import split_revision
+
+    commit = ((identity or {}).get("hub") or {}).get("commit")
+    if not commit or spec.scheme != "hf":
+        return spec
+    return parse_spec(f"hf:{split_revision(spec.where)[0]}@{commit}{spec.text[len(spec.base):]}")
+
+
+def _same(now: dict, then: dict) -> bool:
+    """The same model as recorded; of a hub model, the spec and revision as written aside (the
+    requery names the recorded commit instead)."""
+    def asked_aside(identity: dict) -> dict:
+        if "hub" not in identity:
+            return identity
+        return {k: v for k, v in identity.items() if k != "spec"} | {"hub": identity["hub"] | {"revision": None}}
+
+    return asked_aside(now) == asked_aside(then)
 
 
 def _server_builds(record: dict, now: set[str]) -> str:

@@ -157,7 +157,9 @@ def _replay_model(record: dict, config):
         return auditor, Check("model test", False, f"{rounds} pairs recorded, {len(hist['wealth'])} replayed")
     how = "bit-for-bit" if _bit_for_bit(record, auditor) else f"within {TOLERANCE:g}"
     subs = f" ({len(pairs)} sub-pairs)" if len(pairs) != rounds else ""
-    return auditor, Check("model test", True, f"replayed from the features: wealth, stake, payoff and scores of "
+    hub = (record["model"] or {}).get("hub")  # a model named by hub id: the revision asked, the commit answering
+    of = f" of {hub['id']}{'@' + hub['revision'] if hub['revision'] else ''} at commit {hub['commit']}" if hub else ""
+    return auditor, Check("model test", True, f"replayed from the features{of}: wealth, stake, payoff and scores of "
                                               f"{rounds} pairs{subs} match {how}")
 
 
