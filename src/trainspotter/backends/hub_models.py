@@ -22,10 +22,10 @@ BIN_FILES = ("pytorch_model*.bin",)  # an older repository's weights, fetched on
 
 
 def model_snapshot(spec) -> Snapshot | None:
-    """The snapshot an ``hf:ORG/NAME[@REVISION]`` spec names (a tokenizer's, ``spec.weights``
-    False: no weights fetched); None for a local path or another scheme. InputError naming the
-    spec, the cache and how to fetch it where the cache lacks it offline (``hub.resolve_snapshot``)."""
-    if spec.scheme != "hf" or not is_hub_id(spec.where):
+    """The snapshot an ``hf:`` spec ``hf:ORG/NAME[@REVISION]`` names (a tokenizer's, ``spec.weights``
+    False: no weights fetched); None for a local path. InputError naming the spec, the cache and
+    how to fetch it where the cache lacks it offline (``hub.resolve_snapshot``)."""
+    if not is_hub_id(spec.where):
         return None
     repo, revision = split_revision(spec.where)
     where = "model spec hf:"  # + "ORG/NAME[@REVISION]: ..." (resolve_snapshot names what was asked)

@@ -58,7 +58,7 @@ class ModelSpec:
         commit is the model's identity. None for a local path and the other schemes."""
         from trainspotter.backends.hub_models import model_snapshot
 
-        return model_snapshot(self)
+        return model_snapshot(self) if self.scheme == "hf" else None
 
     @property
     def commit(self) -> str | None:

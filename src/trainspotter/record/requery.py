@@ -68,8 +68,8 @@ def _recorded(spec, identity: dict | None):
     from trainspotter.backends import parse_spec
     from trainspotter.hub import split_revision
 
-    commit = ((identity or {}).get("hub") or {}).get("commit")
-    if not commit or spec.scheme != "hf":
+    commit = ((identity or {}).get("hub") or {}).get("commit")  # (only an hf: spec of a hub id has one)
+    if not commit:
         return spec
     return parse_spec(f"hf:{split_revision(spec.where)[0]}@{commit}{spec.text[len(spec.base):]}")
 
