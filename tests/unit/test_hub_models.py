@@ -92,6 +92,7 @@ def test_an_uncached_id_is_one_input_error_naming_it_the_cache_and_the_fetch(cac
         with pytest.raises(InputError) as e:
             check_loadable(spec)
         assert all(w in str(e.value) for w in [*words, str(cache), "HF_HUB_OFFLINE=1"]) and "\n" not in str(e.value)
+        assert str(e.value).endswith(f"(nor is {spec[3:]} a local folder or file)")  # a mistyped folder, maybe
 
 
 def test_the_record_names_the_id_the_revision_asked_and_the_commit(cache):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from trainspotter.errors import InputError
 from trainspotter.hub import Snapshot, is_hub_id, resolve_snapshot, split_revision
 
 __all__ = ["MODEL_FILES", "TOKENIZER_FILES", "hub_fingerprint", "hub_identity", "model_snapshot"]
@@ -27,6 +28,13 @@ def model_snapshot(spec) -> Snapshot | None:
     how to fetch it where the cache lacks it offline (``hub.resolve_snapshot``)."""
     if not is_hub_id(spec.where):
         return None
+    try:
+        return _resolve(spec)
+    except InputError as e:  # a mistyped relative folder reads as a hub id: say that it is not one either
+        raise InputError(f"{e} (nor is {spec.where} a local folder or file)") from None
+
+
+def _resolve(spec) -> Snapshot:
     repo, revision = split_revision(spec.where)
     where = "model spec hf:"  # + "ORG/NAME[@REVISION]: ..." (resolve_snapshot names what was asked)
     if not spec.weights:
