@@ -19,7 +19,8 @@ SIMULATE_CODE = ("trainspotter.auditing.tables", "trainspotter.stats.simulation"
                  "trainspotter.stats.eprocess", "trainspotter.stats.scoring", "trainspotter.stats.adam_scorer",
                  "trainspotter.stats.newton_scorer", "trainspotter.stats.fixed_scorer", "trainspotter.stats.quantiles",
                  "trainspotter.stats.oriented_qp", "trainspotter.features.orientation", "trainspotter.data",
-                 "trainspotter.features.catalog", "trainspotter.backends.base")
+                 "trainspotter.features.catalog", "trainspotter.backends.base", "trainspotter.hub",
+                 "trainspotter.hub_data")  # data reads hub datasets through these
 
 
 def simulate_cache_key(context, parameters) -> str:

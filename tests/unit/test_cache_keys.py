@@ -182,7 +182,9 @@ def test_code_digest_reads_module_files_once_per_process(tmp_path, monkeypatch):
 # cache (content-addressed) and error types, and bare package __init__ files.
 NOT_FEATURE_CODE = {"trainspotter.errors", "trainspotter.config", "trainspotter.assets", "trainspotter.layout",
                     "trainspotter.features", "trainspotter.backends.budget", "trainspotter.backends.cache",
-                    "trainspotter.backends.api.errors"}
+                    "trainspotter.backends.api.errors",
+                    # which passages and which snapshot: their texts and the model's commit are in the key itself
+                    "trainspotter.data", "trainspotter.hub", "trainspotter.hub_data"}
 
 
 def test_extract_key_covers_every_module_a_feature_row_imports():
