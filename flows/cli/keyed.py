@@ -99,8 +99,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
         resolve_spec(spec)
         made = KeyedHFRewriter(spec)
     else:
-        raise InputError(f"option --rewriter {rewriter!r}: expected lexical, lexical-v3, hf:PATH or testbed:NAME (a keyed "
-                         f"release needs a watermark the tool computes: no openai: rewriter)")
+        raise InputError(f"option --rewriter {rewriter!r}: expected lexical, lexical-v3, hf:PATH or testbed:NAME "
+                         f"(a keyed release needs a watermark the tool computes: no openai: rewriter)")
     rows = [p for path in passages for p in load_passages(path)]
     commitment = commit_release(rows, out, made, beacon_round=beacon_round)
     digest = commitment_sha256(commitment)

@@ -18,7 +18,7 @@ from trainspotter.errors import InputError
 __all__ = ["HUB_ID", "Snapshot", "cache_dir", "is_hub_id", "offline", "resolve_snapshot", "split_revision"]
 
 # ORG/NAME as the hub allows them (letters, digits, '-', '_', '.'; no '--' or '..'; at most 96 characters)
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+HUB_ID = re.compile(r"(?!.*(?:--|\.\.))[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def is_hub_id(value: str) -> bool:
     """Whether ``value`` (without its ``@REVISION``) reads as a hub id and names no local path
     (a folder ``models/x`` here is the folder, as transformers reads it)."""
     name, _ = split_revision(value)
-    return bool(HUB_ID.fullmatch(name)) and ".." not in name and "--" not in name and not Path(name).exists()
+    return bool(HUB_ID.fullmatch(name)) and not Path(name).exists()
 
 
 def cache_dir() -> Path:

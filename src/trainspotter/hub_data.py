@@ -63,7 +63,7 @@ def parse_spec(value: str, where: str = "") -> DatasetSpec:
     name, revision = split_revision(str(value).removeprefix(PREFIX))
     parts = name.split("/")
     repo, _, config = "/".join(parts[:2]).partition(":")
-    if len(parts) not in (2, 3) or not HUB_ID.fullmatch(repo) or ".." in repo or "--" in repo \
+    if len(parts) not in (2, 3) or not HUB_ID.fullmatch(repo) \
             or (len(parts) == 3 and not parts[2]) or (":" in name and not config):
         raise InputError(f"{where}{value}: not a hub dataset; write hf:ORG/NAME[:CONFIG][/SPLIT][@REVISION], "
                          f"e.g. hf:swj0419/WikiMIA/WikiMIA_length64")

@@ -118,7 +118,8 @@ def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *,
         raise InputError("a keyed release needs passages with distinct ids")
     secret = secret or secrets.token_bytes(32)
     out.mkdir(parents=True, exist_ok=True)
-    originals = _jsonl({"id": str(p["id"]), "text": p["text"]} for p in passages)
+    rows = [{"id": str(p["id"]), "text": p["text"]} for p in passages]
+    originals = _jsonl(rows)
     (out / ORIGINALS).write_text(originals, encoding="utf-8")
     tokenizer = None
     if isinstance(rewriter, KeyedHFRewriter):
@@ -138,7 +139,6 @@ def commit_release(passages: list[dict], out: str | Path, rewriter: Rewriter, *,
         from trainspotter.keyed.review import write_review
         from trainspotter.keyed.units import LexicalForms
 
-        rows = [{"id": str(p["id"]), "text": p["text"]} for p in passages]
         write_review(LexicalForms(rewriter, [r["text"] for r in rows]), rows, out).chmod(0o600)
     (out / timestamp.REQUEST).write_bytes(timestamp.request((out / COMMITMENT).read_bytes()))  # for an authority
     return commitment

@@ -100,12 +100,12 @@ PHRASES_V3: dict[str, tuple[str, ...]] = {
     "couldn't": ("could not",), "wouldn't": ("would not",), "won't": ("will not",),
 }
 TABLES = {2: PHRASES, 3: PHRASES_V3}  # the phrase table of each version
-_AROUND = re.compile(r"^(?:\(\?<[=!][^)]*\))*|(?:\(\?[=!].*\))$")  # a pattern's context conditions
 
 
 def phrase_text(pattern: str) -> str:
     """A phrase pattern as the text it matches ("about(?= \\d)" → "about")."""
-    return _AROUND.sub("", pattern).replace("\\", "")
+    behind, ahead = phrase_context(pattern)
+    return pattern[len(behind):len(pattern) - len(ahead)].replace("\\", "")
 
 
 def phrase_context(pattern: str) -> tuple[str, str]:
@@ -148,12 +148,10 @@ class KeyedLexicalRewriter(Rewriter):
         self._pattern_of = {q: re.compile(q) for q in self.table}
 
     def settings(self) -> dict:
-        if self.version == 3:
-            return {"version": 3, "rate": "uniform" if self.rate is None else self.rate, "phrases": self.phrases,
-                    "words": False} | ({"exclude": list(self.exclude)} if self.exclude else {})
-        return {"version": self.version, "rate": "uniform" if self.rate is None else self.rate,
-                "min_length": self.min_length, "senses": self.senses, "min_count": self.min_count,
-                "inflections": True, "phrases": self.phrases, "wordnet": "3.0"} \
+        words = {"min_length": self.min_length, "senses": self.senses, "min_count": self.min_count,
+                 "inflections": True} if self.words else {}
+        return {"version": self.version, "rate": "uniform" if self.rate is None else self.rate, **words,
+                "phrases": self.phrases} | ({"wordnet": "3.0"} if self.words else {"words": False}) \
             | ({"exclude": list(self.exclude)} if self.exclude else {})
 
     def alternatives(self, word: str) -> tuple[str, ...]:
