@@ -47,7 +47,9 @@ keyed_app = Typer(help="A keyed release: every passage you publish written under
                   no_args_is_help=True)
 WHO = {"commitment.json": "publish now, before the beacon round", "secret.json": "keep secret",
        "originals.jsonl": "keep secret", "commitment.tsq": "have it stamped now by a timestamp authority (RFC 3161)",
-       "public.jsonl": "release it", "manifest.json": "publish with it"}
+       "public.jsonl": "release it", "manifest.json": "publish with it",
+       "review.md": "read it before publishing (every place the key may change the\n  text; it quotes the "
+                    "originals: keep it secret)"}
 
 
 def _say(text: str, path: bool = False) -> None:
@@ -103,10 +105,11 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
                          f"(a keyed release needs a watermark the tool computes: no openai: rewriter)")
     rows = [p for path in passages for p in load_passages(path)]
     commitment = commit_release(rows, out, made, beacon_round=beacon_round)
-    digest = commitment_sha256(commitment)
+    digest, review = commitment_sha256(commitment), (out / "review.md").is_file()
     if json_out:
         return emit_json({"out": str(out.resolve()), "passages": len(rows), "commitment_sha256": digest,
-                          "rewriter": commitment["rewriter"]["name"], "files": WHO})
+                          "rewriter": commitment["rewriter"]["name"],
+                          "files": {k: " ".join(v.split()) for k, v in WHO.items() if k != "review.md" or review}})
     _say(f"committed {len(rows)} passages ({commitment['rewriter']['name']}) in {out}", path=True)
     for name in ("commitment.json", "secret.json", "originals.jsonl", "commitment.tsq"):
         _say(f"{name}: {WHO[name]}")
@@ -118,9 +121,8 @@ def make_cmd(passages: list[Path] = typer.Argument(..., help="Passages to releas
     _say(f"next, once beacon round {beacon_round} exists (publish the commitment before it does):\n"
          f"  trainspotter keyed release {out} --beacon ROUND.json (round {beacon_round} as drand publishes it)",
          path=True)
-    if (out / "review.md").is_file():
-        _say("review.md: read it before publishing (every place the key may change the\n  text; it quotes the "
-             "originals: keep it secret)")
+    if review:
+        _say(f"review.md: {WHO['review.md']}")
 
 
 @keyed_app.command("release", short_help="Derive the key from a beacon round and release.")

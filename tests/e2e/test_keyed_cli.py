@@ -571,3 +571,6 @@ def test_a_precision_first_release_with_a_unit_left_out_and_its_review(data, tmp
     assert (described["version"], described["words"], described["exclude"]) == (3, False, ["often"])
     review = (folder / "review.md").read_text()
     assert review.startswith("# Review of a keyed release: ") and "## often " not in review
+    made = json.loads(cli("keyed", "make", data / "data.jsonl", "--out", tmp_path / "v3-json", "--beacon-round", 4242,
+                          "--rewriter", "lexical-v3", "--json").stdout)
+    assert made["files"]["review.md"].startswith("read it before publishing (every place the key may change the text")

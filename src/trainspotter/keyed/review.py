@@ -33,8 +33,8 @@ def review(forms: LexicalForms, originals: list[dict]) -> str:
     passages = len({i for v in where.values() for i, _ in v})
     lines = [f"# Review of a keyed release: {len(where)} units, {shown} places in {passages} of {len(originals)} "
              f"passages", "",
-             f"The key will write each unit below in one of its forms, the same everywhere: at most {shown} of "
-             f"{words} words change. Leave a unit out with `keyed make --exclude UNIT,UNIT` (a new --out), "
+             f"The key will write each unit below in one of its forms, the same everywhere: at most {shown} places "
+             f"in {words} words change. Leave a unit out with `keyed make --exclude UNIT,UNIT` (a new --out), "
              "before the commitment is published.", ""]
     for unit, places in sorted(where.items(), key=lambda r: (-len(r[1]), forms.forms[r[0]][0])):
         names = forms.forms[unit]
